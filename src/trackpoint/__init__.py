@@ -1,0 +1,39 @@
+"""trackpoint: TensorFlow's object-based checkpoints in pure Python on numpy.
+
+Reads and writes the exact files ``tf.train.Checkpoint`` writes, without importing TensorFlow.
+
+Example:
+    >>> import numpy as np, tempfile, os
+    >>> import trackpoint as tp
+    >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
+    >>> _ = tp.save_tensors(prefix, {"w": np.eye(2, dtype=np.float32)})
+    >>> tp.load_variable(prefix, "w")
+    array([[1., 0.],
+           [0., 1.]], dtype=float32)
+"""
+
+from trackpoint import errors
+from trackpoint.reader import (
+    CheckpointReader,
+    CheckpointState,
+    get_checkpoint_state,
+    latest_checkpoint,
+    list_variables,
+    load_checkpoint,
+    load_variable,
+    save_tensors,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckpointReader",
+    "CheckpointState",
+    "errors",
+    "get_checkpoint_state",
+    "latest_checkpoint",
+    "list_variables",
+    "load_checkpoint",
+    "load_variable",
+    "save_tensors",
+]

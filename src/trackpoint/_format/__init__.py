@@ -1,0 +1,6 @@
+"""The on-disk format: bytes, numpy arrays and protobuf messages, nothing of trackables.
+
+Modules: ``crc`` (crc32c and its mask), ``varint``, ``sstable`` (the ``.index`` table),
+``dtypes``, ``tensors`` (tensor bytes), ``slices`` (partitioned tensors), ``naming``,
+``bundle_writer``, ``bundle_reader``, ``merge`` and ``state_file``.
+"""

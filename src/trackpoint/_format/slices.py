@@ -1,0 +1,144 @@
+"""Partitioned tensors: slice specs, their protos, and the ordered-code keys of slice entries.
+
+A slice is a tuple of per-dimension ``(start, length)`` extents; ``length == -1`` means the
+whole dimension (TF's ``-`` in a spec string and an ``Extent`` without ``length``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from trackpoint._format._proto import tensor_bundle_pb2 as pb
+from trackpoint.errors import InvalidArgumentError
+
+__all__ = [
+    "Extents",
+    "encode_slice_key",
+    "extents_from_proto",
+    "extents_to_proto",
+    "format_spec",
+    "is_full",
+    "parse_spec",
+    "resolve",
+]
+
+Extents = tuple[tuple[int, int], ...]
+
+
+def _num_increasing(value: int) -> bytes:
+    """OrderedCode WriteNumIncreasing: a length byte, then big-endian without leading zeros."""
+    raw = value.to_bytes((value.bit_length() + 7) // 8, "big")
+    return bytes((len(raw),)) + raw
+
+
+_HEADER_BITS = [(0, 0), (0x80, 0), (0xC0, 0), (0xE0, 0), (0xF0, 0), (0xF8, 0), (0xFC, 0), (0xFE, 0), (0xFF, 0),
+                (0xFF, 0x80), (0xFF, 0xC0)]
+
+
+def _signed_num_increasing(value: int) -> bytes:
+    """OrderedCode WriteSignedNumIncreasing: order-preserving variable-length signed ints."""
+    x = ~value if value < 0 else value
+    if x < 64:
+        return bytes(((0x80 ^ value) & 0xFF,))
+    length = x.bit_length() // 7 + 1
+    buf = bytearray(value.to_bytes(10, "big", signed=True)[10 - length :])
+    buf[0] ^= _HEADER_BITS[length][0]
+    buf[1] ^= _HEADER_BITS[length][1]
+    return bytes(buf)
+
+
+_ESCAPE = re.compile(b"[\\x00\\xff]")
+_ESCAPES = {b"\x00": b"\x00\xff", b"\xff": b"\xff\x00"}
+
+
+def encode_slice_key(full_key: str, extents: Extents) -> bytes:
+    """The index key under which one slice of ``full_key`` is stored (sorts after the header)."""
+    name = _ESCAPE.sub(lambda m: _ESCAPES[m.group()], full_key.encode("utf-8", "surrogateescape"))
+    parts = [b"\x00", name, b"\x00\x01", _num_increasing(len(extents))]
+    for start, length in extents:
+        parts.append(_signed_num_increasing(start))
+        parts.append(_signed_num_increasing(length))
+    return b"".join(parts)
+
+
+def extents_to_proto(extents: Extents) -> pb.TensorSliceProto:
+    proto = pb.TensorSliceProto()
+    for start, length in extents:
+        extent = proto.extent.add()
+        if length != -1:
+            extent.start = start
+            extent.length = length
+    return proto
+
+
+def extents_from_proto(proto: pb.TensorSliceProto) -> Extents:
+    return tuple((e.start, e.length) if e.HasField("length") else (e.start, -1) for e in proto.extent)
+
+
+def resolve(extents: Extents, full_shape: Sequence[int], what: str) -> tuple[tuple[int, int], ...]:
+    """Turn extents into ``(start, stop)`` per dimension, checked against ``full_shape``.
+
+    Raises:
+        InvalidArgumentError: Wrong rank, a negative start or length, or a slice past the end.
+    """
+    if len(extents) != len(full_shape):
+        raise InvalidArgumentError(f"{what}: slice of rank {len(extents)} for a tensor of rank {len(full_shape)}")
+    bounds = []
+    for (start, length), dim in zip(extents, full_shape):
+        if length == -1:
+            if start != 0:
+                raise InvalidArgumentError(f"{what}: full-extent slice dimension with start {start}")
+            bounds.append((0, dim))
+            continue
+        if start < 0 or length < 0 or start + length > dim:
+            raise InvalidArgumentError(f"{what}: slice [{start}, {start + length}) outside dimension of size {dim}")
+        bounds.append((start, start + length))
+    return tuple(bounds)
+
+
+def is_full(extents: Extents, full_shape: Sequence[int]) -> bool:
+    """Whether the extents cover the whole tensor (TF then stores it as a plain entry)."""
+    return all(length == -1 or (start == 0 and length == dim) for (start, length), dim in zip(extents, full_shape))
+
+
+def parse_spec(spec: str) -> tuple[tuple[int, ...], Extents]:
+    """Parse TF's ``"<d0> <d1> ... <slice>"`` string, e.g. ``"10 4 0,4:-"``.
+
+    Returns:
+        ``(full_shape, extents)``.
+
+    Raises:
+        InvalidArgumentError: The string is malformed or the slice does not fit the shape.
+    """
+    fields = spec.split(" ")
+    if len(fields) < 2:
+        raise InvalidArgumentError(f"malformed shape-and-slice spec {spec!r}: expected '<dims> <slice>'")
+    try:
+        shape = tuple(int(f) for f in fields[:-1])
+        extents: list[tuple[int, int]] = []
+        if fields[-1]:
+            for part in fields[-1].split(":"):
+                if part == "-":
+                    extents.append((0, -1))
+                else:
+                    start, length = part.split(",")
+                    extents.append((int(start), int(length)))
+    except ValueError as exc:
+        raise InvalidArgumentError(f"malformed shape-and-slice spec {spec!r}: {exc}") from exc
+    if any(d < 0 for d in shape):
+        raise InvalidArgumentError(f"malformed shape-and-slice spec {spec!r}")
+    resolve(tuple(extents), shape, f"shape-and-slice spec {spec!r}")
+    return shape, tuple(extents)
+
+
+def format_spec(full_shape: Sequence[int], extents: Extents) -> str:
+    """The inverse of :func:`parse_spec` (``SaveSliceInfo.spec``)."""
+    dims = " ".join(str(d) for d in full_shape)
+    parts = ":".join("-" if length == -1 else f"{start},{length}" for start, length in extents)
+    return f"{dims} {parts}"
+
+
+def volume(bounds: Sequence[tuple[int, int]]) -> int:
+    return math.prod(stop - start for start, stop in bounds)

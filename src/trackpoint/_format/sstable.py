@@ -1,0 +1,235 @@
+"""The ``.index`` file: an immutable sorted key/value table in LevelDB's SSTable layout.
+
+The writer reproduces TensorFlow's ``TableBuilder`` byte for byte (data blocks of 256 KiB
+with a restart point every 16 keys, an index block with one restart per key and
+shortest separators, an empty metaindex block, the 48-byte footer). The reader trusts
+nothing: every handle, length and restart array is checked against the bytes it has,
+and every block checksum is verified.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable
+
+import cramjam
+
+from trackpoint._format import varint
+from trackpoint._format.crc import crc32c, mask, unmask
+from trackpoint.errors import DataLossError
+
+__all__ = ["BLOCK_SIZE", "RESTART_INTERVAL", "TABLE_MAGIC", "build_table", "read_table"]
+
+BLOCK_SIZE = 262144
+RESTART_INTERVAL = 16
+TABLE_MAGIC = 0xDB4775248B80FB57
+FOOTER_SIZE = 48
+BLOCK_TRAILER_SIZE = 5
+_NO_COMPRESSION = 0
+_SNAPPY = 1
+_MAX_HANDLE_SIZE = 20
+
+
+class _BlockBuilder:
+    """Prefix-compressed entries followed by the restart array."""
+
+    def __init__(self, restart_interval: int) -> None:
+        self._interval = restart_interval
+        self._buf = bytearray()
+        self._restarts = [0]
+        self._counter = 0
+        self._last_key = b""
+        self.empty = True
+
+    def add(self, key: bytes, value: bytes) -> None:
+        shared = 0
+        if self._counter < self._interval:
+            shared = len(os.path.commonprefix((self._last_key, key)))
+        else:
+            self._restarts.append(len(self._buf))
+            self._counter = 0
+        buf = self._buf
+        buf += varint.encode(shared)
+        buf += varint.encode(len(key) - shared)
+        buf += varint.encode(len(value))
+        buf += key[shared:]
+        buf += value
+        self._last_key = key
+        self._counter += 1
+        self.empty = False
+
+    def size_estimate(self) -> int:
+        return len(self._buf) + 4 * len(self._restarts) + 4
+
+    def finish(self) -> bytes:
+        tail = struct.pack(f"<{len(self._restarts) + 1}I", *self._restarts, len(self._restarts))
+        return bytes(self._buf) + tail
+
+
+def _shortest_separator(start: bytes, limit: bytes) -> bytes:
+    """A short key ``k`` with ``start <= k < limit`` (LevelDB's BytewiseComparator)."""
+    n = min(len(start), len(limit))
+    i = 0
+    while i < n and start[i] == limit[i]:
+        i += 1
+    if i >= n:
+        return start  # one is a prefix of the other
+    byte = start[i]
+    if byte < 0xFF and byte + 1 < limit[i]:
+        return start[:i] + bytes((byte + 1,))
+    return start
+
+
+def _short_successor(key: bytes) -> bytes:
+    """A short key ``k >= key``: the first byte below 0xff incremented, the rest dropped."""
+    for i, byte in enumerate(key):
+        if byte != 0xFF:
+            return key[:i] + bytes((byte + 1,))
+    return key
+
+
+def _encode_handle(offset: int, size: int) -> bytes:
+    return varint.encode(offset) + varint.encode(size)
+
+
+def build_table(items: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """Serialize strictly increasing ``(key, value)`` pairs as an SSTable.
+
+    Args:
+        items: Keys must be strictly increasing in unsigned bytewise order.
+
+    Returns:
+        The complete file contents, identical to what TensorFlow's TableBuilder writes.
+
+    Raises:
+        ValueError: The keys are not strictly increasing.
+    """
+    out = bytearray()
+    data = _BlockBuilder(RESTART_INTERVAL)
+    index = _BlockBuilder(1)
+    pending_handle: bytes | None = None
+    last_key: bytes | None = None
+
+    def write_block(contents: bytes) -> bytes:
+        handle = _encode_handle(len(out), len(contents))
+        out.extend(contents)
+        trailer_type = bytes((_NO_COMPRESSION,))
+        out.extend(trailer_type)
+        out.extend(struct.pack("<I", mask(crc32c(trailer_type, crc32c(contents)))))
+        return handle
+
+    def flush() -> bytes | None:
+        nonlocal data
+        if data.empty:
+            return None
+        handle = write_block(data.finish())
+        data = _BlockBuilder(RESTART_INTERVAL)
+        return handle
+
+    for key, value in items:
+        if last_key is not None:
+            if key <= last_key:
+                raise ValueError(f"table keys must be strictly increasing: {key!r} after {last_key!r}")
+            if len(key) + len(value) >= 2 * BLOCK_SIZE:
+                pending_handle = flush() or pending_handle
+        if pending_handle is not None and last_key is not None:
+            index.add(_shortest_separator(last_key, key), pending_handle)
+            pending_handle = None
+        data.add(key, value)
+        last_key = key
+        if data.size_estimate() >= BLOCK_SIZE:
+            pending_handle = flush()
+
+    pending_handle = flush() or pending_handle
+    metaindex_handle = write_block(_BlockBuilder(RESTART_INTERVAL).finish())
+    if pending_handle is not None and last_key is not None:
+        index.add(_short_successor(last_key), pending_handle)
+    index_handle = write_block(index.finish())
+    footer = (metaindex_handle + index_handle).ljust(2 * _MAX_HANDLE_SIZE, b"\0")
+    out += footer + struct.pack("<II", TABLE_MAGIC & 0xFFFFFFFF, TABLE_MAGIC >> 32)
+    return bytes(out)
+
+
+def _decode_handle(buf: bytes | memoryview, pos: int, what: str) -> tuple[int, int, int]:
+    offset, pos = varint.decode(buf, pos, what)
+    size, pos = varint.decode(buf, pos, what)
+    return offset, size, pos
+
+
+def _read_block(data: bytes, offset: int, size: int, what: str) -> memoryview:
+    """Return a block's contents after checking its bounds and crc, decompressing Snappy."""
+    end = offset + size
+    if end + BLOCK_TRAILER_SIZE > len(data) - FOOTER_SIZE:
+        raise DataLossError(f"{what}: block at offset {offset} with size {size} runs past the end of the file")
+    view = memoryview(data)
+    contents = view[offset:end]
+    block_type = data[end]
+    (stored,) = struct.unpack_from("<I", data, end + 1)
+    actual = crc32c(view[end : end + 1], crc32c(contents))
+    if unmask(stored) != actual:
+        raise DataLossError(f"{what}: block checksum mismatch at offset {offset}; the index file is damaged")
+    if block_type == _NO_COMPRESSION:
+        return contents
+    if block_type == _SNAPPY:
+        try:
+            return memoryview(bytes(cramjam.snappy.decompress_raw(contents)))
+        except Exception as exc:  # cramjam raises its own error type
+            raise DataLossError(f"{what}: corrupt Snappy block at offset {offset}: {exc}") from exc
+    raise DataLossError(f"{what}: unknown block compression type {block_type} at offset {offset}")
+
+
+def _block_entries(block: memoryview, what: str) -> list[tuple[bytes, bytes]]:
+    if len(block) < 4:
+        raise DataLossError(f"{what}: block of {len(block)} bytes is too short")
+    (num_restarts,) = struct.unpack_from("<I", block, len(block) - 4)
+    limit = len(block) - 4 - 4 * num_restarts
+    if num_restarts == 0 or limit < 0:
+        raise DataLossError(f"{what}: bad restart array ({num_restarts} restarts in a {len(block)}-byte block)")
+    entries: list[tuple[bytes, bytes]] = []
+    key = b""
+    pos = 0
+    while pos < limit:
+        shared, pos = varint.decode(block, pos, what, 5)
+        unshared, pos = varint.decode(block, pos, what, 5)
+        value_len, pos = varint.decode(block, pos, what, 5)
+        if shared > len(key) or pos + unshared + value_len > limit:
+            raise DataLossError(f"{what}: corrupt block entry at byte {pos}")
+        key = key[:shared] + bytes(block[pos : pos + unshared])
+        pos += unshared
+        entries.append((key, bytes(block[pos : pos + value_len])))
+        pos += value_len
+    return entries
+
+
+def read_table(data: bytes, what: str) -> list[tuple[bytes, bytes]]:
+    """Parse a whole SSTable into its ``(key, value)`` pairs in key order.
+
+    Args:
+        data: The complete file contents.
+        what: The file name, used in error messages.
+
+    Raises:
+        DataLossError: Bad magic, a handle out of bounds, a checksum mismatch, a corrupt
+            block, or keys out of order.
+    """
+    if len(data) < FOOTER_SIZE:
+        raise DataLossError(f"{what}: {len(data)} bytes is too short for an index file (truncated?)")
+    magic_lo, magic_hi = struct.unpack_from("<II", data, len(data) - 8)
+    if (magic_hi << 32) | magic_lo != TABLE_MAGIC:
+        raise DataLossError(f"{what}: not an SSTable (bad magic number); the index file is damaged or of another kind")
+    footer = memoryview(data)[len(data) - FOOTER_SIZE :]
+    _, _, pos = _decode_handle(footer, 0, f"{what} footer")  # the metaindex is unused
+    index_offset, index_size, _ = _decode_handle(footer, pos, f"{what} footer")
+    index = _block_entries(_read_block(data, index_offset, index_size, what), f"{what} index block")
+    items: list[tuple[bytes, bytes]] = []
+    for _, handle in index:
+        offset, size, _ = _decode_handle(handle, 0, f"{what} index entry")
+        block_items = _block_entries(_read_block(data, offset, size, what), f"{what} data block at {offset}")
+        if items and block_items and block_items[0][0] <= items[-1][0]:
+            raise DataLossError(f"{what}: keys out of order across blocks at offset {offset}")
+        items.extend(block_items)
+    for (a, _), (b, _) in zip(items, items[1:]):
+        if b <= a:
+            raise DataLossError(f"{what}: keys out of order or repeated ({a!r}, {b!r})")
+    return items

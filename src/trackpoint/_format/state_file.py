@@ -1,0 +1,133 @@
+"""The ``checkpoint`` state file: a text-format ``CheckpointState`` naming recent checkpoints."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from google.protobuf import text_format
+
+from trackpoint._format._proto import checkpoint_state_pb2 as pb
+from trackpoint.errors import InvalidArgumentError
+
+__all__ = ["CheckpointState", "STATE_FILENAME", "read_state", "write_state"]
+
+STATE_FILENAME = "checkpoint"
+_MAX_STATE_BYTES = 16 << 20
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    """What a ``checkpoint`` file says, with paths made absolute.
+
+    Attributes:
+        model_checkpoint_path: The latest checkpoint prefix.
+        all_model_checkpoint_paths: Every kept checkpoint prefix, oldest first.
+        all_model_checkpoint_timestamps: Save times (seconds since the epoch), parallel to the paths,
+            or empty.
+        last_preserved_timestamp: When ``keep_checkpoint_every_n_hours`` last kept one.
+    """
+
+    model_checkpoint_path: str
+    all_model_checkpoint_paths: tuple[str, ...] = ()
+    all_model_checkpoint_timestamps: tuple[float, ...] = ()
+    last_preserved_timestamp: float = 0.0
+
+
+def _absolute(directory: str, path: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(directory, path)
+
+
+def read_state(directory: str) -> CheckpointState | None:
+    """Parse ``<directory>/checkpoint``; None when there is no such file.
+
+    Raises:
+        InvalidArgumentError: The file is not a valid text ``CheckpointState`` or names no
+            checkpoint; the message says which file.
+    """
+    path = os.path.join(directory, STATE_FILENAME)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(_MAX_STATE_BYTES + 1)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except IsADirectoryError as exc:
+        raise InvalidArgumentError(f"{path} is a directory, not a checkpoint state file") from exc
+    if len(data) > _MAX_STATE_BYTES:
+        raise InvalidArgumentError(f"{path}: checkpoint state file larger than {_MAX_STATE_BYTES} bytes")
+    state = pb.CheckpointState()
+    try:
+        text_format.Parse(data.decode("utf-8"), state)
+    except (text_format.ParseError, UnicodeDecodeError) as exc:
+        raise InvalidArgumentError(
+            f"{path}: not a valid checkpoint state file ({exc}); delete it or pass a checkpoint prefix directly"
+        ) from exc
+    if not state.model_checkpoint_path:
+        raise InvalidArgumentError(f"Invalid checkpoint state loaded from {directory}: {path} names no checkpoint")
+    if state.all_model_checkpoint_timestamps and len(state.all_model_checkpoint_timestamps) != len(
+        state.all_model_checkpoint_paths
+    ):
+        raise InvalidArgumentError(f"{path}: {len(state.all_model_checkpoint_paths)} paths but "
+                                   f"{len(state.all_model_checkpoint_timestamps)} timestamps")
+    return CheckpointState(
+        model_checkpoint_path=_absolute(directory, state.model_checkpoint_path),
+        all_model_checkpoint_paths=tuple(_absolute(directory, p) for p in state.all_model_checkpoint_paths),
+        all_model_checkpoint_timestamps=tuple(state.all_model_checkpoint_timestamps),
+        last_preserved_timestamp=state.last_preserved_timestamp,
+    )
+
+
+def _relative(directory: str, path: str) -> str:
+    """Paths inside ``directory`` relative to it (TF's ``save_relative_paths=True``), others absolute.
+
+    Unlike TF, a relative path given from the working directory is re-based on ``directory``
+    rather than stored as is (which would point to the wrong place when read back).
+    """
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(directory))
+    return os.path.abspath(path) if rel.startswith(os.pardir) else rel
+
+
+def write_state(
+    directory: str,
+    model_checkpoint_path: str,
+    all_model_checkpoint_paths: Sequence[str] = (),
+    all_model_checkpoint_timestamps: Sequence[float] = (),
+    last_preserved_timestamp: float | None = None,
+) -> None:
+    """Atomically replace ``<directory>/checkpoint`` (temp file, then rename).
+
+    ``model_checkpoint_path`` is appended to the list when it is not already last. Paths
+    under ``directory`` are stored relative to it.
+
+    Raises:
+        InvalidArgumentError: Timestamps not parallel to paths, or a checkpoint path equal to the
+            state file's own path.
+    """
+    paths = list(all_model_checkpoint_paths)
+    if not paths or paths[-1] != model_checkpoint_path:
+        paths.append(model_checkpoint_path)
+    if all_model_checkpoint_timestamps and len(all_model_checkpoint_timestamps) != len(paths):
+        raise InvalidArgumentError(
+            f"{directory}: {len(paths)} checkpoint paths but {len(all_model_checkpoint_timestamps)} timestamps"
+        )
+    state_path = os.path.join(directory, STATE_FILENAME)
+    if os.path.abspath(model_checkpoint_path) == os.path.abspath(state_path):
+        raise InvalidArgumentError(f"{state_path}: a checkpoint prefix cannot be the state file's own path")
+    proto = pb.CheckpointState(
+        model_checkpoint_path=_relative(directory, model_checkpoint_path),
+        all_model_checkpoint_paths=[_relative(directory, p) for p in paths],
+        all_model_checkpoint_timestamps=list(all_model_checkpoint_timestamps),
+    )
+    if last_preserved_timestamp is not None:
+        proto.last_preserved_timestamp = last_preserved_timestamp
+    temp = os.path.join(directory, f"{STATE_FILENAME}.tmp{uuid.uuid4().hex}")
+    try:
+        with open(temp, "w", encoding="utf-8") as f:
+            f.write(text_format.MessageToString(proto))
+        os.replace(temp, state_path)
+    except BaseException:
+        if os.path.exists(temp):
+            os.unlink(temp)
+        raise

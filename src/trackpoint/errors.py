@@ -1,0 +1,48 @@
+"""The one exception tree of trackpoint.
+
+::
+
+    CheckpointError(Exception)                     root: catch this to catch them all
+    ├── NotFoundError(CheckpointError, FileNotFoundError)
+    │       a checkpoint, shard file or key that does not exist
+    ├── DataLossError(CheckpointError, IOError)
+    │       checksum mismatch, truncated or damaged file
+    └── InvalidArgumentError(CheckpointError, ValueError)
+            malformed input: bad option, dtype/shape mismatch, hostile sizes
+
+Each leaf also subclasses the builtin a caller would naturally catch, so
+``except FileNotFoundError`` or ``except ValueError`` keeps working. Messages name the
+file, the key and what to do about it.
+
+Example:
+    >>> import trackpoint as tp
+    >>> try:
+    ...     tp.load_checkpoint("/nonexistent/ckpt")
+    ... except tp.errors.NotFoundError as exc:
+    ...     print(type(exc).__name__)
+    NotFoundError
+"""
+
+from __future__ import annotations
+
+__all__ = ["CheckpointError", "DataLossError", "InvalidArgumentError", "NotFoundError"]
+
+
+class CheckpointError(Exception):
+    """Root of every error trackpoint raises on purpose."""
+
+    def __str__(self) -> str:
+        # OSError subclasses format a single argument without quotes; keep that for all.
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
+class NotFoundError(CheckpointError, FileNotFoundError):
+    """A checkpoint, one of its files, or a requested key does not exist."""
+
+
+class DataLossError(CheckpointError, IOError):
+    """Stored bytes are damaged: a checksum mismatch, a truncated or unreadable file."""
+
+
+class InvalidArgumentError(CheckpointError, ValueError):
+    """Input is malformed or inconsistent: wrong dtype or shape, impossible sizes, bad options."""

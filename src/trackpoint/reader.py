@@ -1,0 +1,258 @@
+"""Reading checkpoints without the object graph: TF's ``tf.train.load_checkpoint`` family.
+
+Example:
+    >>> import numpy as np, tempfile, os
+    >>> import trackpoint as tp
+    >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
+    >>> _ = tp.save_tensors(prefix, {"w": np.ones((2, 3), np.float32)})
+    >>> reader = tp.load_checkpoint(prefix)
+    >>> reader.get_variable_to_shape_map()
+    {'w': [2, 3]}
+    >>> tp.list_variables(prefix)
+    [('w', [2, 3])]
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+
+from trackpoint._format import naming, slices
+from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.bundle_writer import BundleWriter
+from trackpoint._format.dtypes import enum_name
+from trackpoint._format.state_file import CheckpointState, read_state
+from trackpoint.errors import NotFoundError
+
+__all__ = [
+    "CheckpointReader",
+    "CheckpointState",
+    "get_checkpoint_state",
+    "latest_checkpoint",
+    "list_variables",
+    "load_checkpoint",
+    "load_variable",
+    "save_tensors",
+]
+
+_log = logging.getLogger("trackpoint")
+
+
+class CheckpointReader:
+    """Lazy access to the tensors of one checkpoint, like TF's ``CheckpointReader``.
+
+    Opening reads only the ``.index``; each :meth:`get_tensor` reads and checksums one tensor.
+
+    Example:
+        >>> import numpy as np, tempfile, os
+        >>> import trackpoint as tp
+        >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
+        >>> _ = tp.save_tensors(prefix, {"step": np.int64(7), "name": b"run-1"})
+        >>> with tp.load_checkpoint(prefix) as reader:
+        ...     print(reader.get_tensor("step"), reader.get_tensor("name"), reader.has_tensor("x"))
+        7 b'run-1' False
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self._bundle = BundleReader(prefix)
+        self._prefix = prefix
+        self._visible: list[str] | None = None
+
+    @property
+    def prefix(self) -> str:
+        """The checkpoint prefix this reader opened."""
+        return self._prefix
+
+    def _keys(self) -> list[str]:
+        """Keys TF lists: every entry except slices that some full entry refers to."""
+        if self._visible is None:
+            hidden: set[bytes] = set()
+            entries = [self._bundle.entry(raw) for raw in self._bundle.raw_keys()]
+            for entry in entries:
+                for proto in entry.proto.slices:
+                    hidden.add(slices.encode_slice_key(entry.key, slices.extents_from_proto(proto)))
+            self._visible = [e.key for e in entries if e.key.encode("utf-8", "surrogateescape") not in hidden]
+        return self._visible
+
+    def get_variable_to_shape_map(self) -> dict[str, list[int]]:
+        """``{key: shape as a list of ints}``, the object graph and sliced tensors (whole) included."""
+        return {key: list(self._bundle.entry(key).shape) for key in self._keys()}
+
+    def get_variable_to_dtype_map(self) -> dict[str, np.dtype]:
+        """``{key: numpy dtype}``; strings are ``object``, bfloat16 is ``ml_dtypes.bfloat16``."""
+        result = {}
+        for key in self._keys():
+            entry = self._bundle.entry(key)
+            result[key] = entry.dtype.numpy if entry.dtype is not None else np.dtype("V0")
+        return result
+
+    def has_tensor(self, name: str) -> bool:
+        """Whether ``name`` is a key of the checkpoint (exact match)."""
+        return name in self._bundle
+
+    def get_tensor(self, name: str, out: np.ndarray | None = None) -> np.ndarray | np.generic | bytes:
+        """Read one tensor, checksums verified.
+
+        Args:
+            name: The checkpoint key.
+            out: Optional destination array of the stored dtype and shape; the tensor is
+                read straight into it (no intermediate buffer) and it is returned.
+
+        Returns:
+            A numpy array; a numpy scalar for a scalar; ``bytes`` for a scalar string; an
+            object array of ``bytes`` for a string tensor.
+
+        Raises:
+            NotFoundError: No such key (``Key <name> not found in checkpoint``).
+            DataLossError: The stored bytes are damaged.
+        """
+        value = self._bundle.read(name, out)
+        if out is None and isinstance(value, np.ndarray) and value.ndim == 0:
+            return value[()]
+        return value
+
+    def debug_string(self) -> bytes:
+        """One ``key (DT_NAME) [d0,d1]`` line per entry in key order, as TF's reader prints."""
+        lines = []
+        for raw in self._bundle.raw_keys():
+            entry = self._bundle.entry(raw)
+            if entry.is_sliced:
+                continue
+            shape = ",".join(str(d) for d in entry.shape)
+            lines.append(raw + f" ({enum_name(entry.dtype_enum)}) [{shape}]\n".encode())
+        return b"".join(lines)
+
+    def close(self) -> None:
+        """Close the data files (also done when the reader is garbage-collected)."""
+        self._bundle.close()
+
+    def __enter__(self) -> CheckpointReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def get_checkpoint_state(checkpoint_dir: str) -> CheckpointState | None:
+    """The parsed ``<checkpoint_dir>/checkpoint`` file, paths made absolute; None if absent.
+
+    Example:
+        >>> import tempfile
+        >>> import trackpoint as tp
+        >>> tp.get_checkpoint_state(tempfile.mkdtemp()) is None
+        True
+
+    Raises:
+        InvalidArgumentError: The state file is garbage or names no checkpoint.
+    """
+    return read_state(checkpoint_dir)
+
+
+def latest_checkpoint(checkpoint_dir: str) -> str | None:
+    """The newest checkpoint prefix named by the state file, if its ``.index`` exists.
+
+    Example:
+        >>> import tempfile
+        >>> import trackpoint as tp
+        >>> tp.latest_checkpoint(tempfile.mkdtemp()) is None
+        True
+    """
+    state = read_state(checkpoint_dir)
+    if state is None:
+        return None
+    path = state.model_checkpoint_path
+    if os.path.exists(naming.index_filename(path)):
+        return path
+    _log.error("Couldn't match files for checkpoint %s named by %s/checkpoint", path, checkpoint_dir)
+    return None
+
+
+def _resolve_prefix(ckpt_dir_or_file: str) -> str:
+    path = os.fspath(ckpt_dir_or_file)
+    if os.path.isdir(path):
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise NotFoundError(
+                f"Couldn't find 'checkpoint' file or checkpoints in given directory {path}: pass a checkpoint "
+                "prefix such as 'dir/ckpt-1', or a directory whose 'checkpoint' file names an existing checkpoint"
+            )
+        return latest
+    return path
+
+
+def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
+    """Open a checkpoint by prefix, or the latest one of a directory with a ``checkpoint`` file.
+
+    Example:
+        >>> import numpy as np, tempfile, os
+        >>> import trackpoint as tp
+        >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
+        >>> _ = tp.save_tensors(prefix, {"a": np.zeros(2)})
+        >>> tp.load_checkpoint(prefix).get_tensor("a")
+        array([0., 0.])
+
+    Raises:
+        NotFoundError: Nothing is there.
+    """
+    return CheckpointReader(_resolve_prefix(ckpt_dir_or_file))
+
+
+def list_variables(ckpt_dir_or_file: str) -> list[tuple[str, list[int]]]:
+    """``[(key, shape)]`` sorted by key, as ``tf.train.list_variables`` returns.
+
+    Example:
+        >>> import numpy as np, tempfile, os
+        >>> import trackpoint as tp
+        >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
+        >>> _ = tp.save_tensors(prefix, {"b": np.zeros(2), "a": np.zeros((1, 2))})
+        >>> tp.list_variables(prefix)
+        [('a', [1, 2]), ('b', [2])]
+    """
+    with load_checkpoint(ckpt_dir_or_file) as reader:
+        return sorted(reader.get_variable_to_shape_map().items())
+
+
+def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray | np.generic | bytes:
+    """One tensor's value; a trailing ``":0"`` on the name is ignored, as in TF.
+
+    Example:
+        >>> import numpy as np, tempfile, os
+        >>> import trackpoint as tp
+        >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
+        >>> _ = tp.save_tensors(prefix, {"w": np.arange(3)})
+        >>> tp.load_variable(prefix, "w:0")
+        array([0, 1, 2])
+    """
+    if name.endswith(":0"):
+        name = name[:-2]
+    with load_checkpoint(ckpt_dir_or_file) as reader:
+        return reader.get_tensor(name)
+
+
+def save_tensors(file_prefix: str, tensors: dict[str, object]) -> str:
+    """Write a plain bundle (no object graph) of ``{key: array}``, in the dict's order.
+
+    Arrays may be any numpy dtype TF checkpoints hold, ``bytes``/``str`` scalars, or object
+    arrays of ``bytes``. TF reads the result with ``tf.train.load_checkpoint``.
+
+    Args:
+        file_prefix: The checkpoint prefix; ``.index`` and ``.data-00000-of-00001`` are added.
+        tensors: Keys and values; data is written in this order, the index sorted.
+
+    Returns:
+        ``file_prefix``.
+
+    Example:
+        >>> import numpy as np, tempfile, os
+        >>> import trackpoint as tp
+        >>> prefix = os.path.join(tempfile.mkdtemp(), "plain")
+        >>> tp.save_tensors(prefix, {"x": np.float16(1.5)})
+        '...plain'
+    """
+    writer = BundleWriter(os.fspath(file_prefix))
+    for key, value in tensors.items():
+        writer.add(key, value)
+    writer.finish()
+    return file_prefix
