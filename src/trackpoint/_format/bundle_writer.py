@@ -173,7 +173,8 @@ class BundleWriter:
         self._write(slices.encode_slice_key(key, extents), key, array, shard_id)
         full = self._entries.get(full_key)
         if full is None:
-            full = self._entries[full_key] = pb.BundleEntryProto(dtype=dtype.enum)
+            # The full entry carries the shard of its first slice, as TF's merge leaves it.
+            full = self._entries[full_key] = pb.BundleEntryProto(dtype=dtype.enum, shard_id=shard_id)
             full.shape.CopyFrom(_shape_proto(full_shape))
             self._sliced[full_key] = (dtype, full_shape)
         full.slices.append(slices.extents_to_proto(extents))

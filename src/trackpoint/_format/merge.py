@@ -44,11 +44,12 @@ def merge_bundles(prefixes: list[str], merged_prefix: str) -> None:
                         raise InvalidArgumentError(f"{prefix}: slices of {key!r} disagree in dtype or shape")
                     existing.slices.extend(proto.slices)
                     continue
-                if not proto.slices:
-                    if proto.shard_id not in local_ids:
-                        local_ids[proto.shard_id] = len(moves)
-                        moves.append((naming.data_filename(prefix, proto.shard_id, reader.num_shards), len(moves)))
-                    proto.shard_id = local_ids[proto.shard_id]
+                # Like TF, the full entry of a sliced tensor also takes the id of its bundle's
+                # data file, so it counts for the first-seen numbering too.
+                if proto.shard_id not in local_ids:
+                    local_ids[proto.shard_id] = len(moves)
+                    moves.append((naming.data_filename(prefix, proto.shard_id, reader.num_shards), len(moves)))
+                proto.shard_id = local_ids[proto.shard_id]
                 entries[key] = proto
     if endianness:
         raise InvalidArgumentError(f"{merged_prefix}: merging big-endian bundles is not supported")

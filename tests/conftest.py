@@ -1,0 +1,26 @@
+"""Shared fixtures: golden checkpoint locations and value comparison."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+
+GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+
+
+def assert_bit_equal(got: object, expected: object) -> None:
+    """Same dtype, shape and bytes (NaNs and -0.0 included); strings compared as bytes."""
+    if isinstance(expected, bytes):
+        assert isinstance(got, bytes) and got == expected
+        return
+    expected_arr = np.asarray(expected)
+    got_arr = np.asarray(got)
+    assert got_arr.dtype == expected_arr.dtype, (got_arr.dtype, expected_arr.dtype)
+    assert got_arr.shape == expected_arr.shape, (got_arr.shape, expected_arr.shape)
+    if expected_arr.dtype == object:
+        assert all(isinstance(x, bytes) for x in got_arr.reshape(-1))
+        assert got_arr.tolist() == expected_arr.tolist()
+    else:
+        assert got_arr.tobytes() == expected_arr.tobytes()
