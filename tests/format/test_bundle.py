@@ -1,0 +1,123 @@
+"""Bundles written and read back: random tensors, the reader API, laziness."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import trackpoint as tp
+from tests.conftest import assert_bit_equal
+from tests.strategies import tensor_dicts
+from trackpoint._format import naming
+from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.bundle_writer import BundleWriter
+
+
+@settings(max_examples=80, deadline=None)
+@given(tensor_dicts)
+def test_round_trip_random_tensors(tmp_path_factory, tensors: dict[str, object]) -> None:
+    prefix = str(tmp_path_factory.mktemp("rt") / "ckpt")
+    tp.save_tensors(prefix, tensors)
+    reader = tp.load_checkpoint(prefix)
+    assert reader.get_variable_to_shape_map() == {k: list(np.shape(v)) for k, v in tensors.items()}
+    for key, value in tensors.items():
+        got = reader.get_tensor(key)
+        assert_bit_equal(got, value if isinstance(value, bytes) or np.ndim(value) else np.asarray(value)[()])
+    # deterministic: the same tensors give the same bytes
+    again = str(tmp_path_factory.mktemp("rt") / "ckpt")
+    tp.save_tensors(again, tensors)
+    for name in (naming.index_filename, lambda p: naming.data_filename(p, 0, 1)):
+        assert open(name(prefix), "rb").read() == open(name(again), "rb").read()
+
+
+def test_reader_api(tmp_path) -> None:
+    prefix = str(tmp_path / "ckpt")
+    tp.save_tensors(prefix, {"b": np.arange(6, dtype=np.int32).reshape(2, 3), "a": np.float32(1.5), "s": b"x"})
+    reader = tp.load_checkpoint(prefix)
+    assert reader.has_tensor("a") and not reader.has_tensor("a:0")
+    assert reader.get_variable_to_dtype_map() == {"a": np.float32, "b": np.int32, "s": np.dtype(object)}
+    assert reader.debug_string() == b"a (DT_FLOAT) []\nb (DT_INT32) [2,3]\ns (DT_STRING) []\n"
+    assert tp.list_variables(prefix) == [("a", []), ("b", [2, 3]), ("s", [])]
+    assert tp.load_variable(prefix, "a:0") == np.float32(1.5)
+    with pytest.raises(tp.errors.NotFoundError, match="Key nope not found in checkpoint"):
+        reader.get_tensor("nope")
+
+
+def test_duplicate_and_unsupported_keys(tmp_path) -> None:
+    writer = BundleWriter(str(tmp_path / "c"))
+    writer.add("x", np.zeros(1))
+    with pytest.raises(tp.errors.InvalidArgumentError, match="duplicate key"):
+        writer.add("x", np.zeros(1))
+    with pytest.raises(tp.errors.InvalidArgumentError, match="no TensorFlow checkpoint equivalent"):
+        writer.add("y", np.zeros(1, dtype="datetime64[s]"))
+
+
+def test_slices_written_and_read(tmp_path) -> None:
+    full = np.arange(20, dtype=np.float64).reshape(4, 5)
+    prefix = str(tmp_path / "c")
+    writer = BundleWriter(prefix, num_shards=2)
+    writer.add_slice("w", (4, 5), ((0, 1), (0, -1)), full[:1], shard_id=0)
+    writer.add_slice("w", (4, 5), ((1, 3), (0, 2)), full[1:, :2], shard_id=1)
+    writer.add_slice("w", (4, 5), ((1, 3), (2, 3)), full[1:, 2:], shard_id=0)
+    writer.add_slice("whole", (2,), ((0, 2),), np.array([1, 2]), shard_id=1)  # full cover: a plain entry
+    with pytest.raises(tp.errors.InvalidArgumentError, match="slice data of shape"):
+        writer.add_slice("w", (4, 5), ((0, 1), (0, -1)), full[:2])
+    with pytest.raises(tp.errors.InvalidArgumentError, match="conflicts"):
+        writer.add_slice("w", (4, 6), ((0, 1), (0, -1)), np.zeros((1, 6)))
+    writer.finish()
+    reader = tp.load_checkpoint(prefix)
+    assert reader.get_variable_to_shape_map() == {"w": [4, 5], "whole": [2]}
+    assert_bit_equal(reader.get_tensor("w"), full)
+    assert not BundleReader(prefix).entry("whole").is_sliced
+
+
+def test_open_reads_only_the_index_and_get_tensor_reads_one_tensor(tmp_path, monkeypatch) -> None:
+    prefix = str(tmp_path / "c")
+    tp.save_tensors(prefix, {"a": np.zeros(1000, np.float32), "b": np.ones(10, np.float32)})
+    calls: list[tuple[int, int]] = []
+    real = os.preadv
+
+    def spy(fd: int, buffers: list, offset: int) -> int:
+        calls.append((offset, sum(memoryview(b).nbytes for b in buffers)))
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", spy)
+    reader = tp.load_checkpoint(prefix)
+    reader.get_variable_to_shape_map()
+    assert calls == []
+    reader.get_tensor("b")
+    assert calls == [(4000, 40)]
+
+
+def test_directory_without_state_file(tmp_path) -> None:
+    with pytest.raises(tp.errors.NotFoundError, match="Couldn't find 'checkpoint' file"):
+        tp.load_checkpoint(str(tmp_path))
+
+
+def test_big_endian_bundle_is_byte_swapped(tmp_path) -> None:
+    """A bundle whose header says BIG: numeric tensors come back in native order."""
+    from trackpoint._format import sstable
+    from trackpoint._format._proto import tensor_bundle_pb2 as pb
+
+    prefix = str(tmp_path / "be")
+    values = np.array([1.5, -2.0, 3.25], dtype=">f4")
+    tp.save_tensors(prefix, {"x": values.astype("<f4")})
+    data = values.tobytes()
+    with open(naming.data_filename(prefix, 0, 1), "wb") as f:
+        f.write(data)
+    items = sstable.read_table(open(naming.index_filename(prefix), "rb").read(), "i")
+    header = pb.BundleHeaderProto()
+    header.ParseFromString(items[0][1])
+    header.endianness = pb.BundleHeaderProto.BIG
+    entry = pb.BundleEntryProto()
+    entry.ParseFromString(items[1][1])
+    from trackpoint._format.crc import crc32c, mask
+
+    entry.crc32c = mask(crc32c(data))
+    with open(naming.index_filename(prefix), "wb") as f:
+        f.write(sstable.build_table([(b"", header.SerializeToString()), (b"x", entry.SerializeToString())]))
+    got = tp.load_variable(prefix, "x")
+    assert got.dtype == np.float32 and got.tolist() == [1.5, -2.0, 3.25]

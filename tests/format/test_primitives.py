@@ -1,0 +1,75 @@
+"""crc32c masking, varints, ordered-code slice keys and slice specs, against the spec's examples."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trackpoint._format import slices, varint
+from trackpoint._format.crc import crc32c, mask, unmask
+from trackpoint.errors import DataLossError, InvalidArgumentError
+
+
+def test_crc32c_check_value_and_extend() -> None:
+    assert crc32c(b"123456789") == 0xE3069283
+    assert crc32c(b"6789", crc32c(b"12345")) == crc32c(b"123456789")
+
+
+def test_mask_of_empty_crc() -> None:
+    assert mask(0) == 0xA282EAD8
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_unmask_inverts_mask(value: int) -> None:
+    assert unmask(mask(value)) == value
+
+
+@given(st.integers(0, 2**64 - 1))
+def test_varint_round_trip(value: int) -> None:
+    encoded = varint.encode(value)
+    assert varint.decode(encoded, 0, "t") == (value, len(encoded))
+
+
+def test_varint_truncated_and_overlong() -> None:
+    with pytest.raises(DataLossError):
+        varint.decode(b"\x80\x80", 0, "t")
+    with pytest.raises(DataLossError):
+        varint.decode(b"\xff\xff\xff\xff\x7f", 0, "t", max_bytes=5)  # > 32 bits
+
+
+@pytest.mark.parametrize(
+    "value, encoded",
+    [(0, "80"), (4, "84"), (-1, "7f"), (63, "bf"), (-64, "40"), (64, "c040"), (1000, "c3e8"), (3334, "cd06")],
+)
+def test_signed_num_increasing_examples(value: int, encoded: str) -> None:
+    assert slices._signed_num_increasing(value).hex() == encoded
+
+
+@given(st.lists(st.integers(-(2**62), 2**62), min_size=2, max_size=2))
+def test_signed_num_increasing_preserves_order(pair: list[int]) -> None:
+    a, b = sorted(pair)
+    assert (slices._signed_num_increasing(a) <= slices._signed_num_increasing(b))
+
+
+def test_slice_key_of_the_spec_example() -> None:
+    key = slices.encode_slice_key("big/.ATTRIBUTES/VARIABLE_VALUE", ((4, 3), (0, 4)))
+    assert key == b"\x00big/.ATTRIBUTES/VARIABLE_VALUE\x00\x01\x01\x02\x84\x83\x80\x84"
+
+
+def test_slice_key_escapes_nul_and_ff() -> None:
+    key = slices.encode_slice_key("a\x00b", ((0, -1),))
+    assert key == b"\x00a\x00\xffb\x00\x01\x01\x01\x80\x7f"
+
+
+def test_parse_and_format_spec() -> None:
+    assert slices.parse_spec("10 4 0,4:-") == ((10, 4), ((0, 4), (0, -1)))
+    assert slices.format_spec((10, 4), ((0, 4), (0, -1))) == "10 4 0,4:-"
+    for bad in ("", "10 4", "10 4 0,11:-", "x 4 0,1:-", "10 4 0,1", "-1 0,1"):
+        with pytest.raises(InvalidArgumentError):
+            slices.parse_spec(bad)
+
+
+def test_proto_round_trip_keeps_full_extents() -> None:
+    extents = ((0, -1), (3, 2))
+    assert slices.extents_from_proto(slices.extents_to_proto(extents)) == extents
