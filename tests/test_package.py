@@ -1,0 +1,41 @@
+"""Package-level promises: no framework imports, a pinned public surface."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import trackpoint as tp
+
+
+def test_import_pulls_in_no_framework() -> None:
+    code = (
+        "import sys, trackpoint, trackpoint.cli, trackpoint.reader\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'tensorflow', 'torch', 'jax', 'keras'})\n"
+        "print(bad)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_public_names_are_pinned_and_sorted() -> None:
+    assert tp.__all__ == sorted(tp.__all__)
+    assert tp.__all__ == [
+        "CheckpointReader",
+        "CheckpointState",
+        "errors",
+        "get_checkpoint_state",
+        "latest_checkpoint",
+        "list_variables",
+        "load_checkpoint",
+        "load_variable",
+        "save_tensors",
+    ]
+
+
+def test_error_tree() -> None:
+    errors = tp.errors
+    assert issubclass(errors.NotFoundError, errors.CheckpointError)
+    assert issubclass(errors.NotFoundError, FileNotFoundError)
+    assert issubclass(errors.DataLossError, OSError) and issubclass(errors.DataLossError, errors.CheckpointError)
+    assert issubclass(errors.InvalidArgumentError, ValueError)
