@@ -128,6 +128,18 @@ def test_huge_string_shape_does_not_allocate(ckpt: str) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+def test_huge_numeric_shape_is_refused_before_allocating(ckpt: str) -> None:
+    """Size agrees with the shape (4 TiB), but the shard cannot hold it: no allocation happens."""
+    _index_with(ckpt, {b"w": _entry(1, [2**40], size=2**42)})
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, hard))
+    try:
+        with pytest.raises(DataLossError, match="truncated or the index is damaged"):
+            tp.load_checkpoint(ckpt).get_tensor("w")
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def test_string_lengths_past_the_entry(tmp_path) -> None:
     prefix = str(tmp_path / "c")
     tp.save_tensors(prefix, {"s": np.array([b"abc"], dtype=object)})

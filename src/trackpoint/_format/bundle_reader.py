@@ -170,11 +170,11 @@ class BundleReader:
             self._fds[shard_id] = (fd, os.fstat(fd).st_size)
             return self._fds[shard_id]
 
-    def _read_bytes(self, entry: Entry, dest: memoryview | None = None, verify: bool = True) -> memoryview:
-        """Read an entry's stored bytes (into ``dest`` if given) and verify the crc.
+    def _check_span(self, entry: Entry) -> tuple[int, str]:
+        """Check that the entry's bytes lie inside its shard file; return ``(fd, path)``.
 
-        String tensors pass ``verify=False``: their crc is not over the stored bytes but over
-        the lengths as fixed-width integers, so :func:`decode_strings` checks it.
+        Called before anything is allocated for the entry, so a hostile size or shape can
+        never cost more memory than the file itself holds.
         """
         proto = entry.proto
         fd, file_size = self._shard_fd(proto.shard_id, entry.key)
@@ -184,6 +184,16 @@ class BundleReader:
                 f"{path}: key {entry.key!r} spans bytes [{proto.offset}, {proto.offset + proto.size}) but the file "
                 f"holds {file_size}; the data file is truncated or the index is damaged"
             )
+        return fd, path
+
+    def _read_bytes(self, entry: Entry, dest: memoryview | None = None, verify: bool = True) -> memoryview:
+        """Read an entry's stored bytes (into ``dest`` if given) and verify the crc.
+
+        String tensors pass ``verify=False``: their crc is not over the stored bytes but over
+        the lengths as fixed-width integers, so :func:`decode_strings` checks it.
+        """
+        proto = entry.proto
+        fd, path = self._check_span(entry)
         buf = dest if dest is not None else memoryview(bytearray(proto.size))
         done = 0
         while done < proto.size:
@@ -257,6 +267,7 @@ class BundleReader:
             return decode_strings(
                 self._read_bytes(entry, verify=False), entry.shape, unmask(entry.proto.crc32c), f"{path}: key {entry.key!r}"
             )
+        self._check_span(entry)
         array = out if out is not None else np.empty(entry.shape, dtype=dtype.numpy)
         self._read_bytes(entry, numeric_bytes_view(array) if array.size else memoryview(b""))
         if self.big_endian:
@@ -283,7 +294,8 @@ class BundleReader:
             )
         _check_disjoint([b for _, b in boxes], entry.key, self.index_path)
         # Slices are disjoint and their volumes add up to the whole, so they cover it exactly.
-        result = out if out is not None else np.empty(full_shape, dtype=dtype.numpy)
+        # Every part is validated against its file before the whole tensor is allocated.
+        parts = []
         for extents, bounds in boxes:
             part_key = slices.encode_slice_key(entry.key, extents)
             if part_key not in self._raw:
@@ -296,8 +308,11 @@ class BundleReader:
                     f"{enum_name(part.dtype_enum)}{list(part.shape)}, expected {dtype.enum_name}{list(expected)}"
                 )
             self._check_numeric(part)
-            value = self._read_plain(part, dtype, None)
-            result[tuple(slice(start, stop) for start, stop in bounds)] = value
+            self._check_span(part)
+            parts.append((part, bounds))
+        result = out if out is not None else np.empty(full_shape, dtype=dtype.numpy)
+        for part, bounds in parts:
+            result[tuple(slice(start, stop) for start, stop in bounds)] = self._read_plain(part, dtype, None)
         return result
 
     # -- lifetime -----------------------------------------------------------------------
