@@ -12,7 +12,14 @@ Example:
            [0., 1.]], dtype=float32)
 """
 
-from trackpoint import errors
+from trackpoint import errors, optimizers
+from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus, RestoreReport
+from trackpoint._tracking.autotrackable import AutoTrackable, Module
+from trackpoint._tracking.base import NoDependency, Trackable
+from trackpoint._tracking.python_state import PythonState
+from trackpoint._tracking.variables import Variable
+from trackpoint.checkpoint import Checkpoint
+from trackpoint.manager import CheckpointManager
 from trackpoint.reader import (
     CheckpointReader,
     CheckpointState,
@@ -27,13 +34,25 @@ from trackpoint.reader import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AutoTrackable",
+    "Checkpoint",
+    "CheckpointLoadStatus",
+    "CheckpointManager",
     "CheckpointReader",
     "CheckpointState",
+    "InitializationOnlyStatus",
+    "Module",
+    "NoDependency",
+    "PythonState",
+    "RestoreReport",
+    "Trackable",
+    "Variable",
     "errors",
     "get_checkpoint_state",
     "latest_checkpoint",
     "list_variables",
     "load_checkpoint",
     "load_variable",
+    "optimizers",
     "save_tensors",
 ]

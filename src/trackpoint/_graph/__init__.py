@@ -1,0 +1,1 @@
+"""Live objects ↔ ``TrackableObjectGraph``: node ids, paths, keys, saving order, matching on restore."""

@@ -1,0 +1,252 @@
+"""Matching a checkpoint's object graph to live objects, now or as they are created.
+
+A :class:`RestoreCoordinator` holds one restore: the parsed graph, the reader, which nodes
+are bound to which objects. A :class:`CheckpointPosition` is one node of that graph; binding
+it to an object assigns the node's values and walks on to the children the object has,
+leaving a pending position on the object for each child it does not have yet
+(restore-on-create). Slot variables are restored once both their variable and their
+optimizer are bound, in either order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import warnings
+import weakref
+from collections import deque
+from typing import Any
+
+from trackpoint._format._proto import trackable_object_graph_pb2 as pb
+from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._graph.keys import unescape_local_name
+from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.variables import VARIABLE_VALUE
+from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError
+
+__all__ = ["CheckpointPosition", "RestoreCoordinator", "node_paths", "parse_graph"]
+
+_log = logging.getLogger("trackpoint")
+_restore_uids = itertools.count(1)
+_MAX_NODES = 1 << 24
+
+
+def parse_graph(raw: bytes, prefix: str) -> pb.TrackableObjectGraph:
+    """Parse and sanity-check a serialized object graph (ids in range)."""
+    graph = pb.TrackableObjectGraph()
+    try:
+        graph.ParseFromString(raw)
+    except Exception as exc:  # protobuf's DecodeError
+        raise DataLossError(f"{prefix}: the object graph is not a valid TrackableObjectGraph: {exc}") from exc
+    count = len(graph.nodes)
+    if count == 0 or count > _MAX_NODES:
+        raise DataLossError(f"{prefix}: the object graph has {count} nodes")
+    for node_id, node in enumerate(graph.nodes):
+        for child in node.children:
+            if not 0 <= child.node_id < count:
+                raise DataLossError(f"{prefix}: node {node_id} names child node {child.node_id} of {count}")
+        for slot in node.slot_variables:
+            if not (0 <= slot.original_variable_node_id < count and 0 <= slot.slot_variable_node_id < count):
+                raise DataLossError(f"{prefix}: node {node_id} has a slot reference outside the graph")
+    return graph
+
+
+def node_paths(graph: pb.TrackableObjectGraph) -> dict[int, str]:
+    """Readable paths ``(root).model.dense.kernel``; slots as ``<opt>'s state 'm' for <var>``."""
+    paths = {0: "(root)"}
+    queue = deque([0])
+    while queue:
+        node_id = queue.popleft()
+        for child in graph.nodes[node_id].children:
+            if child.node_id not in paths:
+                paths[child.node_id] = f"{paths[node_id]}.{child.local_name}"
+                queue.append(child.node_id)
+    for node_id, node in enumerate(graph.nodes):
+        for slot in node.slot_variables:
+            if slot.slot_variable_node_id not in paths:
+                paths[slot.slot_variable_node_id] = (
+                    f"{paths.get(node_id, f'node {node_id}')}'s state '{slot.slot_name}' for "
+                    f"{paths.get(slot.original_variable_node_id, f'node {slot.original_variable_node_id}')}"
+                )
+    for node_id in range(len(graph.nodes)):
+        paths.setdefault(node_id, f"(unreachable node {node_id})")
+    return paths
+
+
+def _has_values(node: pb.TrackableObjectGraph.TrackableObject) -> bool:
+    if node.HasField("has_checkpoint_values"):
+        return node.has_checkpoint_values.value
+    return bool(node.children or node.attributes or node.slot_variables or node.HasField("registered_saver"))
+
+
+class RestoreCoordinator:
+    """State of one ``restore()``; see the module docstring."""
+
+    def __init__(self, reader: BundleReader, graph: pb.TrackableObjectGraph, skip_slot_variables: bool = False) -> None:
+        self.reader = reader
+        self.prefix = reader.prefix
+        self.graph = graph
+        self.restore_uid = next(_restore_uids)
+        self.skip_slot_variables = skip_slot_variables
+        self.object_by_proto_id: weakref.WeakValueDictionary[int, Trackable] = weakref.WeakValueDictionary()
+        self.matched_proto_ids: set[int] = set()
+        self.unused_attributes: dict[int, list[str]] = {}
+        self.slot_node_ids: set[int] = set()
+        self.slot_restorations: dict[int, list[tuple[int, int, str]]] = {}
+        self.deferred_slot_restorations: dict[int, list[tuple[Trackable, int, str]]] = {}
+        self.expect_partial = False
+        self.all_python_objects: weakref.WeakValueDictionary[int, Trackable] = weakref.WeakValueDictionary()
+        for opt_id, node in enumerate(graph.nodes):
+            for slot in node.slot_variables:
+                self.slot_node_ids.add(slot.slot_variable_node_id)
+                if not skip_slot_variables:
+                    self.slot_restorations.setdefault(slot.original_variable_node_id, []).append(
+                        (opt_id, slot.slot_variable_node_id, slot.slot_name))
+        self._paths: dict[int, str] | None = None
+
+    @property
+    def paths(self) -> dict[int, str]:
+        if self._paths is None:
+            self._paths = node_paths(self.graph)
+        return self._paths
+
+    def read_tensor(self, key: str, node_id: int) -> Any:
+        try:
+            return self.reader.read(key)
+        except CheckpointError as exc:
+            raise type(exc)(f"{exc} (restoring {self.paths[node_id]})") from exc
+
+    def unrestored_values(self) -> list[int]:
+        """Checkpoint nodes holding values that no live object has received."""
+        return [i for i, n in enumerate(self.graph.nodes) if n.attributes and i not in self.object_by_proto_id
+                and not (self.skip_slot_variables and i in self.slot_node_ids)]
+
+    def __del__(self) -> None:
+        if self.expect_partial:
+            return
+        try:
+            missing = self.unrestored_values()
+        except Exception:
+            return
+        if missing:
+            paths = self.paths
+            shown = ", ".join(paths[i] for i in missing[:10])
+            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+            warnings.warn(
+                f"{self.prefix}: {len(missing)} checkpoint value(s) were never restored: {shown}{more}. "
+                "Call expect_partial() on the restore status to silence this.",
+                UserWarning,
+                stacklevel=2,
+            )
+
+
+class CheckpointPosition:
+    """One node of the checkpoint graph, in the context of one restore."""
+
+    def __init__(self, coordinator: RestoreCoordinator, proto_id: int) -> None:
+        self.coordinator = coordinator
+        self.proto_id = proto_id
+
+    @property
+    def restore_uid(self) -> int:
+        return self.coordinator.restore_uid
+
+    @property
+    def node(self) -> pb.TrackableObjectGraph.TrackableObject:
+        return self.coordinator.graph.nodes[self.proto_id]
+
+    def is_simple_variable(self) -> bool:
+        node = self.node
+        return len(node.attributes) == 1 and node.attributes[0].name == VARIABLE_VALUE and not node.children
+
+    def simple_variable_value(self) -> Any:
+        self.coordinator.matched_proto_ids.add(self.proto_id)
+        return self.coordinator.read_tensor(self.node.attributes[0].checkpoint_key, self.proto_id)
+
+    def bind_object(self, trackable: Trackable) -> bool:
+        """Bind this node to ``trackable``; True if that is a new binding."""
+        coordinator = self.coordinator
+        coordinator.all_python_objects[id(trackable)] = trackable
+        coordinator.matched_proto_ids.add(self.proto_id)
+        current = coordinator.object_by_proto_id.get(self.proto_id)
+        if current is None:
+            coordinator.object_by_proto_id[self.proto_id] = trackable
+            return True
+        if current is not trackable:
+            _log.warning("Inconsistent references when restoring %s: %s was already bound to another object",
+                         coordinator.prefix, coordinator.paths[self.proto_id])
+        return False
+
+    def restore(self, trackable: Trackable) -> None:
+        if self.bind_object(trackable):
+            self._restore_descendants(trackable)
+
+    def _restore_descendants(self, trackable: Trackable) -> None:
+        queue: deque[tuple[CheckpointPosition, Trackable]] = deque([(self, trackable)])
+        while queue:
+            position, obj = queue.popleft()
+            position._single_restore(obj)
+            queue.extend(position._children_to_restore(obj))
+            queue.extend(position._slots_to_restore(obj))
+
+    def _single_restore(self, trackable: Trackable) -> None:
+        coordinator = self.coordinator
+        if coordinator.restore_uid <= trackable._tp_update_uid:
+            return  # a later restore already assigned this object
+        live = set(trackable._checkpoint_tensor_names())
+        tensors: dict[str, Any] = {}
+        for attribute in self.node.attributes:
+            name = unescape_local_name(attribute.name)
+            if name in live:
+                tensors[name] = coordinator.read_tensor(attribute.checkpoint_key, self.proto_id)
+            else:
+                coordinator.unused_attributes.setdefault(self.proto_id, []).append(attribute.name)
+        if tensors:
+            try:
+                trackable._restore_from_tensors(tensors)
+            except InvalidArgumentError as exc:
+                keys = ", ".join(a.checkpoint_key for a in self.node.attributes)
+                raise InvalidArgumentError(f"{coordinator.prefix}: cannot restore checkpoint key {keys} into "
+                                           f"{coordinator.paths[self.proto_id]}: {exc}") from exc
+        trackable._tp_update_uid = coordinator.restore_uid
+
+    def _children_to_restore(self, trackable: Trackable) -> list[tuple[CheckpointPosition, Trackable]]:
+        coordinator = self.coordinator
+        out = []
+        for child in self.node.children:
+            if child.node_id in coordinator.object_by_proto_id:
+                continue
+            position = CheckpointPosition(coordinator, child.node_id)
+            local = trackable._lookup_dependency(child.local_name)
+            if local is not None:
+                if position.bind_object(local):
+                    out.append((position, local))
+            elif _has_values(coordinator.graph.nodes[child.node_id]):
+                trackable._defer_restore(child.local_name, position)
+        return out
+
+    def _slots_to_restore(self, trackable: Trackable) -> list[tuple[CheckpointPosition, Trackable]]:
+        coordinator = self.coordinator
+        out = []
+        # This node is an optimizer bound after some of its variables.
+        for variable, slot_id, slot_name in coordinator.deferred_slot_restorations.pop(self.proto_id, ()):
+            out.extend(self._create_or_restore_slot(trackable, variable, slot_id, slot_name))
+        # This node is a variable with slots.
+        for opt_id, slot_id, slot_name in coordinator.slot_restorations.pop(self.proto_id, ()):
+            optimizer = coordinator.object_by_proto_id.get(opt_id)
+            if optimizer is None:
+                coordinator.deferred_slot_restorations.setdefault(opt_id, []).append((trackable, slot_id, slot_name))
+            else:
+                out.extend(self._create_or_restore_slot(optimizer, trackable, slot_id, slot_name))
+        return out
+
+    def _create_or_restore_slot(self, optimizer: Trackable, variable: Trackable, slot_id: int,
+                                slot_name: str) -> list[tuple[CheckpointPosition, Trackable]]:
+        hook = getattr(optimizer, "_create_or_restore_slot_variable", None)
+        if hook is None:
+            return []
+        position = CheckpointPosition(self.coordinator, slot_id)
+        slot = hook(position, variable, slot_name)
+        if slot is not None and position.bind_object(slot):
+            return [(position, slot)]
+        return []

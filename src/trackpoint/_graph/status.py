@@ -1,0 +1,175 @@
+"""What ``restore()`` returns: TF's status assertions plus a structured, non-raising report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from trackpoint._graph.restore import RestoreCoordinator
+from trackpoint._graph.serialize import object_paths
+from trackpoint._tracking.base import Trackable
+
+__all__ = ["CheckpointLoadStatus", "InitializationOnlyStatus", "RestoreReport"]
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    """A restore's account, with TF-style paths such as ``(root).model.dense.kernel``.
+
+    Attributes:
+        matched: Checkpoint paths bound to live objects.
+        pending: Checkpoint paths with values not restored yet, mapped to True when they wait
+            for an object to be created (restore-on-create) and False when nothing will
+            receive them.
+        missing_from_checkpoint: Paths of live objects with values that the checkpoint lacks.
+        unused_attributes: Checkpoint path → attribute names the live object does not have.
+    """
+
+    matched: tuple[str, ...]
+    pending: Mapping[str, bool]
+    missing_from_checkpoint: tuple[str, ...]
+    unused_attributes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """True when ``assert_consumed()`` would pass."""
+        return not self.pending and not self.missing_from_checkpoint and not self.unused_attributes
+
+
+def _has_values(obj: Trackable) -> bool:
+    return bool(obj._checkpoint_tensor_names())
+
+
+class CheckpointLoadStatus:
+    """The result of restoring an object-based checkpoint (eager semantics).
+
+    Values are assigned as soon as an object is bound, so ``run_restore_ops`` and
+    ``initialize_or_restore`` do nothing. The assertions raise ``AssertionError`` as TF's do.
+    """
+
+    def __init__(self, coordinator: RestoreCoordinator, root: Trackable, attached: Mapping[str, Trackable]) -> None:
+        self._coordinator = coordinator
+        self._root = root
+        self._attached = attached  # live: save_counter may be attached after the restore
+
+    def _live_objects(self) -> list[tuple[Trackable, str]]:
+        found = []
+        for obj, path in object_paths(self._root, self._attached):
+            found.append((obj, ".".join(("(root)",) + path)))
+            for slot_owner in (obj,):
+                get_slot_names = getattr(slot_owner, "get_slot_names", None)
+                if get_slot_names is None:
+                    continue
+                for var, var_path in object_paths(self._root, self._attached):
+                    for name in get_slot_names():
+                        slot = slot_owner.get_slot(var, name)
+                        if slot is not None:
+                            found.append((slot, f"(root).{'.'.join(path)}'s state '{name}' for (root)."
+                                                + ".".join(var_path)))
+        return found
+
+    def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
+        """Every live object with values was bound to, and received, a checkpoint value."""
+        coordinator = self._coordinator
+        for node_id, obj in list(coordinator.object_by_proto_id.items()):
+            if obj._tp_update_uid < coordinator.restore_uid and _has_values(obj):
+                raise AssertionError(f"Object {coordinator.paths[node_id]} not assigned a value from checkpoint.")
+        bound = {id(o) for o in coordinator.object_by_proto_id.values()}
+        unmatched = [path for obj, path in self._live_objects() if _has_values(obj) and id(obj) not in bound]
+        unmatched = [p for p in unmatched if not (coordinator.skip_slot_variables and "'s state '" in p)]
+        if unmatched:
+            raise AssertionError(
+                f"Found {len(unmatched)} Python objects that were not bound to checkpointed values, likely due to "
+                f"changes in the Python program. Showing {min(10, len(unmatched))} of {len(unmatched)} unmatched "
+                f"objects: {unmatched[:10]}"
+            )
+        return self
+
+    def assert_consumed(self) -> CheckpointLoadStatus:
+        """Every checkpoint value was restored and every live object matched."""
+        self.assert_existing_objects_matched()
+        coordinator = self._coordinator
+        for node_id in coordinator.unrestored_values():
+            raise AssertionError(f"Unresolved object in checkpoint {coordinator.paths[node_id]}: "
+                                 f"{coordinator.graph.nodes[node_id]}".strip())
+        if coordinator.slot_restorations:
+            raise AssertionError(f"Unresolved slot restorations: {coordinator.slot_restorations}")
+        if coordinator.unused_attributes:
+            unused = {coordinator.paths[i]: names for i, names in coordinator.unused_attributes.items()}
+            raise AssertionError(f"Unused attributes in these objects (the attributes exist in the checkpoint but "
+                                 f"were not restored): {unused}")
+        return self
+
+    def assert_nontrivial_match(self) -> CheckpointLoadStatus:
+        """Something besides the root matched."""
+        if len(self._coordinator.object_by_proto_id) <= 1:
+            raise AssertionError(f"Nothing except the root object matched a checkpointed value from "
+                                 f"{self._coordinator.prefix}. Typically this means the checkpoint does not match "
+                                 "the Python program.")
+        return self
+
+    def expect_partial(self) -> CheckpointLoadStatus:
+        """Silence the warning about checkpoint values that were never restored."""
+        self._coordinator.expect_partial = True
+        return self
+
+    def run_restore_ops(self, session: Any = None) -> None:
+        """Nothing to run: values are assigned eagerly."""
+        del session
+
+    def initialize_or_restore(self, session: Any = None) -> None:
+        """Nothing to run: values are assigned eagerly; new variables already hold their initial values."""
+        del session
+
+    def report(self) -> RestoreReport:
+        """A structured account of this restore that never raises."""
+        coordinator = self._coordinator
+        paths = coordinator.paths
+        pending: dict[str, bool] = {}
+        waiting: set[int] = set()
+        for obj in list(coordinator.all_python_objects.values()):
+            for name in obj._deferred_names():
+                for position in obj._tp_state()["deferred"].get(name, ()):
+                    if getattr(position, "coordinator", None) is coordinator:
+                        waiting.update(_subtree(coordinator, position.proto_id))
+        for node_id in coordinator.unrestored_values():
+            pending[paths[node_id]] = node_id in waiting
+        bound = {id(o) for o in coordinator.object_by_proto_id.values()}
+        missing = tuple(path for obj, path in self._live_objects() if _has_values(obj) and id(obj) not in bound)
+        return RestoreReport(
+            matched=tuple(paths[i] for i in sorted(coordinator.object_by_proto_id.keys())),
+            pending=pending,
+            missing_from_checkpoint=missing,
+            unused_attributes={paths[i]: tuple(n) for i, n in coordinator.unused_attributes.items()},
+        )
+
+
+def _subtree(coordinator: RestoreCoordinator, node_id: int) -> set[int]:
+    seen = {node_id}
+    todo = [node_id]
+    while todo:
+        for child in coordinator.graph.nodes[todo.pop()].children:
+            if child.node_id not in seen:
+                seen.add(child.node_id)
+                todo.append(child.node_id)
+    return seen
+
+
+class InitializationOnlyStatus:
+    """Returned by ``restore(None)``: there is nothing to restore, so every assertion fails."""
+
+    def _fail(self, *args: Any) -> Any:
+        raise AssertionError("No checkpoint specified (save_path=None); nothing is being restored.")
+
+    assert_consumed = assert_existing_objects_matched = assert_nontrivial_match = run_restore_ops = _fail
+
+    def expect_partial(self) -> InitializationOnlyStatus:
+        return self
+
+    def initialize_or_restore(self, session: Any = None) -> None:
+        """Nothing to do: variables hold their initial values from creation."""
+        del session
+
+    def report(self) -> RestoreReport:
+        return RestoreReport(matched=(), pending={}, missing_from_checkpoint=())

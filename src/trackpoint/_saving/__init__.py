@@ -1,0 +1,1 @@
+"""Turning serialized checkpoints into files."""

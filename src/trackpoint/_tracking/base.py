@@ -1,0 +1,163 @@
+"""``Trackable``: an object with named children and tensors to checkpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from trackpoint._tracking.variables import Variable
+
+__all__ = ["NoDependency", "PendingRestore", "Trackable"]
+
+
+class PendingRestore(Protocol):
+    """A checkpoint node waiting for a live object (implemented by the graph layer)."""
+
+    @property
+    def restore_uid(self) -> int: ...
+
+    def restore(self, trackable: Trackable) -> None: ...
+
+    def is_simple_variable(self) -> bool: ...
+
+    def simple_variable_value(self) -> Any: ...
+
+
+class NoDependency:
+    """Wrap a value to store it on a trackable without tracking it.
+
+    Example:
+        >>> import trackpoint as tp
+        >>> m = tp.Module()
+        >>> m.cache = tp.NoDependency([tp.Variable(1.0)])
+        >>> type(m.cache).__name__, list(m._trackable_children())
+        ('list', [])
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class Trackable:
+    """Base of everything a checkpoint can hold.
+
+    Subclasses name their children with :meth:`_track_trackable` and expose tensors with
+    the TF2 tensor-callback protocol: ``_serialize_to_tensors()`` returns ``{name: array}``
+    and ``_restore_from_tensors({name: array})`` takes them back. A class implementing the
+    two can checkpoint arbitrary state.
+
+    Example:
+        >>> import numpy as np
+        >>> import trackpoint as tp
+        >>> class Counter(tp.Trackable):
+        ...     def __init__(self):
+        ...         self.count = 0
+        ...     def _serialize_to_tensors(self):
+        ...         return {"count": np.int64(self.count)}
+        ...     def _restore_from_tensors(self, tensors):
+        ...         self.count = int(tensors["count"])
+        >>> int(Counter()._serialize_to_tensors()["count"])
+        0
+    """
+
+    # Internal state lives under a _tp_ prefix and is created lazily, so subclasses need
+    # not call ``super().__init__()``.
+    def _tp_state(self) -> dict[str, Any]:
+        state = self.__dict__.get("_tp")
+        if state is None:
+            state = {"children": {}, "deferred": {}, "update_uid": -1}
+            object.__setattr__(self, "_tp", state)
+        return state
+
+    @property
+    def _tp_update_uid(self) -> int:
+        return self._tp_state()["update_uid"]
+
+    @_tp_update_uid.setter
+    def _tp_update_uid(self, uid: int) -> None:
+        self._tp_state()["update_uid"] = uid
+
+    # -- children -----------------------------------------------------------------------
+
+    def _trackable_children(self) -> dict[str, Trackable]:
+        """Named children in the order they were first tracked."""
+        return dict(self._tp_state()["children"])
+
+    def _lookup_dependency(self, name: str) -> Trackable | None:
+        return self._tp_state()["children"].get(name)
+
+    def _track_trackable(self, trackable: Trackable, name: str, overwrite: bool = False) -> Trackable:
+        """Make ``trackable`` the child ``name`` and give it any pending checkpoint value.
+
+        Re-tracking a name keeps its position (as TF does) when ``overwrite`` is set.
+
+        Raises:
+            ValueError: ``name`` already names another object and ``overwrite`` is False.
+        """
+        children = self._tp_state()["children"]
+        current = children.get(name)
+        if current is not None and current is not trackable and not overwrite:
+            raise ValueError(f"Called Trackable._track_trackable() with name={name!r}, but a Trackable with this "
+                             "name is already declared as a dependency. Names must be unique (or overwrite=True).")
+        children[name] = trackable
+        self._handle_deferred_dependencies(name, trackable)
+        return trackable
+
+    def _untrack(self, name: str) -> None:
+        self._tp_state()["children"].pop(name, None)
+
+    def _defer_restore(self, name: str, position: PendingRestore) -> None:
+        """Remember a checkpoint node for the child ``name`` that does not exist yet."""
+        self._tp_state()["deferred"].setdefault(name, []).append(position)
+
+    def _deferred_names(self) -> list[str]:
+        return list(self._tp_state()["deferred"])
+
+    def _handle_deferred_dependencies(self, name: str, trackable: Trackable) -> None:
+        """Restore pending checkpoint values into a newly tracked child, latest restore first."""
+        pending = self._tp_state()["deferred"].pop(name, ())
+        for position in sorted(pending, key=lambda p: p.restore_uid, reverse=True):
+            position.restore(trackable)
+
+    def _preload_simple_restoration(self, name: str) -> PendingRestore | None:
+        """The latest pending simple-variable value for ``name``, used as an initial value."""
+        pending = [p for p in self._tp_state()["deferred"].get(name, ()) if p.is_simple_variable()]
+        return max(pending, key=lambda p: p.restore_uid) if pending else None
+
+    def _add_variable(self, name: str, make: Callable[[Any], Variable], default: Any) -> Variable:
+        """Create and track a variable child; a pending checkpoint value becomes its initial value.
+
+        Args:
+            name: The child's local name.
+            make: Builds the variable from an initial value.
+            default: The initial value when nothing is pending.
+        """
+        position = self._preload_simple_restoration(name)
+        if position is None:
+            variable = make(default)
+        else:
+            variable = make(position.simple_variable_value())
+            variable._tp_update_uid = position.restore_uid  # already holds that restore's value
+        self._track_trackable(variable, name, overwrite=True)
+        return variable
+
+    # -- tensors ------------------------------------------------------------------------
+
+    def _serialize_to_tensors(self) -> dict[str, Any]:
+        """``{name: array}`` to save for this object; none by default."""
+        return {}
+
+    def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
+        """Take back the tensors :meth:`_serialize_to_tensors` produced."""
+        del restored_tensors
+
+    def _checkpoint_tensor_names(self) -> list[str]:
+        """Names :meth:`_serialize_to_tensors` would return, without computing values."""
+        return list(self._serialize_to_tensors())
+
+    def _checkpoint_full_name(self) -> str:
+        """``SerializedTensor.full_name``: the variable name for variables, else empty."""
+        return ""

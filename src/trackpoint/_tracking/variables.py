@@ -1,0 +1,223 @@
+"""``Variable``: a named, numpy-backed, checkpointable value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trackpoint._format.dtypes import STRING, from_numpy
+from trackpoint._tracking.base import Trackable
+from trackpoint.errors import InvalidArgumentError
+
+__all__ = ["VARIABLE_VALUE", "Variable", "infer_value"]
+
+VARIABLE_VALUE = "VARIABLE_VALUE"
+_INT32 = np.iinfo(np.int32)
+
+
+def _python_dtype(flat: list[Any]) -> np.dtype:
+    """The dtype ``tf.constant`` infers for Python scalars: float32, int32 (int64 if needed), bool, string."""
+    if any(isinstance(x, (str, bytes)) for x in flat):
+        return np.dtype(object)
+    if flat and all(isinstance(x, (bool, np.bool_)) for x in flat):
+        return np.dtype(bool)
+    if any(isinstance(x, complex) for x in flat):
+        return np.dtype(np.complex128)
+    if any(isinstance(x, float) for x in flat):
+        return np.dtype(np.float32)
+    if all(isinstance(x, int) for x in flat):
+        if all(_INT32.min <= x <= _INT32.max for x in flat):
+            return np.dtype(np.int32)
+        return np.dtype(np.int64)
+    return np.asarray(flat).dtype
+
+
+def _flatten(value: Any) -> list[Any] | None:
+    """Python scalars of a nested list/tuple, or None if ``value`` holds numpy data."""
+    if isinstance(value, (list, tuple)):
+        out: list[Any] = []
+        for item in value:
+            sub = _flatten(item)
+            if sub is None:
+                return None
+            out.extend(sub)
+        return out
+    if isinstance(value, np.generic):
+        return None  # np.float64 subclasses float, but numpy values keep their dtype
+    if isinstance(value, (bool, int, float, complex, str, bytes)):
+        return [value]
+    return None
+
+
+def _strings(value: Any) -> np.ndarray:
+    array = np.array(value, dtype=object)
+    flat = array.reshape(-1)
+    for i, item in enumerate(flat):
+        if isinstance(item, str):
+            flat[i] = item.encode("utf-8")
+        elif not isinstance(item, bytes):
+            raise InvalidArgumentError(f"string tensor element {item!r} is not bytes or str")
+    return array
+
+
+def infer_value(value: Any, dtype: Any = None) -> np.ndarray:
+    """Turn an initial value into a read-only numpy array with TF's dtype inference.
+
+    Python floats become float32, ints int32 (int64 when too large), bools bool, str/bytes
+    strings (object arrays of bytes); numpy values keep their dtype unless ``dtype`` is given.
+    """
+    if isinstance(value, Variable):
+        value = value.numpy()
+    if dtype is not None:
+        target = np.dtype(dtype) if not (dtype is str or dtype is bytes or dtype == "string") else np.dtype(object)
+    else:
+        flat = _flatten(value)
+        target = _python_dtype(flat) if flat is not None else np.asarray(value).dtype
+    if target.kind in "OSU":
+        array = _strings(value)
+    else:
+        if from_numpy(target) is None:
+            raise InvalidArgumentError(f"dtype {target} cannot be checkpointed")
+        source = np.asarray(value)
+        if source.dtype.kind in "OSU":
+            raise InvalidArgumentError(f"cannot make a {target} value from strings {value!r}")
+        array = np.array(source, dtype=target, copy=True)
+    array.flags.writeable = False
+    return array
+
+
+class Variable(Trackable):
+    """A mutable tensor, checkpointed as ``<path>/.ATTRIBUTES/VARIABLE_VALUE``.
+
+    Values are never modified in place: ``assign`` installs a new array. A save can
+    therefore keep a reference to the current array as its snapshot, with no copy, while
+    training goes on (copy-on-write). ``numpy()`` returns that read-only array (a numpy
+    scalar for a scalar variable); copy it to modify it.
+
+    Args:
+        initial_value: Array-like, Python scalar or nested list, ``bytes``/``str``.
+        dtype: Optional dtype; else inferred as ``tf.Variable`` does (float → float32,
+            int → int32, bool → bool, str/bytes → string; numpy values keep theirs).
+        name: Stored as the checkpoint's ``full_name``; ``"Variable"`` by default.
+        trainable: Whether ``Module.trainable_variables`` lists it.
+
+    Example:
+        >>> import trackpoint as tp
+        >>> v = tp.Variable([1.0, 2.0], name="w")
+        >>> v.dtype, v.shape
+        (dtype('float32'), (2,))
+        >>> v.assign_add([1.0, 1.0]).numpy()
+        array([2., 3.], dtype=float32)
+    """
+
+    def __init__(self, initial_value: Any, dtype: Any = None, name: str | None = None, trainable: bool = True) -> None:
+        self._value = infer_value(initial_value, dtype)
+        self._name = name if name is not None else "Variable"
+        self._trainable = bool(trainable)
+
+    # -- reading ------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._value.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._value.shape
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    def numpy(self) -> Any:
+        """The current value: a read-only array, a numpy scalar, or ``bytes`` for a string scalar."""
+        return self._value[()] if self._value.ndim == 0 else self._value
+
+    def read_value(self) -> np.ndarray:
+        """The current value as a (read-only) array, 0-d for scalars."""
+        return self._value
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self._value if dtype is None else self._value.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"<tp.Variable {self._name!r} shape={self.shape} dtype={self.dtype} numpy={self.numpy()!r}>"
+
+    # -- writing ------------------------------------------------------------------------
+
+    def _converted(self, value: Any, what: str) -> np.ndarray:
+        if isinstance(value, Variable):
+            value = value.read_value()
+        if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype != self.dtype:
+            if not (self.dtype == object and np.asarray(value).dtype.kind in "OSU"):
+                raise InvalidArgumentError(
+                    f"cannot {what} a {np.asarray(value).dtype} value to variable {self._name!r} of dtype "
+                    f"{self.dtype}; cast it first"
+                )
+        flat = _flatten(value)
+        if flat is not None and self.dtype.kind in "iub" and any(isinstance(x, float) for x in flat):
+            raise InvalidArgumentError(f"cannot {what} float values {value!r} to {self.dtype} variable {self._name!r}")
+        try:
+            array = infer_value(value, self.dtype)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidArgumentError(f"cannot {what} {value!r} to variable {self._name!r}: {exc}") from exc
+        if array.shape != self.shape:
+            raise InvalidArgumentError(
+                f"cannot {what} a value of shape {array.shape} to variable {self._name!r} of shape {self.shape}"
+            )
+        return array
+
+    def assign(self, value: Any) -> Variable:
+        """Replace the value (same shape and dtype); returns the variable."""
+        self._value = self._converted(value, "assign")
+        return self
+
+    def assign_add(self, delta: Any) -> Variable:
+        delta_array = self._converted(delta, "add")
+        self._value = _frozen(np.add(self._value, delta_array, dtype=self.dtype))
+        return self
+
+    def assign_sub(self, delta: Any) -> Variable:
+        delta_array = self._converted(delta, "subtract")
+        self._value = _frozen(np.subtract(self._value, delta_array, dtype=self.dtype))
+        return self
+
+    # -- checkpointing ------------------------------------------------------------------
+
+    def _serialize_to_tensors(self) -> dict[str, Any]:
+        return {VARIABLE_VALUE: self._value}
+
+    def _checkpoint_tensor_names(self) -> list[str]:
+        return [VARIABLE_VALUE]
+
+    def _checkpoint_full_name(self) -> str:
+        return self._name
+
+    def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
+        value = restored_tensors[VARIABLE_VALUE]
+        array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object if isinstance(value, bytes) else None)
+        if array.dtype != self.dtype or array.shape != self.shape:
+            raise InvalidArgumentError(
+                f"variable {self._name!r} is {_describe(self.dtype, self.shape)} but the checkpoint holds "
+                f"{_describe(array.dtype, array.shape)}"
+            )
+        if array.flags.writeable:
+            array.flags.writeable = False
+        self._value = array
+
+
+def _frozen(value: Any) -> np.ndarray:
+    """A read-only array (ufuncs return numpy scalars for 0-d inputs)."""
+    array = value if isinstance(value, np.ndarray) else np.array(value)
+    array.flags.writeable = False
+    return array
+
+
+def _describe(dtype: np.dtype, shape: tuple[int, ...]) -> str:
+    name = STRING.name if dtype == object else dtype.name
+    return f"{name}{list(shape)}"

@@ -1,0 +1,172 @@
+"""``tp.Checkpoint``: save and restore a graph of trackable objects, as ``tf.train.Checkpoint`` does."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from trackpoint._format import naming
+from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.state_file import write_state
+from trackpoint._graph.keys import OBJECT_GRAPH_KEY
+from trackpoint._graph.restore import CheckpointPosition, RestoreCoordinator, parse_graph
+from trackpoint._graph.serialize import serialize
+from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
+from trackpoint._saving.write import write_bundle
+from trackpoint._tracking.autotrackable import AutoTrackable
+from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.variables import Variable
+from trackpoint.errors import InvalidArgumentError, NotFoundError
+from trackpoint.reader import latest_checkpoint
+
+__all__ = ["Checkpoint"]
+
+
+def _check_options(options: Any) -> None:
+    if options is not None:
+        raise InvalidArgumentError("CheckpointOptions are not supported yet; pass options=None")
+
+
+class Checkpoint(AutoTrackable):
+    """Groups trackable objects and saves/restores them with TF's object-based format.
+
+    ``Checkpoint(**kwargs)`` makes the checkpoint itself the root, its keyword arguments
+    children in sorted order; ``Checkpoint(root, **kwargs)`` makes ``root`` the root and
+    attaches the other arguments (and a ``"root"`` self-edge) after its own children,
+    exactly as TF lays them out, so TF restores what this writes and the other way round.
+
+    Example:
+        >>> import tempfile
+        >>> import trackpoint as tp
+        >>> model = tp.Module()
+        >>> model.w = tp.Variable([1.0, 2.0])
+        >>> ckpt = tp.Checkpoint(model=model)
+        >>> path = ckpt.save(tempfile.mkdtemp() + "/ckpt")
+        >>> path.endswith("ckpt-1")
+        True
+        >>> _ = model.w.assign([0.0, 0.0])
+        >>> ckpt.restore(path).assert_consumed().__class__.__name__
+        'CheckpointLoadStatus'
+        >>> model.w.numpy()
+        array([1., 2.], dtype=float32)
+    """
+
+    def __init__(self, root: Trackable | None = None, **kwargs: Trackable) -> None:
+        attached: dict[str, Trackable] = {}
+        if root is not None:
+            kwargs["root"] = root
+        for name in sorted(kwargs):
+            value = kwargs[name]
+            if not isinstance(value, Trackable):
+                raise InvalidArgumentError(
+                    f"`Checkpoint` was expecting a trackable object (an object derived from `Trackable`) for "
+                    f"{name!r}, got {value!r}."
+                )
+            if root is not None:
+                object.__setattr__(self, name, value)
+                existing = root._lookup_dependency(name)
+                if existing is None:
+                    attached[name] = value
+                elif existing is not value:
+                    raise InvalidArgumentError(
+                        f"Cannot create a Checkpoint with keyword argument {name!r} if root.{name} already exists.")
+            else:
+                setattr(self, name, value)
+        object.__setattr__(self, "_tp_graph_root", root if root is not None else self)
+        object.__setattr__(self, "_tp_attached", attached)
+        object.__setattr__(self, "_tp_save_counter", None)
+
+    # -- save_counter -------------------------------------------------------------------
+
+    def _maybe_create_save_counter(self) -> Variable:
+        counter = self._tp_save_counter
+        if counter is not None:
+            return counter
+
+        def make(value: Any) -> Variable:
+            return Variable(value, dtype=np.int64, name="save_counter", trainable=False)
+
+        if self._tp_graph_root is self:
+            counter = self._add_variable("save_counter", make, 0)
+        else:
+            counter = make(0)
+            self._tp_attached["save_counter"] = counter
+            # A restore parked the checkpoint's save_counter on the root, which has no such child.
+            self._tp_graph_root._handle_deferred_dependencies("save_counter", counter)
+        object.__setattr__(self, "_tp_save_counter", counter)
+        return counter
+
+    @property
+    def save_counter(self) -> Variable:
+        """Number of ``save()`` calls so far (an int64 variable, created on first use)."""
+        return self._maybe_create_save_counter()
+
+    # -- saving -------------------------------------------------------------------------
+
+    def write(self, file_prefix: str, options: Any = None) -> str:
+        """Write the objects to ``file_prefix`` exactly (no numbering, no state file); return it."""
+        _check_options(options)
+        file_prefix = os.fspath(file_prefix)
+        serialized = serialize(self._tp_graph_root, self._tp_attached)
+        return write_bundle(file_prefix, serialized.tensors)
+
+    def save(self, file_prefix: str, options: Any = None) -> str:
+        """Increment ``save_counter``, write ``<file_prefix>-<n>`` and point the ``checkpoint`` file at it."""
+        _check_options(options)
+        number = int(self.save_counter.assign_add(1).numpy())
+        path = self.write(f"{os.fspath(file_prefix)}-{number}")
+        write_state(os.path.dirname(path) or ".", path)
+        return path
+
+    def sync(self) -> None:
+        """Wait for pending saves (every save is synchronous for now)."""
+
+    # -- restoring ----------------------------------------------------------------------
+
+    def read(self, save_path: str | None, options: Any = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
+        """Restore from ``save_path`` without creating ``save_counter`` (for ``write()`` checkpoints)."""
+        _check_options(options)
+        if save_path is None:
+            return InitializationOnlyStatus()
+        prefix = os.fspath(save_path)
+        if os.path.isdir(prefix):
+            latest = latest_checkpoint(prefix)
+            if latest is None:
+                raise NotFoundError(f"{prefix}: no 'checkpoint' state file naming an existing checkpoint; pass a "
+                                    "checkpoint prefix such as 'dir/ckpt-1'")
+            prefix = latest
+        reader = BundleReader(prefix)
+        if OBJECT_GRAPH_KEY not in reader:
+            raise InvalidArgumentError(
+                f"{prefix} is not an object-based checkpoint (no {OBJECT_GRAPH_KEY} key); read its tensors with "
+                "tp.load_checkpoint()"
+            )
+        raw = reader.read(OBJECT_GRAPH_KEY)
+        if not isinstance(raw, bytes):
+            raise InvalidArgumentError(f"{prefix}: {OBJECT_GRAPH_KEY} is not a scalar string")
+        coordinator = RestoreCoordinator(reader, parse_graph(raw, prefix))
+        root = self._tp_graph_root
+        CheckpointPosition(coordinator, 0).restore(root)
+        root_children = {c.local_name: c.node_id for c in coordinator.graph.nodes[0].children}
+        for name, obj in self._tp_attached.items():
+            if name == "root" or name not in root_children:
+                continue
+            CheckpointPosition(coordinator, root_children[name]).restore(obj)
+        return CheckpointLoadStatus(coordinator, root, self._tp_attached)
+
+    def restore(self, save_path: str | None, options: Any = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
+        """Restore from a prefix (or a directory with a ``checkpoint`` file); values arrive now or on creation.
+
+        Raises:
+            NotFoundError: Nothing at ``save_path`` (the message suggests the ``-N`` suffix).
+            InvalidArgumentError: A dtype or shape mismatch, naming the key and both sides.
+        """
+        try:
+            status = self.read(save_path, options)
+        except NotFoundError as exc:
+            raise NotFoundError(f"{exc}. Checkpoint.save() numbers its prefixes: did you mean '{save_path}-1' or "
+                                "the directory holding them?") from exc
+        self._maybe_create_save_counter()
+        return status

@@ -1,0 +1,182 @@
+"""``tp.CheckpointManager``: numbered saves, retention, and the ``checkpoint`` state file."""
+
+from __future__ import annotations
+
+import collections
+import glob
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from trackpoint._format import naming
+from trackpoint._format.state_file import write_state
+from trackpoint.checkpoint import Checkpoint
+from trackpoint.errors import InvalidArgumentError
+from trackpoint.reader import get_checkpoint_state
+
+__all__ = ["CheckpointManager"]
+
+
+def _as_int(value: Any) -> int:
+    """An int from an int, a numpy value or a ``tp.Variable``."""
+    if hasattr(value, "numpy"):
+        value = value.numpy()
+    return int(np.asarray(value))
+
+
+class CheckpointManager:
+    """Keep the last ``max_to_keep`` checkpoints of a :class:`Checkpoint` in ``directory``.
+
+    The state file it writes (paths relative to the directory, save timestamps,
+    ``last_preserved_timestamp``) is the one ``tf.train.CheckpointManager`` writes and reads,
+    so either can pick up where the other left off.
+
+    Args:
+        checkpoint: The :class:`Checkpoint` to save and restore.
+        directory: Where checkpoints and the ``checkpoint`` file live.
+        max_to_keep: How many recent checkpoints to keep; None keeps all.
+        keep_checkpoint_every_n_hours: Additionally keep one checkpoint per this many hours.
+        checkpoint_name: Prefix of the files (``<name>-<number>``).
+        step_counter: A variable (or int-like) read when ``checkpoint_interval`` is set.
+        checkpoint_interval: Save only when the step advanced at least this much.
+        init_fn: Called by :meth:`restore_or_initialize` when there is nothing to restore.
+
+    Example:
+        >>> import tempfile
+        >>> import trackpoint as tp
+        >>> ckpt = tp.Checkpoint(step=tp.Variable(0))
+        >>> manager = tp.CheckpointManager(ckpt, tempfile.mkdtemp(), max_to_keep=2)
+        >>> paths = [manager.save() for _ in range(3)]
+        >>> [p.rsplit("/", 1)[1] for p in manager.checkpoints]
+        ['ckpt-2', 'ckpt-3']
+    """
+
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        directory: str,
+        max_to_keep: int | None,
+        keep_checkpoint_every_n_hours: float | None = None,
+        checkpoint_name: str = "ckpt",
+        step_counter: Any = None,
+        checkpoint_interval: int | None = None,
+        init_fn: Callable[[], Any] | None = None,
+    ) -> None:
+        if not isinstance(checkpoint, Checkpoint):
+            raise InvalidArgumentError(f"CheckpointManager needs a tp.Checkpoint, got {type(checkpoint).__name__}")
+        if max_to_keep is not None and max_to_keep <= 0:
+            raise InvalidArgumentError(f"max_to_keep must be positive or None, got {max_to_keep}")
+        if checkpoint_interval is not None and step_counter is None:
+            raise InvalidArgumentError("`step_counter` should be passed if `checkpoint_interval` is not None.")
+        self._checkpoint = checkpoint
+        self._directory = os.fspath(directory)
+        self._max_to_keep = max_to_keep
+        self._keep_every_n_hours = keep_checkpoint_every_n_hours
+        self._prefix = os.path.join(self._directory, checkpoint_name)
+        self._step_counter = step_counter
+        self._checkpoint_interval = checkpoint_interval
+        self._init_fn = init_fn
+        self._last_checkpoint_step: int | None = None
+        self._maybe_delete: collections.OrderedDict[str, float] = collections.OrderedDict()
+        now = time.time()
+        state = get_checkpoint_state(self._directory)
+        if state is None:
+            self._latest_checkpoint: str | None = None
+            self._last_preserved_timestamp = now - 1
+            return
+        self._latest_checkpoint = state.model_checkpoint_path
+        self._last_preserved_timestamp = min(state.last_preserved_timestamp, now)
+        timestamps = state.all_model_checkpoint_timestamps or (self._last_preserved_timestamp,) * len(
+            state.all_model_checkpoint_paths)
+        for path, stamp in zip(state.all_model_checkpoint_paths, timestamps):
+            stamp = min(stamp, now)
+            if stamp > self._last_preserved_timestamp:
+                self._maybe_delete[path] = stamp
+
+    @property
+    def directory(self) -> str:
+        return self._directory
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        return self._checkpoint
+
+    @property
+    def checkpoint_interval(self) -> int | None:
+        return self._checkpoint_interval
+
+    @property
+    def latest_checkpoint(self) -> str | None:
+        """The newest checkpoint prefix, or None."""
+        return self._latest_checkpoint
+
+    @property
+    def checkpoints(self) -> list[str]:
+        """Kept checkpoints, oldest first (those preserved by ``keep_checkpoint_every_n_hours`` excluded)."""
+        return list(self._maybe_delete)
+
+    def _record_state(self) -> None:
+        if self._latest_checkpoint is None:
+            return
+        write_state(self._directory, self._latest_checkpoint, list(self._maybe_delete),
+                    list(self._maybe_delete.values()), self._last_preserved_timestamp)
+
+    def _sweep(self) -> None:
+        if not self._max_to_keep:
+            return
+        while len(self._maybe_delete) > self._max_to_keep:
+            path, stamp = self._maybe_delete.popitem(last=False)
+            if self._keep_every_n_hours and stamp - self._keep_every_n_hours * 3600.0 >= self._last_preserved_timestamp:
+                self._last_preserved_timestamp = stamp
+                continue
+            for name in [naming.index_filename(path)] + glob.glob(glob.escape(path) + ".data-?????-of-?????"):
+                try:
+                    os.remove(name)
+                except FileNotFoundError:
+                    pass
+
+    def save(self, checkpoint_number: Any = None, check_interval: bool = True, options: Any = None) -> str | None:
+        """Save a numbered checkpoint, update the state file, delete what is no longer kept.
+
+        Returns:
+            The new prefix, or None when ``checkpoint_interval`` says it is too early.
+        """
+        if options is not None:
+            raise InvalidArgumentError("CheckpointOptions are not supported yet; pass options=None")
+        if self._checkpoint_interval is not None:
+            step = _as_int(self._step_counter)
+            if self._last_checkpoint_step is not None:
+                if step == self._last_checkpoint_step:
+                    return None
+                if check_interval and step < self._last_checkpoint_step + self._checkpoint_interval:
+                    return None
+            self._last_checkpoint_step = step
+        counter = self._checkpoint.save_counter
+        counter.assign_add(1)
+        number = _as_int(counter) if checkpoint_number is None else _as_int(checkpoint_number)
+        path = self._checkpoint.write(f"{self._prefix}-{number}")
+        self._maybe_delete.pop(path, None)
+        self._maybe_delete[path] = time.time()
+        self._latest_checkpoint = path
+        self._record_state()
+        self._sweep()
+        self._record_state()
+        return path
+
+    def restore_or_initialize(self) -> str | None:
+        """Restore the latest checkpoint and return its path, or run ``init_fn`` and return None."""
+        if self._latest_checkpoint is not None:
+            self._checkpoint.restore(self._latest_checkpoint)
+            if self._checkpoint_interval is not None:
+                self._last_checkpoint_step = _as_int(self._step_counter)
+            return self._latest_checkpoint
+        if self._init_fn is not None:
+            self._init_fn()
+        return None
+
+    def sync(self) -> None:
+        """Wait for the checkpoint's pending saves."""
+        self._checkpoint.sync()
