@@ -17,6 +17,7 @@ from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlySta
 from trackpoint._saving.write import write_bundle
 from trackpoint._tracking.autotrackable import AutoTrackable
 from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.data_structures import wrap_or_unwrap
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import InvalidArgumentError, NotFoundError
 from trackpoint.reader import latest_checkpoint
@@ -58,7 +59,7 @@ class Checkpoint(AutoTrackable):
         if root is not None:
             kwargs["root"] = root
         for name in sorted(kwargs):
-            value = kwargs[name]
+            value = wrap_or_unwrap(kwargs[name])  # lists and dicts become container nodes, as in TF
             if not isinstance(value, Trackable):
                 raise InvalidArgumentError(
                     f"`Checkpoint` was expecting a trackable object (an object derived from `Trackable`) for "

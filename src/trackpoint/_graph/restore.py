@@ -118,7 +118,9 @@ class RestoreCoordinator:
 
     def unrestored_values(self) -> list[int]:
         """Checkpoint nodes holding values that no live object has received."""
-        return [i for i, n in enumerate(self.graph.nodes) if n.attributes and i not in self.object_by_proto_id
+        # matched_proto_ids, not the weak object map: the answer must not change when the
+        # restored objects are garbage-collected (e.g. at interpreter exit).
+        return [i for i, n in enumerate(self.graph.nodes) if n.attributes and i not in self.matched_proto_ids
                 and not (self.skip_slot_variables and i in self.slot_node_ids)]
 
     def __del__(self) -> None:

@@ -133,6 +133,12 @@ class CheckpointLoadStatus:
                 for position in obj._tp_state()["deferred"].get(name, ()):
                     if getattr(position, "coordinator", None) is coordinator:
                         waiting.update(_subtree(coordinator, position.proto_id))
+        for opt_id, node in enumerate(coordinator.graph.nodes):
+            for slot in node.slot_variables:
+                if opt_id in waiting or slot.original_variable_node_id in waiting:
+                    waiting.add(slot.slot_variable_node_id)
+        for entries in coordinator.deferred_slot_restorations.values():
+            waiting.update(slot_id for _, slot_id, _ in entries)
         for node_id in coordinator.unrestored_values():
             pending[paths[node_id]] = node_id in waiting
         bound = {id(o) for o in coordinator.object_by_proto_id.values()}

@@ -1,0 +1,218 @@
+"""Object-graph checkpoints move between TensorFlow 2.21 and trackpoint in both directions."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import trackpoint as tp
+from tests.conftest import assert_bit_equal
+
+STRUCTURES = os.path.join(os.path.dirname(__file__), "structures.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+
+def _build(lib: str, out: str) -> None:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    subprocess.run([sys.executable, STRUCTURES, lib, out], check=True, env=env, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def both_sides(tmp_path_factory) -> tuple[str, str]:
+    base = tmp_path_factory.mktemp("structures")
+    theirs, ours = str(base / "tf"), str(base / "tp")
+    _build("tf", theirs)
+    _build("tp", ours)
+    return theirs, ours
+
+
+@pytest.mark.parametrize("name", ["nested", "with_slots", "momentum", "rooted"])
+def test_files_are_byte_identical_to_tf(both_sides: tuple[str, str], name: str) -> None:
+    theirs, ours = (os.path.join(side, name) for side in both_sides)
+    assert sorted(os.listdir(theirs)) == sorted(os.listdir(ours))
+    for filename in os.listdir(theirs):
+        assert filecmp.cmp(os.path.join(theirs, filename), os.path.join(ours, filename), shallow=False), filename
+
+
+def _tf_nested() -> tuple[tf.train.Checkpoint, tf.Module]:
+    m = tf.Module()
+    m.a_var = tf.Variable([0.0, 0.0, 0.0])
+    m.b_var = tf.Variable(np.zeros((2, 3), np.int32))
+    m.s = tf.Variable(b"")
+    m.lst = [tf.Variable(0.0), 7, [tf.Variable(np.float64(0))], []]
+    m.dct = {"k/1": tf.Variable(0), "x.y": tf.Variable([False, False]), "plain": 3}
+    m.tup = (tf.Variable(np.int64(0)), tf.Variable(np.float16(0)))
+    m.sub = tf.Module()
+    m.sub.shared = m.a_var
+    return tf.train.Checkpoint(model=m, extra=tf.Variable([9.0])), m
+
+
+def test_tf_restores_our_nested_checkpoint(both_sides: tuple[str, str]) -> None:
+    ckpt, m = _tf_nested()
+    # namedtuple fields are extra edges to the same variables; a plain tuple matches by index
+    ckpt.restore(os.path.join(both_sides[1], "nested", "ckpt-2")).expect_partial().assert_existing_objects_matched()
+    assert m.a_var.numpy().tolist() == [1.0, 2.0, 3.0]
+    assert m.b_var.numpy().tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert m.s.numpy() == b"hello"
+    assert m.lst[2][0].numpy() == 2.5 and m.lst[2][0].dtype == tf.float64
+    assert m.dct["k/1"].numpy() == 7 and m.dct["x.y"].numpy().tolist() == [True, False]
+    assert m.tup[0].numpy() == 5 and m.tup[1].numpy() == np.float16(0.5)
+
+
+def _tf_slots() -> tuple[tf.train.Checkpoint, tf.Module, tf.compat.v1.train.AdamOptimizer]:
+    m = tf.Module()
+    m.dense = tf.Module()
+    m.dense.kernel = tf.Variable(np.zeros((2, 3), np.float32))
+    m.dense.bias = tf.Variable(np.zeros(3, np.float32))
+    adam = tf.compat.v1.train.AdamOptimizer(0.1)
+    adam.apply_gradients([(tf.zeros((2, 3)), m.dense.kernel), (tf.zeros(3), m.dense.bias)])
+    return tf.train.Checkpoint(model=m, optimizer=adam), m, adam
+
+
+def test_tf_restores_our_slots_with_assert_consumed(both_sides: tuple[str, str]) -> None:
+    ckpt, m, adam = _tf_slots()
+    ckpt.restore(os.path.join(both_sides[1], "with_slots", "ckpt-2")).assert_consumed()
+    ours = tp.load_checkpoint(os.path.join(both_sides[1], "with_slots", "ckpt-2"))
+    assert_bit_equal(m.dense.kernel.numpy(), ours.get_tensor("model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"))
+    m_slot = adam.get_slot(m.dense.kernel, "m").numpy()
+    assert_bit_equal(m_slot, ours.get_tensor("model/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE"))
+    beta1_power, _ = adam._get_beta_accumulators()
+    assert beta1_power.numpy() == ours.get_tensor("optimizer/beta1_power/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+def _tp_slots() -> tuple[tp.Checkpoint, tp.Module, tp.optimizers.Adam]:
+    m = tp.Module()
+    m.dense = tp.Module()
+    m.dense.kernel = tp.Variable(np.zeros((2, 3), np.float32))
+    m.dense.bias = tp.Variable(np.zeros(3, np.float32))
+    adam = tp.optimizers.Adam(0.1)
+    adam.apply_gradients([(np.zeros((2, 3), np.float32), m.dense.kernel), (np.zeros(3, np.float32), m.dense.bias)])
+    return tp.Checkpoint(model=m, optimizer=adam), m, adam
+
+
+def test_we_restore_tf_slots_with_assert_consumed(both_sides: tuple[str, str]) -> None:
+    path = os.path.join(both_sides[0], "with_slots", "ckpt-2")
+    ckpt, m, adam = _tp_slots()
+    ckpt.restore(path).assert_consumed()
+    theirs = tf.train.load_checkpoint(path)
+    assert_bit_equal(m.dense.bias.numpy(), theirs.get_tensor("model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE"))
+    assert_bit_equal(adam.get_slot(m.dense.bias, "v").numpy(),
+                     theirs.get_tensor("model/dense/bias/.OPTIMIZER_SLOT/optimizer/v/.ATTRIBUTES/VARIABLE_VALUE"))
+    assert ckpt.save_counter.numpy() == 2
+
+
+def test_we_restore_tf_nested_into_fresh_objects_created_later(both_sides: tuple[str, str]) -> None:
+    ckpt = tp.Checkpoint()
+    status = ckpt.restore(os.path.join(both_sides[0], "nested", "ckpt-2"))
+    m = tp.Module()
+    ckpt.model = m
+    m.a_var = tp.Variable([0.0, 0.0, 0.0])
+    m.b_var = tp.Variable(np.zeros((2, 3), np.int32))
+    m.s = tp.Variable(b"")
+    m.lst = [tp.Variable(0.0), 7, [tp.Variable(np.float64(0))], []]
+    m.dct = {"k/1": tp.Variable(0), "x.y": tp.Variable([False, False]), "plain": 3}
+    m.tup = (tp.Variable(np.int64(0)), tp.Variable(np.float16(0)))
+    m.sub = tp.Module()
+    m.sub.shared = m.a_var
+    ckpt.extra = tp.Variable([0.0])
+    status.assert_consumed()
+    assert m.a_var.numpy().tolist() == [1.0, 2.0, 3.0] and m.s.numpy() == b"hello"
+    assert m.tup[1].numpy() == np.float16(0.5) and ckpt.extra.numpy().tolist() == [0.0]
+
+
+def _grads(step: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(step)
+    return [rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)]
+
+
+@pytest.mark.parametrize("which", ["adam", "momentum", "nesterov", "sgd"])
+def test_optimizer_math_and_keys_match_tf(tmp_path, which: str) -> None:
+    def make(lib: str):  # noqa: ANN202
+        if which == "adam":
+            return (tf.compat.v1.train.AdamOptimizer(0.01, 0.8, 0.95, 1e-7) if lib == "tf"
+                    else tp.optimizers.Adam(0.01, 0.8, 0.95, 1e-7))
+        if which == "sgd":
+            return tf.compat.v1.train.GradientDescentOptimizer(0.1) if lib == "tf" else tp.optimizers.SGD(0.1)
+        nesterov = which == "nesterov"
+        return (tf.compat.v1.train.MomentumOptimizer(0.1, 0.9, use_nesterov=nesterov) if lib == "tf"
+                else tp.optimizers.SGD(0.1, momentum=0.9, nesterov=nesterov))
+
+    init = [np.arange(6, dtype=np.float32).reshape(2, 3) / 7, np.ones(3, np.float32)]
+    tf_vars = [tf.Variable(v) for v in init]
+    tp_vars = [tp.Variable(v) for v in init]
+    tf_opt, tp_opt = make("tf"), make("tp")
+    for step in range(20):
+        tf_opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), tf_vars)])
+        tp_opt.apply_gradients(list(zip(_grads(step), tp_vars)))
+    for a, b in zip(tf_vars, tp_vars):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=0, atol=1e-6)
+    tf.train.Checkpoint(v=tf_vars, opt=tf_opt).write(str(tmp_path / "tf"))
+    tp.Checkpoint(v=tp_vars, opt=tp_opt).write(str(tmp_path / "tp"))
+    assert tp.list_variables(str(tmp_path / "tp")) == tf.train.list_variables(str(tmp_path / "tf"))
+
+
+def test_training_stops_in_tf_and_resumes_here_and_back(tmp_path) -> None:
+    def tf_model():  # noqa: ANN202
+        m = tf.Module()
+        m.w = tf.Variable(np.full((2, 3), 0.5, np.float32))
+        m.b = tf.Variable(np.zeros(3, np.float32))
+        return m, tf.compat.v1.train.AdamOptimizer(0.05)
+
+    # Reference: 9 uninterrupted steps in TensorFlow.
+    m, opt = tf_model()
+    for step in range(9):
+        opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), [m.w, m.b])])
+    reference = [m.w.numpy(), m.b.numpy()]
+
+    # 3 steps in TF, 3 here, 3 in TF again.
+    m, opt = tf_model()
+    for step in range(3):
+        opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), [m.w, m.b])])
+    first = tf.train.Checkpoint(model=m, optimizer=opt).save(str(tmp_path / "a" / "ckpt"))
+
+    ours = tp.Module()
+    ours.w = tp.Variable(np.zeros((2, 3), np.float32))
+    ours.b = tp.Variable(np.zeros(3, np.float32))
+    adam = tp.optimizers.Adam(0.05)
+    ckpt = tp.Checkpoint(model=ours, optimizer=adam)
+    status = ckpt.restore(first)
+    for step in range(3, 6):  # slots and beta powers arrive as they are created
+        adam.apply_gradients(list(zip(_grads(step), [ours.w, ours.b])))
+    status.assert_consumed()
+    second = ckpt.save(str(tmp_path / "b" / "ckpt"))
+
+    m, opt = tf_model()
+    opt.apply_gradients([(tf.zeros_like(v), v) for v in [m.w, m.b]])  # create slots, then overwrite them
+    tf.train.Checkpoint(model=m, optimizer=opt).restore(second).assert_consumed()
+    for step in range(6, 9):
+        opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), [m.w, m.b])])
+    np.testing.assert_allclose(m.w.numpy(), reference[0], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(m.b.numpy(), reference[1], rtol=0, atol=1e-6)
+
+
+def test_managers_pick_up_each_others_state(tmp_path) -> None:
+    directory = str(tmp_path)
+    step = tf.Variable(0, dtype=tf.int64)
+    tf_manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), directory, max_to_keep=2)
+    for _ in range(2):
+        step.assign_add(1)
+        tf_manager.save()
+    ours = tp.Variable(np.int64(0))
+    manager = tp.CheckpointManager(tp.Checkpoint(step=ours), directory, max_to_keep=2)
+    assert manager.latest_checkpoint == os.path.join(directory, "ckpt-2")
+    assert manager.restore_or_initialize() == os.path.join(directory, "ckpt-2")
+    assert ours.numpy() == 2
+    ours.assign_add(1)
+    assert manager.save() == os.path.join(directory, "ckpt-3")
+    assert sorted(os.listdir(directory)) == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
+                                             "ckpt-3.data-00000-of-00001", "ckpt-3.index"]
+    again = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), directory, max_to_keep=2)
+    assert again.checkpoints == [os.path.join(directory, "ckpt-2"), os.path.join(directory, "ckpt-3")]
+    again.restore_or_initialize()
+    assert step.numpy() == 3
