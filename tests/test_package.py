@@ -10,7 +10,7 @@ import trackpoint as tp
 
 def test_import_pulls_in_no_framework() -> None:
     code = (
-        "import sys, trackpoint, trackpoint.cli, trackpoint.reader\n"
+        "import sys, trackpoint, trackpoint.cli, trackpoint.demo, trackpoint.reader\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'tensorflow', 'torch', 'jax', 'keras'})\n"
         "print(bad)\n"
     )
@@ -21,14 +21,26 @@ def test_import_pulls_in_no_framework() -> None:
 def test_public_names_are_pinned_and_sorted() -> None:
     assert tp.__all__ == sorted(tp.__all__)
     assert tp.__all__ == [
+        "AutoTrackable",
+        "Checkpoint",
+        "CheckpointLoadStatus",
+        "CheckpointManager",
         "CheckpointReader",
         "CheckpointState",
+        "InitializationOnlyStatus",
+        "Module",
+        "NoDependency",
+        "PythonState",
+        "RestoreReport",
+        "Trackable",
+        "Variable",
         "errors",
         "get_checkpoint_state",
         "latest_checkpoint",
         "list_variables",
         "load_checkpoint",
         "load_variable",
+        "optimizers",
         "save_tensors",
     ]
 

@@ -83,8 +83,14 @@ def _inspect(args: argparse.Namespace) -> int:
         return 0
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from trackpoint import demo
+
+    return demo.run(args.dir)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="trackpoint", description="Read and inspect TensorFlow checkpoints.")
+    parser = argparse.ArgumentParser(prog="trackpoint", description="TensorFlow checkpoints without TensorFlow.")
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = commands.add_parser("inspect", help="list the tensors of a checkpoint")
     inspect.add_argument("path", help="checkpoint prefix, or a directory with a 'checkpoint' state file")
@@ -93,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     what.add_argument("--all-tensors", action="store_true", help="print every tensor's value")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
     inspect.set_defaults(run=_inspect)
+    demo = commands.add_parser("demo", help="train, checkpoint, crash, restore and continue exactly")
+    demo.add_argument("--dir", help="where to keep the checkpoints (default: a new temporary directory)")
+    demo.set_defaults(run=_demo)
     return parser
 
 

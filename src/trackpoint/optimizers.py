@@ -13,8 +13,8 @@ Example:
     >>> w = tp.Variable([1.0, 2.0], name="w")
     >>> opt = tp.optimizers.Adam(learning_rate=0.1)
     >>> opt.apply_gradients([(np.array([0.5, -0.5], np.float32), w)])
-    >>> opt.get_slot_names(), opt.get_slot(w, "m").name
-    (['m', 'v'], 'w/Adam')
+    >>> opt.get_slot_names(), opt.get_slot(w, "m").shape
+    (['m', 'v'], (2,))
     >>> w.numpy().round(4)
     array([0.9, 2.1], dtype=float32)
 """

@@ -73,3 +73,12 @@ def test_console_script_is_installed() -> None:
     assert script is not None and os.access(script, os.X_OK)
     result = subprocess.run([script, "inspect", MODEL], capture_output=True, text=True)
     assert result.returncode == 0 and "Total number of params: 17" in result.stdout
+
+
+def test_demo_resumes_exactly(tmp_path, capsys) -> None:
+    assert main(["demo", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "fresh objects restored from ckpt-3 at step 30" in out
+    assert "optimizer slots included: True" in out
+    assert "beta1_power  float32[]" in out
+    assert sorted(os.listdir(tmp_path))[0] == "checkpoint"
