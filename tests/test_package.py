@@ -25,6 +25,7 @@ def test_public_names_are_pinned_and_sorted() -> None:
         "Checkpoint",
         "CheckpointLoadStatus",
         "CheckpointManager",
+        "CheckpointOptions",
         "CheckpointReader",
         "CheckpointState",
         "InitializationOnlyStatus",
@@ -42,6 +43,7 @@ def test_public_names_are_pinned_and_sorted() -> None:
         "load_variable",
         "optimizers",
         "save_tensors",
+        "sharding",
     ]
 
 

@@ -12,7 +12,7 @@ Example:
            [0., 1.]], dtype=float32)
 """
 
-from trackpoint import errors, optimizers
+from trackpoint import errors, optimizers, sharding
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus, RestoreReport
 from trackpoint._tracking.autotrackable import AutoTrackable, Module
 from trackpoint._tracking.base import NoDependency, Trackable
@@ -20,6 +20,7 @@ from trackpoint._tracking.python_state import PythonState
 from trackpoint._tracking.variables import Variable
 from trackpoint.checkpoint import Checkpoint
 from trackpoint.manager import CheckpointManager
+from trackpoint.options import CheckpointOptions
 from trackpoint.reader import (
     CheckpointReader,
     CheckpointState,
@@ -38,6 +39,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointLoadStatus",
     "CheckpointManager",
+    "CheckpointOptions",
     "CheckpointReader",
     "CheckpointState",
     "InitializationOnlyStatus",
@@ -55,4 +57,5 @@ __all__ = [
     "load_variable",
     "optimizers",
     "save_tensors",
+    "sharding",
 ]

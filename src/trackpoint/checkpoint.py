@@ -14,20 +14,25 @@ from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.restore import CheckpointPosition, RestoreCoordinator, parse_graph
 from trackpoint._graph.serialize import serialize
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
+from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.write import write_bundle
 from trackpoint._tracking.autotrackable import AutoTrackable
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.data_structures import wrap_or_unwrap
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import InvalidArgumentError, NotFoundError
+from trackpoint.options import CheckpointOptions, run_write_callbacks
 from trackpoint.reader import latest_checkpoint
 
 __all__ = ["Checkpoint"]
 
 
-def _check_options(options: Any) -> None:
-    if options is not None:
-        raise InvalidArgumentError("CheckpointOptions are not supported yet; pass options=None")
+def _options(options: CheckpointOptions | None) -> CheckpointOptions:
+    if options is None:
+        return CheckpointOptions()
+    if not isinstance(options, CheckpointOptions):
+        raise InvalidArgumentError(f"options must be a tp.CheckpointOptions, got {type(options).__name__}")
+    return options
 
 
 class Checkpoint(AutoTrackable):
@@ -106,31 +111,65 @@ class Checkpoint(AutoTrackable):
 
     # -- saving -------------------------------------------------------------------------
 
-    def write(self, file_prefix: str, options: Any = None) -> str:
-        """Write the objects to ``file_prefix`` exactly (no numbering, no state file); return it."""
-        _check_options(options)
-        file_prefix = os.fspath(file_prefix)
-        serialized = serialize(self._tp_graph_root, self._tp_attached)
-        return write_bundle(file_prefix, serialized.tensors)
+    def _async_writer(self) -> AsyncWriter:
+        writer = self.__dict__.get("_tp_writer")
+        if writer is None:
+            writer = AsyncWriter()
+            object.__setattr__(self, "_tp_writer", writer)
+        return writer
 
-    def save(self, file_prefix: str, options: Any = None) -> str:
-        """Increment ``save_counter``, write ``<file_prefix>-<n>`` and point the ``checkpoint`` file at it."""
-        _check_options(options)
+    def _write(self, file_prefix: str, options: CheckpointOptions | None) -> str:
+        """Serialize now; write (here, or on the background thread) and then run the callbacks."""
+        options = _options(options)
+        prefix = os.fspath(file_prefix)
+        serialized = serialize(self._tp_graph_root, self._tp_attached)
+        callbacks = list(options.experimental_write_callbacks or ())
+        sharding = options.experimental_sharding_callback
+
+        def write(tensors: list[tuple[str, Any]]) -> None:
+            write_bundle(prefix, tensors, sharding, serialized.owners)
+            run_write_callbacks(callbacks, prefix)
+
+        if options.enable_async:
+            snapshot = serialized.snapshot()
+            self._async_writer().submit(lambda: write(snapshot))
+        else:
+            self.sync()  # keep saves in order behind any background write
+            write(serialized.tensors)
+        return prefix
+
+    def write(self, file_prefix: str, options: CheckpointOptions | None = None) -> str:
+        """Write the objects to ``file_prefix`` exactly (no numbering, no state file); return it."""
+        return self._write(file_prefix, options)
+
+    def save(self, file_prefix: str, options: CheckpointOptions | None = None) -> str:
+        """Increment ``save_counter``, write ``<file_prefix>-<n>`` and point the ``checkpoint`` file at it.
+
+        With ``enable_async`` the state file is updated by the writer thread once the files
+        are complete, so it never names a half-written checkpoint.
+        """
         number = int(self.save_counter.assign_add(1).numpy())
-        path = self.write(f"{os.fspath(file_prefix)}-{number}")
-        write_state(os.path.dirname(path) or ".", path)
-        return path
+        path = f"{os.fspath(file_prefix)}-{number}"
+
+        def record_state() -> None:
+            write_state(os.path.dirname(path) or ".", path)
+
+        return self._write(path, _options(options).with_callbacks(record_state))
 
     def sync(self) -> None:
-        """Wait for pending saves (every save is synchronous for now)."""
+        """Wait until background saves finish; re-raise the failure of one (unlike TF, which only waits)."""
+        writer = self.__dict__.get("_tp_writer")
+        if writer is not None:
+            writer.sync()
 
     # -- restoring ----------------------------------------------------------------------
 
-    def read(self, save_path: str | None, options: Any = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
+    def read(self, save_path: str | None, options: CheckpointOptions | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
         """Restore from ``save_path`` without creating ``save_counter`` (for ``write()`` checkpoints)."""
-        _check_options(options)
+        options = _options(options)
         if save_path is None:
             return InitializationOnlyStatus()
+        self.sync()  # a checkpoint still being written is completed first
         prefix = os.fspath(save_path)
         if os.path.isdir(prefix):
             latest = latest_checkpoint(prefix)
@@ -147,7 +186,7 @@ class Checkpoint(AutoTrackable):
         raw = reader.read(OBJECT_GRAPH_KEY)
         if not isinstance(raw, bytes):
             raise InvalidArgumentError(f"{prefix}: {OBJECT_GRAPH_KEY} is not a scalar string")
-        coordinator = RestoreCoordinator(reader, parse_graph(raw, prefix))
+        coordinator = RestoreCoordinator(reader, parse_graph(raw, prefix), options.experimental_skip_slot_variables)
         root = self._tp_graph_root
         CheckpointPosition(coordinator, 0).restore(root)
         root_children = {c.local_name: c.node_id for c in coordinator.graph.nodes[0].children}
@@ -157,7 +196,7 @@ class Checkpoint(AutoTrackable):
             CheckpointPosition(coordinator, root_children[name]).restore(obj)
         return CheckpointLoadStatus(coordinator, root, self._tp_attached)
 
-    def restore(self, save_path: str | None, options: Any = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
+    def restore(self, save_path: str | None, options: CheckpointOptions | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
         """Restore from a prefix (or a directory with a ``checkpoint`` file); values arrive now or on creation.
 
         Raises:

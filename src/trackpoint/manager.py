@@ -15,6 +15,7 @@ from trackpoint._format import naming
 from trackpoint._format.state_file import write_state
 from trackpoint.checkpoint import Checkpoint
 from trackpoint.errors import InvalidArgumentError
+from trackpoint.options import CheckpointOptions
 from trackpoint.reader import get_checkpoint_state
 
 __all__ = ["CheckpointManager"]
@@ -138,14 +139,13 @@ class CheckpointManager:
                 except FileNotFoundError:
                     pass
 
-    def save(self, checkpoint_number: Any = None, check_interval: bool = True, options: Any = None) -> str | None:
+    def save(self, checkpoint_number: Any = None, check_interval: bool = True,
+             options: CheckpointOptions | None = None) -> str | None:
         """Save a numbered checkpoint, update the state file, delete what is no longer kept.
 
         Returns:
             The new prefix, or None when ``checkpoint_interval`` says it is too early.
         """
-        if options is not None:
-            raise InvalidArgumentError("CheckpointOptions are not supported yet; pass options=None")
         if self._checkpoint_interval is not None:
             step = _as_int(self._step_counter)
             if self._last_checkpoint_step is not None:
@@ -157,14 +157,22 @@ class CheckpointManager:
         counter = self._checkpoint.save_counter
         counter.assign_add(1)
         number = _as_int(counter) if checkpoint_number is None else _as_int(checkpoint_number)
-        path = self._checkpoint.write(f"{self._prefix}-{number}")
-        self._maybe_delete.pop(path, None)
-        self._maybe_delete[path] = time.time()
-        self._latest_checkpoint = path
-        self._record_state()
-        self._sweep()
-        self._record_state()
-        return path
+        path = f"{self._prefix}-{number}"
+
+        def record_and_sweep() -> None:
+            # After the files are complete (on the writer thread for async saves), so the list
+            # and the state file never name a half-written checkpoint.
+            self._maybe_delete.pop(path, None)
+            self._maybe_delete[path] = time.time()
+            self._latest_checkpoint = path
+            self._record_state()
+            self._sweep()
+            self._record_state()
+
+        base = options if options is not None else CheckpointOptions()
+        if not isinstance(base, CheckpointOptions):
+            raise InvalidArgumentError(f"options must be a tp.CheckpointOptions, got {type(base).__name__}")
+        return self._checkpoint._write(path, base.with_callbacks(record_and_sweep))
 
     def restore_or_initialize(self) -> str | None:
         """Restore the latest checkpoint and return its path, or run ``init_fn`` and return None."""

@@ -21,7 +21,7 @@ from trackpoint._format.dtypes import STRING, DType, from_numpy
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["BundleWriter", "dtype_of", "header_bytes", "write_index"]
+__all__ = ["BundleWriter", "ShardWriter", "dtype_of", "header_bytes", "merge_shards", "write_index"]
 
 TENSOR_BUNDLE_VERSION = 1
 
@@ -68,27 +68,117 @@ def write_index(prefix: str, entries: dict[bytes, pb.BundleEntryProto], num_shar
         raise
 
 
-class _Shard:
-    """One open ``.data`` file and its write position."""
+class ShardWriter:
+    """Appends tensors to one ``.data`` file and records their entries.
 
-    def __init__(self, path: str) -> None:
+    Shards are independent, so several can be written at once on different threads;
+    :func:`merge_shards` then combines their entries the way TF's ``MergeBundles`` does.
+    """
+
+    def __init__(self, path: str, shard_id: int) -> None:
         self.path = path
-        self.file: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed by BundleWriter.finish
-        self.offset = 0
+        self.shard_id = shard_id
+        self.entries: dict[bytes, pb.BundleEntryProto] = {}
+        # full key -> (name, dtype, full shape, extents of each slice in write order)
+        self.sliced: dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]] = {}
+        self._file: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self._offset = 0
 
-    def append(self, buffers: Sequence[bytes | memoryview]) -> tuple[int, int, int]:
-        """Write the buffers contiguously; return ``(offset, size, masked crc)``."""
-        offset, crc, size = self.offset, 0, 0
-        for buf in buffers:
-            self.file.write(buf)
-            crc = crc32c(buf, crc)
-            size += len(buf) if isinstance(buf, bytes) else buf.nbytes
-        self.offset += size
-        return offset, size, mask(crc)
+    def _append(self, buffer: bytes | memoryview) -> tuple[int, int, int]:
+        offset = self._offset
+        self._file.write(buffer)
+        size = buffer.nbytes if isinstance(buffer, memoryview) else len(buffer)
+        self._offset += size
+        return offset, size, mask(crc32c(buffer))
+
+    def _write(self, key: bytes, name: str, array: object) -> None:
+        if key in self.entries or key in self.sliced:
+            raise InvalidArgumentError(f"{self.path}: adding duplicate key {name!r}")
+        dtype = dtype_of(array, name)
+        if dtype.is_string:
+            shape = np.shape(array)
+            data, crc = encode_strings(np.asarray(array, dtype=object), name)
+            offset, size, _ = self._append(data)
+        else:
+            buf = as_numeric_buffer(np.asarray(array), dtype)
+            shape = buf.shape
+            offset, size, crc = self._append(numeric_bytes_view(buf))
+        entry = pb.BundleEntryProto(dtype=dtype.enum, shard_id=self.shard_id, offset=offset, size=size, crc32c=crc)
+        entry.shape.CopyFrom(_shape_proto(shape))
+        self.entries[key] = entry
+
+    def add(self, key: str, array: object) -> None:
+        """Append a whole tensor (numpy array, ``bytes``/``str`` scalar or object array of bytes)."""
+        self._write(key.encode("utf-8", "surrogateescape"), key, array)
+
+    def add_slice(self, key: str, full_shape: Sequence[int], extents: slices.Extents, array: object) -> None:
+        """Append one slice of the tensor ``key`` whose whole shape is ``full_shape``.
+
+        A slice covering the whole tensor is stored as a plain entry, as TF does.
+
+        Raises:
+            InvalidArgumentError: The slice does not fit, its data has the wrong shape, or the
+                dtype or full shape disagree with earlier slices of the same key.
+        """
+        full_shape = tuple(int(d) for d in full_shape)
+        bounds = slices.resolve(extents, full_shape, key)
+        expected = tuple(stop - start for start, stop in bounds)
+        if np.shape(array) != expected:
+            raise InvalidArgumentError(f"{key}: slice data of shape {np.shape(array)} for a slice of shape {expected}")
+        if slices.is_full(extents, full_shape):
+            self.add(key, array)
+            return
+        dtype = dtype_of(array, key)
+        full_key = key.encode("utf-8", "surrogateescape")
+        if full_key in self.entries:
+            raise InvalidArgumentError(f"{self.path}: adding duplicate key {key!r}")
+        previous = self.sliced.get(full_key)
+        if previous is not None and previous[1:3] != (dtype, full_shape):
+            raise InvalidArgumentError(
+                f"{key}: slice of {dtype.name}{list(full_shape)} conflicts with earlier slices of "
+                f"{previous[1].name}{list(previous[2])}"
+            )
+        self._write(slices.encode_slice_key(key, extents), key, array)
+        if previous is None:
+            previous = self.sliced[full_key] = (key, dtype, full_shape, [])
+        previous[3].append(extents)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def merge_shards(shards: Sequence[ShardWriter]) -> dict[bytes, pb.BundleEntryProto]:
+    """All entries of the shards, in shard order; slices of one key gathered into its full entry.
+
+    The full entry of a sliced tensor takes the shard id of its first slice and lists the
+    slices shard by shard, as TF's merge leaves them.
+
+    Raises:
+        InvalidArgumentError: A key is stored whole twice, or whole and sliced, or its slices
+            disagree in dtype or shape.
+    """
+    entries: dict[bytes, pb.BundleEntryProto] = {}
+    full: dict[bytes, tuple[DType, tuple[int, ...]]] = {}
+    for shard in shards:
+        for key, entry in shard.entries.items():
+            if key in entries:
+                raise InvalidArgumentError(f"{shard.path}: duplicate tensor keyed by {key!r} in merged shards")
+            entries[key] = entry
+        for key, (name, dtype, shape, parts) in shard.sliced.items():
+            merged = entries.get(key)
+            if merged is None:
+                merged = entries[key] = pb.BundleEntryProto(dtype=dtype.enum, shard_id=shard.shard_id)
+                merged.shape.CopyFrom(_shape_proto(shape))
+                full[key] = (dtype, shape)
+            elif full.get(key) != (dtype, shape):
+                raise InvalidArgumentError(f"{shard.path}: slices of {name!r} disagree with another shard's in "
+                                           "dtype or shape, or the key is also stored whole")
+            merged.slices.extend(slices.extents_to_proto(e) for e in parts)
+    return entries
 
 
 class BundleWriter:
-    """Write tensors into ``num_shards`` data files and one index.
+    """Write tensors into ``num_shards`` data files and one index, one call at a time.
 
     Example:
         >>> import numpy as np, tempfile, os
@@ -108,81 +198,29 @@ class BundleWriter:
             os.makedirs(directory, exist_ok=True)
         self._prefix = prefix
         self._num_shards = num_shards
-        self._shards: dict[int, _Shard] = {}
-        self._entries: dict[bytes, pb.BundleEntryProto] = {}
-        self._sliced: dict[bytes, tuple[DType, tuple[int, ...]]] = {}
+        self._shards: dict[int, ShardWriter] = {}
 
-    def _shard(self, shard_id: int) -> _Shard:
+    def _shard(self, shard_id: int) -> ShardWriter:
         if not 0 <= shard_id < self._num_shards:
             raise InvalidArgumentError(f"{self._prefix}: shard {shard_id} outside 0..{self._num_shards - 1}")
         shard = self._shards.get(shard_id)
         if shard is None:
-            shard = self._shards[shard_id] = _Shard(naming.data_filename(self._prefix, shard_id, self._num_shards))
+            path = naming.data_filename(self._prefix, shard_id, self._num_shards)
+            shard = self._shards[shard_id] = ShardWriter(path, shard_id)
         return shard
 
-    def _write(self, key: bytes, name: str, array: object, shard_id: int) -> pb.BundleEntryProto:
-        if key in self._entries:
-            raise InvalidArgumentError(f"{self._prefix}: adding duplicate key {name!r}")
-        dtype = dtype_of(array, name)
-        shard = self._shard(shard_id)
-        if dtype.is_string:
-            shape = np.shape(array)
-            data, crc = encode_strings(np.asarray(array, dtype=object), name)
-            offset, size, _ = shard.append([data])
-        else:
-            buf = as_numeric_buffer(np.asarray(array), dtype)
-            shape = buf.shape
-            offset, size, crc = shard.append([numeric_bytes_view(buf)])
-        entry = pb.BundleEntryProto(dtype=dtype.enum, shard_id=shard_id, offset=offset, size=size, crc32c=crc)
-        entry.shape.CopyFrom(_shape_proto(shape))
-        self._entries[key] = entry
-        return entry
-
     def add(self, key: str, array: object, shard_id: int = 0) -> None:
-        """Append a whole tensor (numpy array, ``bytes``/``str`` scalar or object array of bytes)."""
-        self._write(key.encode("utf-8", "surrogateescape"), key, array, shard_id)
+        """Append a whole tensor to shard ``shard_id``."""
+        self._shard(shard_id).add(key, array)
 
     def add_slice(self, key: str, full_shape: Sequence[int], extents: slices.Extents, array: object,
                   shard_id: int = 0) -> None:
-        """Append one slice of the tensor ``key`` whose whole shape is ``full_shape``.
-
-        A slice covering the whole tensor is stored as a plain entry, as TF does.
-
-        Raises:
-            InvalidArgumentError: The slice does not fit, its data has the wrong shape, or the
-                dtype or full shape disagree with earlier slices of the same key.
-        """
-        full_shape = tuple(int(d) for d in full_shape)
-        bounds = slices.resolve(extents, full_shape, key)
-        expected = tuple(stop - start for start, stop in bounds)
-        if np.shape(array) != expected:
-            raise InvalidArgumentError(f"{key}: slice data of shape {np.shape(array)} for a slice of shape {expected}")
-        if slices.is_full(extents, full_shape):
-            self.add(key, array, shard_id)
-            return
-        dtype = dtype_of(array, key)
-        full_key = key.encode("utf-8", "surrogateescape")
-        previous = self._sliced.get(full_key)
-        if previous is not None and previous != (dtype, full_shape):
-            raise InvalidArgumentError(
-                f"{key}: slice of {dtype.name}{list(full_shape)} conflicts with earlier slices of "
-                f"{previous[0].name}{list(previous[1])}"
-            )
-        if previous is None and full_key in self._entries:
-            raise InvalidArgumentError(f"{self._prefix}: adding duplicate key {key!r}")
-        self._write(slices.encode_slice_key(key, extents), key, array, shard_id)
-        full = self._entries.get(full_key)
-        if full is None:
-            # The full entry carries the shard of its first slice, as TF's merge leaves it.
-            full = self._entries[full_key] = pb.BundleEntryProto(dtype=dtype.enum, shard_id=shard_id)
-            full.shape.CopyFrom(_shape_proto(full_shape))
-            self._sliced[full_key] = (dtype, full_shape)
-        full.slices.append(slices.extents_to_proto(extents))
+        """Append one slice of ``key`` to shard ``shard_id`` (see :meth:`ShardWriter.add_slice`)."""
+        self._shard(shard_id).add_slice(key, full_shape, extents, array)
 
     def finish(self) -> None:
         """Close every data file (creating empty ones for unused shards) and write the index."""
-        for shard_id in range(self._num_shards):
-            self._shard(shard_id)
-        for shard in self._shards.values():
-            shard.file.close()
-        write_index(self._prefix, self._entries, self._num_shards)
+        shards = [self._shard(shard_id) for shard_id in range(self._num_shards)]
+        for shard in shards:
+            shard.close()
+        write_index(self._prefix, merge_shards(shards), self._num_shards)

@@ -14,11 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, object_path_to_string, \
     slot_variable_key
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.python_state import PythonState
+from trackpoint._tracking.variables import Variable
 
 __all__ = ["SerializedCheckpoint", "children_with_attached", "object_paths", "serialize"]
 
@@ -66,11 +69,26 @@ def object_paths(root: Trackable, attached: Mapping[str, Trackable] = {}) -> lis
 
 @dataclass(frozen=True)
 class SerializedCheckpoint:
-    """What a save writes: ``tensors`` in write order (the object graph last) and the graph."""
+    """What a save writes: ``tensors`` in write order (the object graph last) and the graph.
+
+    Attributes:
+        tensors: ``(checkpoint key, value)`` pairs.
+        owners: The object each tensor came from (None for the graph), parallel to ``tensors``.
+        graph: The object graph.
+    """
 
     tensors: list[tuple[str, Any]]
+    owners: list[Trackable | None]
     graph: pb.TrackableObjectGraph
-    objects: list[Trackable]
+
+    def snapshot(self) -> list[tuple[str, Any]]:
+        """The tensors frozen at this moment, for a write that happens later.
+
+        ``tp.Variable`` values are never modified in place (assign installs a new array),
+        so they are taken as they are, copy-on-write; any other array is copied.
+        """
+        return [(key, value if isinstance(owner, Variable) or isinstance(value, bytes) else np.array(value, copy=True))
+                for (key, value), owner in zip(self.tensors, self.owners)]
 
 
 def serialize(root: Trackable, attached: Mapping[str, Trackable] = {}) -> SerializedCheckpoint:
@@ -108,22 +126,27 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {}) -> Serial
 
     path_strings = [object_path_to_string(p) for p in walk.paths] + slot_paths
     tensors: list[tuple[str, Any]] = []
+    owners: list[Trackable | None] = []
     python_tensors: list[tuple[str, Any]] = []
+    python_owners: list[Trackable | None] = []
     for node_id, obj in enumerate(objects):
         values = obj._serialize_to_tensors()
         full_name = obj._checkpoint_full_name()
-        target = python_tensors if isinstance(obj, PythonState) else tensors
+        target, target_owners = (python_tensors, python_owners) if isinstance(obj, PythonState) else (tensors, owners)
         for tensor_name, value in values.items():
             attribute_name = escape_local_name(tensor_name)
             # TF 2.21 escapes the already escaped name again when forming the key.
             key = checkpoint_key(path_strings[node_id], attribute_name)
             graph.nodes[node_id].attributes.add(name=attribute_name, full_name=full_name, checkpoint_key=key)
             target.append((key, value))
+            target_owners.append(obj)
 
     _mark_checkpoint_values(graph)
     tensors.extend(python_tensors)
+    owners.extend(python_owners)
     tensors.append((OBJECT_GRAPH_KEY, graph.SerializeToString()))
-    return SerializedCheckpoint(tensors, graph, objects)
+    owners.append(None)
+    return SerializedCheckpoint(tensors, owners, graph)
 
 
 def _mark_checkpoint_values(graph: pb.TrackableObjectGraph) -> None:

@@ -1,20 +1,84 @@
-"""Write an ordered list of ``(key, value)`` tensors as one bundle."""
+"""Write a serialized checkpoint's tensors as a bundle, sharded by a callback if one is given.
+
+Shards are written in parallel by a bounded pool of threads (checksums and file writes
+release the GIL); the index, merged from all shards, is written last.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from trackpoint._format.bundle_writer import BundleWriter
+import numpy as np
 
-__all__ = ["write_bundle"]
+from trackpoint._format import naming, slices
+from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, merge_shards, write_index
+from trackpoint._saving.sharding_policies import (
+    LOCAL_DEVICE,
+    Shard,
+    ShardableTensor,
+    ShardByTaskPolicy,
+    ShardingCallback,
+    validate_shards,
+)
+
+__all__ = ["MAX_WRITER_THREADS", "write_bundle"]
+
+MAX_WRITER_THREADS = 4
 
 
-def write_bundle(prefix: str, tensors: Iterable[tuple[str, Any]]) -> str:
-    """Write the tensors in order into ``prefix.data-00000-of-00001`` and the index; return ``prefix``."""
-    writer = BundleWriter(os.fspath(prefix))
-    for key, value in tensors:
-        writer.add(key, value)
-    writer.finish()
+def _shardable(key: str, value: Any, trackable: Any) -> ShardableTensor:
+    if isinstance(value, bytes):
+        dtype, shape = np.dtype(object), ()
+    else:
+        array = np.asarray(value)
+        dtype, shape = array.dtype, array.shape
+    return ShardableTensor(value, dtype, LOCAL_DEVICE, key, tuple(shape), "", key, trackable)
+
+
+def _write_shard(prefix: str, shard_id: int, num_shards: int, shard: Shard) -> ShardWriter:
+    writer = ShardWriter(naming.data_filename(prefix, shard_id, num_shards), shard_id)
+    try:
+        for key, parts in shard.items():
+            for spec, value in parts.items():
+                if spec:
+                    full_shape, extents = slices.parse_spec(spec)
+                    writer.add_slice(key, full_shape, extents, value)
+                else:
+                    writer.add(key, value)
+    finally:
+        writer.close()
+    return writer
+
+
+def write_bundle(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callback: ShardingCallback | None = None,
+                 trackables: Sequence[Any] | None = None) -> str:
+    """Write ``(key, value)`` tensors under ``prefix``; return ``prefix``.
+
+    Args:
+        prefix: The checkpoint prefix.
+        tensors: In write order.
+        sharding_callback: Splits tensors over data files; None (or ``ShardByTaskPolicy``)
+            writes one file without building the sharding inputs.
+        trackables: The owner of each tensor, offered to the callback.
+    """
+    prefix = os.fspath(prefix)
+    if sharding_callback is None or type(sharding_callback) is ShardByTaskPolicy:
+        writer = BundleWriter(prefix)
+        for key, value in tensors:
+            writer.add(key, value)
+        writer.finish()
+        return prefix
+    owners = trackables if trackables is not None else [None] * len(tensors)
+    shardable = [_shardable(key, value, owner) for (key, value), owner in zip(tensors, owners)]
+    shards = validate_shards(sharding_callback(shardable), shardable, sharding_callback.description)
+    directory = os.path.dirname(prefix)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    count = len(shards)
+    with ThreadPoolExecutor(max_workers=max(1, min(MAX_WRITER_THREADS, count))) as pool:
+        writers = list(pool.map(lambda item: _write_shard(prefix, item[0], count, item[1]), enumerate(shards)))
+    write_index(prefix, merge_shards(writers), count)
     return prefix

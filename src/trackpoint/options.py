@@ -1,0 +1,135 @@
+"""``tp.CheckpointOptions``: TF's options for saving and restoring, all of them working."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from trackpoint._saving.device_spec import parse_device
+from trackpoint._saving.sharding_policies import ShardingCallback
+from trackpoint.errors import InvalidArgumentError
+
+__all__ = ["CheckpointOptions", "WriteCallback"]
+
+WriteCallback = Callable[..., Any]
+
+
+def _check_callback(callback: Any) -> None:
+    if not callable(callback):
+        raise TypeError(f"experimental_write_callbacks must hold callables, got {callback!r}")
+    try:
+        params = inspect.signature(callback).parameters.values()
+    except (TypeError, ValueError):
+        return  # a builtin without a signature: it will be called with the path
+    required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if len(required) > 1:
+        raise TypeError(f"write callback {callback!r} must take no argument or one (the save path)")
+
+
+def run_write_callbacks(callbacks: Sequence[WriteCallback], save_path: str) -> None:
+    """Call each callback with the save path when it accepts one, in list order."""
+    for callback in callbacks:
+        try:
+            params = list(inspect.signature(callback).parameters.values())
+        except (TypeError, ValueError):
+            callback(save_path)
+            continue
+        takes_path = any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
+        callback(save_path) if takes_path else callback()
+
+
+class CheckpointOptions:
+    """Options for ``save``, ``write``, ``read``, ``restore`` and ``CheckpointManager.save``.
+
+    Args:
+        experimental_io_device: A TF device string (``"/job:localhost"``, ``"CPU:0"``, …) naming
+            where file I/O runs. In one process every device is local, so it does not change
+            the bytes written; it matters only once saving spans processes. Malformed strings
+            raise ``ValueError`` here, as ``tf.DeviceSpec`` would.
+        experimental_enable_async_checkpoint: Deprecated alias of ``enable_async``.
+        experimental_write_callbacks: Callables taking no argument or the save path, run in
+            order once the files are complete (on the writer thread for async saves).
+        enable_async: ``save``/``write`` return once the state is snapshotted; one background
+            thread writes. Unlike TF, ``sync()`` re-raises a background failure, and
+            ``save_counter`` is the checkpoint's own (TF uses a hidden second counter).
+        experimental_skip_slot_variables: On restore, leave optimizer slot variables alone and
+            do not require them in the status assertions.
+        experimental_sharding_callback: A :class:`tp.sharding.ShardingCallback` deciding how
+            tensors are split over data files (default: one file).
+
+    Example:
+        >>> import copy
+        >>> import trackpoint as tp
+        >>> options = tp.CheckpointOptions(enable_async=True, experimental_write_callbacks=[print])
+        >>> clone = copy.copy(options)
+        >>> clone.experimental_write_callbacks.append(len)
+        >>> len(options.experimental_write_callbacks)
+        1
+    """
+
+    __slots__ = (
+        "experimental_io_device",
+        "enable_async",
+        "experimental_write_callbacks",
+        "experimental_skip_slot_variables",
+        "experimental_sharding_callback",
+    )
+
+    def __init__(
+        self,
+        experimental_io_device: str | None = None,
+        experimental_enable_async_checkpoint: bool = False,
+        experimental_write_callbacks: Sequence[WriteCallback] | None = None,
+        enable_async: bool = False,
+        experimental_skip_slot_variables: bool = False,
+        experimental_sharding_callback: ShardingCallback | None = None,
+    ) -> None:
+        if experimental_io_device is not None:
+            parse_device(experimental_io_device)
+        if experimental_enable_async_checkpoint:
+            warnings.warn("experimental_enable_async_checkpoint is deprecated; use enable_async=True",
+                          DeprecationWarning, stacklevel=2)
+        callbacks = None if experimental_write_callbacks is None else list(experimental_write_callbacks)
+        for callback in callbacks or ():
+            _check_callback(callback)
+        if experimental_sharding_callback is not None and not isinstance(experimental_sharding_callback,
+                                                                          ShardingCallback):
+            raise InvalidArgumentError(
+                "The experimental_sharding_callback checkpoint option must be of type ShardingCallback "
+                f"(tp.sharding), got {type(experimental_sharding_callback).__name__}"
+            )
+        self.experimental_io_device = experimental_io_device
+        self.enable_async = bool(enable_async or experimental_enable_async_checkpoint)
+        self.experimental_write_callbacks = callbacks
+        self.experimental_skip_slot_variables = bool(experimental_skip_slot_variables)
+        self.experimental_sharding_callback = experimental_sharding_callback
+
+    @property
+    def experimental_enable_async_checkpoint(self) -> bool:
+        """Deprecated alias of ``enable_async``."""
+        return self.enable_async
+
+    def __copy__(self) -> CheckpointOptions:
+        clone = CheckpointOptions.__new__(CheckpointOptions)
+        for name in self.__slots__:
+            object.__setattr__(clone, name, getattr(self, name))
+        if self.experimental_write_callbacks is not None:
+            clone.experimental_write_callbacks = list(self.experimental_write_callbacks)
+        return clone
+
+    def with_callbacks(self, *callbacks: WriteCallback) -> CheckpointOptions:
+        """A copy with ``callbacks`` appended (the caller's list is never changed)."""
+        clone = copy.copy(self)
+        clone.experimental_write_callbacks = list(clone.experimental_write_callbacks or []) + list(callbacks)
+        return clone
+
+    def __repr__(self) -> str:
+        fields = []
+        for name in self.__slots__:
+            value = getattr(self, name)
+            if value not in (None, False):
+                fields.append(f"{name}={value!r}")
+        return f"CheckpointOptions({', '.join(fields)})"
