@@ -25,7 +25,7 @@ def _check_callback(callback: Any) -> None:
     except (TypeError, ValueError):
         return  # a builtin without a signature: it will be called with the path
     required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    if len(required) > 1:
+    if len(required) > 1 or any(p.kind == p.KEYWORD_ONLY for p in required):
         raise TypeError(f"write callback {callback!r} must take no argument or one (the save path)")
 
 

@@ -155,12 +155,13 @@ class _Partitioner:
         if key == OBJECT_GRAPH_KEY:
             elem = total = 0  # TF leaves the graph out of the size budget
         elif t.dtype == np.dtype(object):
-            sizes = _string_sizes(value)
-            total, elem = sum(sizes), max(sizes, default=0)
+            total = elem = sum(_string_sizes(value))
         else:
             elem = t.dtype.itemsize
             total = math.prod(root_shape) * elem
-        if not root_shape:
+        # String tensors are never sliced: TF cannot read sliced strings back ("Dtype string not
+        # supported" in RestoreV2), so a string tensor is placed whole, like a scalar.
+        if not root_shape or t.dtype == np.dtype(object):
             if total > self.max:
                 self.large.append({key: {t.slice_spec: value}})
                 return
@@ -213,10 +214,11 @@ class MaxShardSizePolicy(ShardingCallback):
 
     Tensors are taken in order; one that does not fit the current shard is cut into slices
     along the axis that needs the fewest parts (axis 0 unless another is strictly better).
-    A scalar or string, or a slice, larger than the limit gets a shard of its own, and the
-    object graph does not count. Where TF's partitioner never terminates (a slice larger
-    than the whole limit, e.g. a long string element) this one puts that slice in its own
-    shard; where TF drops an empty tensor this one keeps it.
+    A scalar, or a slice, larger than the limit gets a shard of its own, and the object graph
+    does not count. Three deliberate differences, each where TF loses data: string tensors are
+    placed whole like scalars (TF slices them, then cannot restore the slices); where no slice
+    fits even an empty shard, the thinnest slice gets a shard of its own (TF loops forever);
+    an empty tensor is kept (TF silently leaves it out of the checkpoint).
 
     Example:
         >>> import trackpoint as tp
