@@ -23,17 +23,21 @@ def test_public_names_are_pinned_and_sorted() -> None:
     assert tp.__all__ == [
         "AutoTrackable",
         "Checkpoint",
+        "CheckpointDiff",
         "CheckpointLoadStatus",
         "CheckpointManager",
         "CheckpointOptions",
         "CheckpointReader",
         "CheckpointState",
+        "CheckpointView",
+        "Damage",
         "InitializationOnlyStatus",
         "Module",
         "NoDependency",
         "PythonState",
         "RestoreReport",
         "Trackable",
+        "ValueChange",
         "Variable",
         "errors",
         "get_checkpoint_state",
@@ -44,6 +48,7 @@ def test_public_names_are_pinned_and_sorted() -> None:
         "optimizers",
         "save_tensors",
         "sharding",
+        "split_dependency",
     ]
 
 

@@ -19,11 +19,14 @@ from trackpoint._tracking.base import NoDependency, Trackable
 from trackpoint._tracking.python_state import PythonState
 from trackpoint._tracking.variables import Variable
 from trackpoint.checkpoint import Checkpoint
+from trackpoint.checkpoint_view import CheckpointDiff, CheckpointView, ValueChange
 from trackpoint.manager import CheckpointManager
 from trackpoint.options import CheckpointOptions
+from trackpoint.split_dependency import split_dependency
 from trackpoint.reader import (
     CheckpointReader,
     CheckpointState,
+    Damage,
     get_checkpoint_state,
     latest_checkpoint,
     list_variables,
@@ -37,17 +40,21 @@ __version__ = "0.1.0"
 __all__ = [
     "AutoTrackable",
     "Checkpoint",
+    "CheckpointDiff",
     "CheckpointLoadStatus",
     "CheckpointManager",
     "CheckpointOptions",
     "CheckpointReader",
     "CheckpointState",
+    "CheckpointView",
+    "Damage",
     "InitializationOnlyStatus",
     "Module",
     "NoDependency",
     "PythonState",
     "RestoreReport",
     "Trackable",
+    "ValueChange",
     "Variable",
     "errors",
     "get_checkpoint_state",
@@ -58,4 +65,5 @@ __all__ = [
     "optimizers",
     "save_tensors",
     "sharding",
+    "split_dependency",
 ]

@@ -65,7 +65,8 @@ class BundleReader:
         array([0, 1, 2])
     """
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, damaged_blocks: list[str] | None = None) -> None:
+        """Open ``prefix.index``; with ``damaged_blocks``, skip and record damaged index blocks."""
         self.prefix = prefix
         self.index_path = naming.index_filename(prefix)
         try:
@@ -82,7 +83,7 @@ class BundleReader:
             ) from exc
         except IsADirectoryError as exc:
             raise NotFoundError(f"{self.index_path} is a directory, not a checkpoint index") from exc
-        items = sstable.read_table(data, self.index_path)
+        items = sstable.read_table(data, self.index_path, damaged_blocks)
         if not items or items[0][0] != b"":
             raise DataLossError(f"{self.index_path}: no bundle header entry; not a TensorFlow checkpoint index")
         header = pb.BundleHeaderProto()

@@ -202,12 +202,14 @@ def _block_entries(block: memoryview, what: str) -> list[tuple[bytes, bytes]]:
     return entries
 
 
-def read_table(data: bytes, what: str) -> list[tuple[bytes, bytes]]:
+def read_table(data: bytes, what: str, damaged: list[str] | None = None) -> list[tuple[bytes, bytes]]:
     """Parse a whole SSTable into its ``(key, value)`` pairs in key order.
 
     Args:
         data: The complete file contents.
         what: The file name, used in error messages.
+        damaged: If given, a damaged data block is described here and skipped instead of
+            raising, so a verifier can go on and report everything else.
 
     Raises:
         DataLossError: Bad magic, a handle out of bounds, a checksum mismatch, a corrupt
@@ -224,8 +226,14 @@ def read_table(data: bytes, what: str) -> list[tuple[bytes, bytes]]:
     index = _block_entries(_read_block(data, index_offset, index_size, what), f"{what} index block")
     items: list[tuple[bytes, bytes]] = []
     for _, handle in index:
-        offset, size, _ = _decode_handle(handle, 0, f"{what} index entry")
-        block_items = _block_entries(_read_block(data, offset, size, what), f"{what} data block at {offset}")
+        try:
+            offset, size, _ = _decode_handle(handle, 0, f"{what} index entry")
+            block_items = _block_entries(_read_block(data, offset, size, what), f"{what} data block at {offset}")
+        except DataLossError as exc:
+            if damaged is None:
+                raise
+            damaged.append(str(exc))
+            continue
         if items and block_items and block_items[0][0] <= items[-1][0]:
             raise DataLossError(f"{what}: keys out of order across blocks at offset {offset}")
         items.extend(block_items)

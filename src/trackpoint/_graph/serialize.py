@@ -141,6 +141,10 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {}) -> Serial
             target.append((key, value))
             target_owners.append(obj)
 
+    for obj in objects:
+        after_save = getattr(obj, "_tp_after_save", None)
+        if after_save is not None:
+            after_save()  # lets grouped objects (split dependencies) check they were saved together
     _mark_checkpoint_values(graph)
     tensors.extend(python_tensors)
     owners.extend(python_owners)

@@ -1,0 +1,314 @@
+"""``tp.CheckpointView``: look inside an object-based checkpoint without restoring it.
+
+Example:
+    >>> import tempfile
+    >>> import trackpoint as tp
+    >>> root = tp.Module()
+    >>> root.w = tp.Variable([1.0, 2.0])
+    >>> path = tp.Checkpoint(root).save(tempfile.mkdtemp() + "/ckpt")
+    >>> view = tp.CheckpointView(path)
+    >>> view.children(0)
+    {'w': 1, 'root': 0, 'save_counter': 2}
+    >>> print(view.tree())
+    (root)
+      w  float32[2]  8 B
+      save_counter  int64[]  8 B
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trackpoint._format._proto import trackable_object_graph_pb2 as pb
+from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._graph.keys import OBJECT_GRAPH_KEY
+from trackpoint._graph.restore import node_paths, parse_graph
+from trackpoint._tracking.base import Trackable
+from trackpoint.errors import InvalidArgumentError, NotFoundError
+from trackpoint.reader import latest_checkpoint
+
+__all__ = ["CheckpointDiff", "CheckpointView", "ValueChange"]
+
+
+def _resolve(save_path: str) -> str:
+    path = os.fspath(save_path)
+    if os.path.isdir(path):
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise NotFoundError(f"{path}: no 'checkpoint' state file naming an existing checkpoint")
+        return latest
+    return path
+
+
+@dataclass(frozen=True)
+class ValueChange:
+    """One difference between two checkpoints' values at the same path.
+
+    Attributes:
+        path: The object path, e.g. ``(root).model.kernel`` (slots as ``... 's state 'm' for ...``).
+        attribute: The attribute name, usually ``VARIABLE_VALUE``.
+        kind: ``"dtype"``, ``"shape"`` or ``"value"``.
+        detail: Human-readable before → after.
+        max_abs_diff: For ``"value"`` changes of numbers, the largest absolute difference.
+    """
+
+    path: str
+    attribute: str
+    kind: str
+    detail: str
+    max_abs_diff: float | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointDiff:
+    """The node-by-node comparison of two checkpoints (``CheckpointView.diff(other)``).
+
+    Attributes:
+        added: Object paths holding values only in the other checkpoint.
+        removed: Object paths holding values only in this checkpoint.
+        changed: Differences in dtype, shape or value at paths both hold, largest first.
+    """
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[ValueChange, ...] = field(default_factory=tuple)
+
+    @property
+    def equal(self) -> bool:
+        return not (self.added or self.removed or self.changed)
+
+
+class CheckpointView:
+    """The object graph of a checkpoint, as TF's ``tf.train.CheckpointView`` gives it.
+
+    Args:
+        save_path: A checkpoint prefix, or a directory with a ``checkpoint`` state file.
+
+    Raises:
+        NotFoundError: Nothing is there.
+        ValueError: The checkpoint has no object graph (a name-based or plain bundle).
+    """
+
+    def __init__(self, save_path: str) -> None:
+        prefix = _resolve(save_path)
+        self._reader = BundleReader(prefix)
+        self._prefix = prefix
+        if OBJECT_GRAPH_KEY not in self._reader:
+            raise InvalidArgumentError(
+                f'The specified checkpoint "{prefix}" does not appear to be object-based (saved with TF2) since it '
+                f"is missing the key {OBJECT_GRAPH_KEY!r}. Inspect its tensors with tp.load_checkpoint() instead."
+            )
+        raw = self._reader.read(OBJECT_GRAPH_KEY)
+        if not isinstance(raw, bytes):
+            raise InvalidArgumentError(f"{prefix}: {OBJECT_GRAPH_KEY} is not a scalar string")
+        self._graph = parse_graph(raw, prefix)
+        self._paths = node_paths(self._graph)
+
+    @property
+    def prefix(self) -> str:
+        return self._prefix
+
+    @property
+    def object_graph(self) -> pb.TrackableObjectGraph:
+        """The parsed ``TrackableObjectGraph`` message."""
+        return self._graph
+
+    # -- TF's API -----------------------------------------------------------------------
+
+    def children(self, node_id: int) -> dict[str, int]:
+        """``{local_name: node_id}`` of a node's children, in checkpoint order."""
+        if not 0 <= node_id < len(self._graph.nodes):
+            raise InvalidArgumentError(f"{self._prefix}: no node {node_id} (the graph has {len(self._graph.nodes)})")
+        return {child.local_name: child.node_id for child in self._graph.nodes[node_id].children}
+
+    def descendants(self) -> list[int]:
+        """Node ids reachable from the root, breadth first, root first (slot nodes excluded)."""
+        order = [0]
+        seen = {0}
+        queue = deque([0])
+        while queue:
+            for child in self._graph.nodes[queue.popleft()].children:
+                if child.node_id not in seen:
+                    seen.add(child.node_id)
+                    order.append(child.node_id)
+                    queue.append(child.node_id)
+        return order
+
+    def match(self, obj: Trackable) -> dict[int, Trackable]:
+        """Map checkpoint node ids to ``obj``'s objects by local names along the edges."""
+        matched: dict[int, Trackable] = {0: obj}
+        visited: set[int] = set()
+        queue = deque([(0, obj)])
+        while queue:
+            node_id, trackable = queue.popleft()
+            live = trackable._trackable_children()
+            for name, child_id in self.children(node_id).items():
+                if child_id in visited or child_id == 0 or name not in live:
+                    continue
+                if child_id not in matched:
+                    matched[child_id] = live[name]
+                    queue.append((child_id, live[name]))
+            visited.add(node_id)
+        return matched
+
+    def diff(self, obj: Any, rtol: float = 0.0, atol: float = 0.0) -> Any:
+        """Compare with a live object (TF's result) or with another checkpoint (ours).
+
+        With a trackable, returns TF's triple ``(match(obj), node ids only in the checkpoint,
+        objects only in obj)``. With a :class:`CheckpointView` or a path, returns a
+        :class:`CheckpointDiff` of structure, dtypes, shapes and values (``rtol``/``atol``
+        as in ``numpy.isclose``), slot variables included.
+        """
+        if isinstance(obj, Trackable):
+            return self._diff_objects(obj)
+        other = obj if isinstance(obj, CheckpointView) else CheckpointView(os.fspath(obj))
+        return self._diff_checkpoints(other, rtol, atol)
+
+    def _diff_objects(self, obj: Trackable) -> tuple[dict[int, Trackable], list[int], list[Trackable]]:
+        matched = self.match(obj)
+        only_in_checkpoint = [i for i in self.descendants() if i not in matched]
+        matched_ids = {id(t) for t in matched.values()}
+        only_in_trackable = [t for t in _live_descendants(obj) if id(t) not in matched_ids]
+        return matched, only_in_checkpoint, only_in_trackable
+
+    # -- beyond TF ----------------------------------------------------------------------
+
+    def paths(self) -> dict[int, str]:
+        """Every node's readable path: ``(root).model.kernel``; slots ``<opt>'s state 'm' for <var>``."""
+        return dict(self._paths)
+
+    def attributes(self, node_id: int) -> dict[str, str]:
+        """``{attribute name: checkpoint key}`` of a node."""
+        return {a.name: a.checkpoint_key for a in self._graph.nodes[node_id].attributes}
+
+    def key_paths(self) -> dict[str, str]:
+        """``{checkpoint key: object path}`` for every value the graph describes."""
+        return {a.checkpoint_key: self._paths[i] for i, n in enumerate(self._graph.nodes) for a in n.attributes}
+
+    def _values(self) -> dict[tuple[str, str], str]:
+        return {(self._paths[i], a.name): a.checkpoint_key
+                for i, n in enumerate(self._graph.nodes) for a in n.attributes}
+
+    def _describe(self, key: str) -> tuple[str, list[int], int]:
+        entry = self._reader.entry(key)
+        name = entry.dtype.name if entry.dtype is not None else f"dtype{entry.dtype_enum}"
+        size = entry.proto.size
+        if entry.is_sliced and entry.dtype is not None and not entry.dtype.is_string:
+            size = math.prod(entry.shape) * entry.dtype.numpy.itemsize
+        return name, list(entry.shape), size
+
+    def tree(self) -> str:
+        """The graph as an indented tree: each object with its values' dtype, shape and bytes,
+        slot variables under the variable they belong to."""
+        graph = self._graph
+        slots: dict[int, list[tuple[str, int, int]]] = {}
+        for opt_id, node in enumerate(graph.nodes):
+            for ref in node.slot_variables:
+                slots.setdefault(ref.original_variable_node_id, []).append(
+                    (ref.slot_name, opt_id, ref.slot_variable_node_id))
+        lines: list[str] = []
+        seen: set[int] = set()
+
+        def values(node_id: int) -> str:
+            parts = []
+            for attribute in graph.nodes[node_id].attributes:
+                if attribute.checkpoint_key == "" or attribute.checkpoint_key not in self._reader:
+                    parts.append(f"{attribute.name}: missing")
+                    continue
+                dtype, shape, size = self._describe(attribute.checkpoint_key)
+                label = "" if attribute.name == "VARIABLE_VALUE" else f"{attribute.name}="
+                parts.append(f"{label}{dtype}{shape}  {_bytes(size)}".replace(", ", ","))
+            return "  " + "  ".join(parts) if parts else ""
+
+        def visit(node_id: int, name: str, depth: int) -> None:
+            seen.add(node_id)
+            lines.append("  " * depth + name + values(node_id))
+            for slot_name, opt_id, slot_id in slots.get(node_id, ()):
+                owner = self._paths.get(opt_id, f"node {opt_id}").removeprefix("(root).")
+                lines.append("  " * (depth + 1) + f"[slot {slot_name!r} of {owner}]" + values(slot_id))
+            for child in graph.nodes[node_id].children:
+                if child.node_id in seen:
+                    if child.node_id != 0:
+                        lines.append("  " * (depth + 1) + f"{child.local_name} -> {self._paths[child.node_id]}")
+                    continue
+                visit(child.node_id, child.local_name, depth + 1)
+
+        visit(0, "(root)", 0)
+        return "\n".join(lines)
+
+    def _diff_checkpoints(self, other: CheckpointView, rtol: float, atol: float) -> CheckpointDiff:
+        mine, theirs = self._values(), other._values()
+        removed = sorted({path for path, _ in mine} - {path for path, _ in theirs})
+        added = sorted({path for path, _ in theirs} - {path for path, _ in mine})
+        changed: list[ValueChange] = []
+        for (path, attribute), key in mine.items():
+            other_key = theirs.get((path, attribute))
+            if other_key is None:
+                if path not in removed:
+                    changed.append(ValueChange(path, attribute, "value", "attribute only in the first checkpoint"))
+                continue
+            change = _compare(path, attribute, self._reader, key, other._reader, other_key, rtol, atol)
+            if change is not None:
+                changed.append(change)
+        for (path, attribute) in theirs.keys() - mine.keys():
+            if path not in added:
+                changed.append(ValueChange(path, attribute, "value", "attribute only in the second checkpoint"))
+        changed.sort(key=lambda c: (-(c.max_abs_diff if c.max_abs_diff is not None else math.inf), c.path))
+        return CheckpointDiff(tuple(added), tuple(removed), tuple(changed))
+
+
+def _bytes(size: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024  # type: ignore[assignment]
+    return f"{size} B"
+
+
+def _compare(path: str, attribute: str, a_reader: BundleReader, a_key: str, b_reader: BundleReader, b_key: str,
+             rtol: float, atol: float) -> ValueChange | None:
+    a_entry, b_entry = a_reader.entry(a_key), b_reader.entry(b_key)
+    if a_entry.dtype_enum != b_entry.dtype_enum:
+        a_name = a_entry.dtype.name if a_entry.dtype else a_entry.dtype_enum
+        b_name = b_entry.dtype.name if b_entry.dtype else b_entry.dtype_enum
+        return ValueChange(path, attribute, "dtype", f"{a_name} -> {b_name}")
+    if a_entry.shape != b_entry.shape:
+        return ValueChange(path, attribute, "shape", f"{list(a_entry.shape)} -> {list(b_entry.shape)}")
+    a, b = a_reader.read(a_key), b_reader.read(b_key)
+    if isinstance(a, bytes) or np.asarray(a).dtype == object:
+        if np.asarray(a, dtype=object).tolist() != np.asarray(b, dtype=object).tolist():
+            return ValueChange(path, attribute, "value", "strings differ")
+        return None
+    a_arr, b_arr = np.asarray(a), np.asarray(b)
+    if a_arr.dtype.kind in "fcV" or a_arr.dtype.kind == "f":
+        wide = np.complex128 if a_arr.dtype.kind == "c" else np.float64
+        x, y = a_arr.astype(wide), b_arr.astype(wide)
+        close = np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        x, y = a_arr.astype(np.float64), b_arr.astype(np.float64)
+        close = (a_arr == b_arr) if (rtol == 0 and atol == 0) else np.isclose(x, y, rtol=rtol, atol=atol)
+    if bool(np.all(close)):
+        return None
+    diff = np.abs(x - y)
+    worst = float(np.nanmax(np.where(close, 0, diff))) if diff.size else 0.0
+    count = int(np.size(close) - np.count_nonzero(close))
+    return ValueChange(path, attribute, "value", f"{count} of {np.size(close)} elements differ", worst)
+
+
+def _live_descendants(obj: Trackable) -> list[Trackable]:
+    order = [obj]
+    seen = {id(obj)}
+    queue = deque([obj])
+    while queue:
+        for child in queue.popleft()._trackable_children().values():
+            if id(child) not in seen:
+                seen.add(id(child))
+                order.append(child)
+                queue.append(child)
+    return order
