@@ -49,6 +49,7 @@ def test_public_names_are_pinned_and_sorted() -> None:
         "save_tensors",
         "sharding",
         "split_dependency",
+        "verify_checkpoint",
     ]
 
 

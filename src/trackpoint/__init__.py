@@ -33,6 +33,7 @@ from trackpoint.reader import (
     load_checkpoint,
     load_variable,
     save_tensors,
+    verify_checkpoint,
 )
 
 __version__ = "0.1.0"
@@ -66,4 +67,5 @@ __all__ = [
     "save_tensors",
     "sharding",
     "split_dependency",
+    "verify_checkpoint",
 ]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,18 +158,20 @@ class CheckpointView:
             visited.add(node_id)
         return matched
 
-    def diff(self, obj: Any, rtol: float = 0.0, atol: float = 0.0) -> Any:
+    def diff(self, obj: Any, rtol: float = 0.0, atol: float = 0.0,
+             progress: Callable[[int, int], None] | None = None) -> Any:
         """Compare with a live object (TF's result) or with another checkpoint (ours).
 
         With a trackable, returns TF's triple ``(match(obj), node ids only in the checkpoint,
         objects only in obj)``. With a :class:`CheckpointView` or a path, returns a
         :class:`CheckpointDiff` of structure, dtypes, shapes and values (``rtol``/``atol``
-        as in ``numpy.isclose``), slot variables included.
+        as in ``numpy.isclose``), slot variables included; ``progress(done, total)`` is
+        called after each value compared.
         """
         if isinstance(obj, Trackable):
             return self._diff_objects(obj)
         other = obj if isinstance(obj, CheckpointView) else CheckpointView(os.fspath(obj))
-        return self._diff_checkpoints(other, rtol, atol)
+        return self._diff_checkpoints(other, rtol, atol, progress)
 
     def _diff_objects(self, obj: Trackable) -> tuple[dict[int, Trackable], list[int], list[Trackable]]:
         matched = self.match(obj)
@@ -242,12 +245,15 @@ class CheckpointView:
         visit(0, "(root)", 0)
         return "\n".join(lines)
 
-    def _diff_checkpoints(self, other: CheckpointView, rtol: float, atol: float) -> CheckpointDiff:
+    def _diff_checkpoints(self, other: CheckpointView, rtol: float, atol: float,
+                          progress: Callable[[int, int], None] | None) -> CheckpointDiff:
         mine, theirs = self._values(), other._values()
         removed = sorted({path for path, _ in mine} - {path for path, _ in theirs})
         added = sorted({path for path, _ in theirs} - {path for path, _ in mine})
         changed: list[ValueChange] = []
-        for (path, attribute), key in mine.items():
+        for done, ((path, attribute), key) in enumerate(mine.items(), 1):
+            if progress is not None:
+                progress(done, len(mine))
             other_key = theirs.get((path, attribute))
             if other_key is None:
                 if path not in removed:

@@ -38,6 +38,7 @@ __all__ = [
     "load_checkpoint",
     "load_variable",
     "save_tensors",
+    "verify_checkpoint",
 ]
 
 _log = logging.getLogger("trackpoint")
@@ -127,50 +128,8 @@ class CheckpointReader:
         return value
 
     def verify(self, progress: Callable[[int, int], None] | None = None) -> list[Damage]:
-        """Read every index block and every tensor, checking every checksum; report all damage.
-
-        Unlike :meth:`get_tensor`, this does not stop at the first problem.
-
-        Args:
-            progress: Called as ``progress(bytes_done, bytes_total)`` after each tensor.
-
-        Returns:
-            Every problem found; empty when the checkpoint is intact.
-
-        Example:
-            >>> import numpy as np, tempfile, os
-            >>> import trackpoint as tp
-            >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
-            >>> _ = tp.save_tensors(prefix, {"w": np.ones(3)})
-            >>> tp.load_checkpoint(prefix).verify()
-            []
-        """
-        damaged_blocks: list[str] = []
-        try:
-            bundle = BundleReader(self._prefix, damaged_blocks)
-        except CheckpointError as exc:
-            return [Damage(None, str(exc))]
-        found = [Damage(None, message) for message in damaged_blocks]
-        entries = []
-        for raw in bundle.raw_keys():
-            try:
-                entries.append(bundle.entry(raw))
-            except CheckpointError as exc:
-                found.append(Damage(raw.decode("utf-8", "surrogateescape"), str(exc)))
-        hidden = _slice_keys(entries)
-        keys = [(e.key, e.proto.size) for e in entries if e.key.encode("utf-8", "surrogateescape") not in hidden]
-        total = sum(max(size, 0) for _, size in keys)
-        done = 0
-        with bundle:
-            for key, size in keys:
-                try:
-                    bundle.read(key)
-                except CheckpointError as exc:
-                    found.append(Damage(key, str(exc)))
-                done += max(size, 0)
-                if progress is not None:
-                    progress(done, total)
-        return found
+        """Check every index block, tensor and checksum of this checkpoint; see :func:`verify_checkpoint`."""
+        return verify_checkpoint(self._prefix, progress)
 
     def debug_string(self) -> bytes:
         """One ``key (DT_NAME) [d0,d1]`` line per entry in key order, as TF's reader prints."""
@@ -248,6 +207,58 @@ def _resolve_prefix(ckpt_dir_or_file: str) -> str:
             )
         return latest
     return path
+
+
+def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None] | None = None) -> list[Damage]:
+    """Read every index block and every tensor, checking every checksum; report all damage.
+
+    Unlike reading, this does not stop at the first problem: a damaged index block is
+    reported and skipped, and every damaged or missing tensor is listed.
+
+    Args:
+        ckpt_dir_or_file: A checkpoint prefix, or a directory with a ``checkpoint`` file.
+        progress: Called as ``progress(bytes_done, bytes_total)`` after each tensor.
+
+    Returns:
+        Every problem found; empty when the checkpoint is intact.
+
+    Example:
+        >>> import numpy as np, tempfile, os
+        >>> import trackpoint as tp
+        >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
+        >>> _ = tp.save_tensors(prefix, {"w": np.ones(3)})
+        >>> tp.verify_checkpoint(prefix)
+        []
+    """
+    prefix = _resolve_prefix(ckpt_dir_or_file)
+    damaged_blocks: list[str] = []
+    try:
+        bundle = BundleReader(prefix, damaged_blocks)
+    except NotFoundError:
+        raise
+    except CheckpointError as exc:
+        return [Damage(None, str(exc))]
+    found = [Damage(None, message) for message in damaged_blocks]
+    entries = []
+    for raw in bundle.raw_keys():
+        try:
+            entries.append(bundle.entry(raw))
+        except CheckpointError as exc:
+            found.append(Damage(raw.decode("utf-8", "surrogateescape"), str(exc)))
+    hidden = _slice_keys(entries)
+    keys = [(e.key, e.proto.size) for e in entries if e.key.encode("utf-8", "surrogateescape") not in hidden]
+    total = sum(max(size, 0) for _, size in keys)
+    done = 0
+    with bundle:
+        for key, size in keys:
+            try:
+                bundle.read(key)
+            except CheckpointError as exc:
+                found.append(Damage(key, str(exc)))
+            done += max(size, 0)
+            if progress is not None:
+                progress(done, total)
+    return found
 
 
 def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:

@@ -19,7 +19,7 @@ MODEL = str(EXAMPLES / "tf_model")
 def test_listing_is_a_table_with_the_total(capsys) -> None:
     assert main(["inspect", MODEL]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["key", "dtype", "shape"]
+    assert out[0].split() == ["key", "dtype", "shape", "object"]
     assert out[1].split() == ["_CHECKPOINTABLE_OBJECT_GRAPH", "string", "[]"]
     assert "model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE  float32  [2,3]" in "\n".join(out)
     assert out[-1] == "# Total number of params: 17"
