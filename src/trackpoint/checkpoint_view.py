@@ -201,7 +201,7 @@ class CheckpointView:
     def _describe(self, key: str) -> tuple[str, list[int], int]:
         entry = self._reader.entry(key)
         name = entry.dtype.name if entry.dtype is not None else f"dtype{entry.dtype_enum}"
-        size = entry.proto.size
+        size = entry.size
         if entry.is_sliced and entry.dtype is not None and not entry.dtype.is_string:
             size = math.prod(entry.shape) * entry.dtype.numpy.itemsize
         return name, list(entry.shape), size

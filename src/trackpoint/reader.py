@@ -157,7 +157,7 @@ def _slice_keys(entries: list[Entry]) -> set[bytes]:
     """Index keys of the slices that full entries refer to (read through those, not alone)."""
     hidden: set[bytes] = set()
     for entry in entries:
-        for proto in entry.proto.slices:
+        for proto in entry.slices:
             hidden.add(slices.encode_slice_key(entry.key, slices.extents_from_proto(proto)))
     return hidden
 
@@ -246,7 +246,7 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
         except CheckpointError as exc:
             found.append(Damage(raw.decode("utf-8", "surrogateescape"), str(exc)))
     hidden = _slice_keys(entries)
-    keys = [(e.key, e.proto.size) for e in entries if e.key.encode("utf-8", "surrogateescape") not in hidden]
+    keys = [(e.key, e.size) for e in entries if e.key.encode("utf-8", "surrogateescape") not in hidden]
     total = sum(max(size, 0) for _, size in keys)
     done = 0
     with bundle:

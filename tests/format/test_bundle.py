@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import trackpoint as tp
 from tests.conftest import assert_bit_equal
@@ -121,3 +122,18 @@ def test_big_endian_bundle_is_byte_swapped(tmp_path) -> None:
         f.write(sstable.build_table([(b"", header.SerializeToString()), (b"x", entry.SerializeToString())]))
     got = tp.load_variable(prefix, "x")
     assert got.dtype == np.float32 and got.tolist() == [1.5, -2.0, 3.25]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 200), st.lists(st.integers(-(2**63), 2**63 - 1), max_size=5), st.integers(-(2**31), 2**31 - 1),
+       st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**32 - 1))
+def test_fast_entry_decoder_agrees_with_protobuf(dtype, dims, shard, offset, size, crc) -> None:
+    from trackpoint._format._proto import tensor_bundle_pb2 as pb
+    from trackpoint._format.bundle_reader import _decode_entry
+
+    entry = pb.BundleEntryProto(dtype=dtype, shard_id=shard, offset=offset, size=size, crc32c=crc)
+    entry.shape.SetInParent()
+    for d in dims:
+        entry.shape.dim.add().size = d
+    fields = _decode_entry(entry.SerializeToString())
+    assert fields == (dtype, tuple(dims), shard, offset, size, crc, [])

@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -26,6 +28,10 @@ from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 __all__ = ["BundleReader", "Entry"]
 
 _MAX_INDEX_BYTES = 1 << 31
+_PARALLEL_READ_BYTES = 1 << 20  # tensors this large are read on their own, several at once
+_RUN_BYTES = 16 << 20  # smaller ones are fetched in runs of up to this many bytes
+_RUN_GAP = 64 << 10  # bytes of unrelated data worth reading through rather than seeking past
+_READ_THREADS = 4
 _MAX_RANK = 254  # TensorShape::MaxDimensions
 
 
@@ -36,21 +42,88 @@ def _decode_key(key: bytes) -> str:
 class Entry:
     """A parsed, validated index entry (header fields checked; data not yet read)."""
 
-    __slots__ = ("dtype", "key", "proto", "shape")
+    __slots__ = ("_raw", "crc32c", "dtype", "dtype_enum", "is_sliced", "key", "offset", "shape", "shard_id", "size",
+                 "slices")
 
-    def __init__(self, key: str, proto: pb.BundleEntryProto, dtype: DType | None, shape: tuple[int, ...]) -> None:
+    def __init__(self, key: str, raw: bytes, fields: tuple[int, tuple[int, ...], int, int, int, int, list[Any]],
+                 dtype: DType | None) -> None:
         self.key = key
-        self.proto = proto
+        self._raw = raw
+        self.dtype_enum, self.shape, self.shard_id, self.offset, self.size, self.crc32c, self.slices = fields
         self.dtype = dtype
-        self.shape = shape
+        self.is_sliced = bool(self.slices)
 
     @property
-    def dtype_enum(self) -> int:
-        return self.proto.dtype
+    def proto(self) -> pb.BundleEntryProto:
+        """The entry as a protobuf message (parsed on demand)."""
+        return pb.BundleEntryProto.FromString(self._raw)
 
-    @property
-    def is_sliced(self) -> bool:
-        return len(self.proto.slices) > 0
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _decode_entry(buf: bytes) -> tuple[int, tuple[int, ...], int, int, int, int, list[Any]] | None:
+    """Decode the fields of a plain ``BundleEntryProto`` quickly; None for anything unusual.
+
+    Entries with slices, dimension names, unknown rank or unknown fields return None and go
+    through the protobuf parser instead. This path exists because restore parses one entry
+    per variable and protobuf attribute access dominates that cost.
+    """
+    dtype = shard = offset = size = crc = 0
+    shape: list[int] = []
+    pos, end = 0, len(buf)
+    while pos < end:
+        tag = buf[pos]
+        pos += 1
+        if tag == 0x08:
+            dtype, pos = _varint(buf, pos)
+        elif tag == 0x12:
+            length, pos = _varint(buf, pos)
+            shape_end = pos + length
+            while pos < shape_end:
+                if buf[pos] != 0x12:
+                    return None
+                dim_len, pos = _varint(buf, pos + 1)
+                dim_end = pos + dim_len
+                dim = 0
+                while pos < dim_end:
+                    if buf[pos] != 0x08:
+                        return None
+                    dim, pos = _varint(buf, pos + 1)
+                shape.append(_signed(dim))
+            if pos != shape_end:
+                return None
+        elif tag == 0x18:
+            shard, pos = _varint(buf, pos)
+            shard = _signed(shard) if shard >= 1 << 31 else shard
+        elif tag == 0x20:
+            offset, pos = _varint(buf, pos)
+            offset = _signed(offset)
+        elif tag == 0x28:
+            size, pos = _varint(buf, pos)
+            size = _signed(size)
+        elif tag == 0x35 and pos + 4 <= end:
+            crc = int.from_bytes(buf[pos : pos + 4], "little")
+            pos += 4
+        else:
+            return None
+    if pos != end:
+        return None
+    return dtype, tuple(shape), shard, offset, size, crc, []
 
 
 class BundleReader:
@@ -133,17 +206,26 @@ class BundleReader:
         name = _decode_key(raw_key)
         if value is None:
             raise NotFoundError(f"Key {name} not found in checkpoint {self.prefix}")
-        proto = pb.BundleEntryProto()
         try:
-            proto.ParseFromString(value)
-        except Exception as exc:
-            raise DataLossError(f"{self.index_path}: malformed entry for key {name!r}: {exc}") from exc
-        if proto.shape.unknown_rank or len(proto.shape.dim) > _MAX_RANK:
+            fields = _decode_entry(value)
+        except ValueError:
+            fields = None
+        if fields is None:
+            proto = pb.BundleEntryProto()
+            try:
+                proto.ParseFromString(value)
+            except Exception as exc:
+                raise DataLossError(f"{self.index_path}: malformed entry for key {name!r}: {exc}") from exc
+            if proto.shape.unknown_rank:
+                raise DataLossError(f"{self.index_path}: key {name!r} has an invalid shape")
+            fields = (proto.dtype, tuple(d.size for d in proto.shape.dim), proto.shard_id, proto.offset, proto.size,
+                      proto.crc32c, list(proto.slices))
+        shape = fields[1]
+        if len(shape) > _MAX_RANK:
             raise DataLossError(f"{self.index_path}: key {name!r} has an invalid shape")
-        shape = tuple(d.size for d in proto.shape.dim)
         if any(d < 0 for d in shape):
             raise DataLossError(f"{self.index_path}: key {name!r} has a negative dimension in {list(shape)}")
-        entry = Entry(name, proto, from_enum(proto.dtype), shape)
+        entry = Entry(name, value, fields, from_enum(fields[0]))
         self._entries[raw_key] = entry
         return entry
 
@@ -171,21 +253,23 @@ class BundleReader:
             self._fds[shard_id] = (fd, os.fstat(fd).st_size)
             return self._fds[shard_id]
 
-    def _check_span(self, entry: Entry) -> tuple[int, str]:
-        """Check that the entry's bytes lie inside its shard file; return ``(fd, path)``.
+    def _data_path(self, entry: Entry) -> str:
+        return naming.data_filename(self.prefix, entry.shard_id, self.num_shards)
+
+    def _check_span(self, entry: Entry) -> int:
+        """Check that the entry's bytes lie inside its shard file; return the file's descriptor.
 
         Called before anything is allocated for the entry, so a hostile size or shape can
         never cost more memory than the file itself holds.
         """
-        proto = entry.proto
-        fd, file_size = self._shard_fd(proto.shard_id, entry.key)
-        path = naming.data_filename(self.prefix, proto.shard_id, self.num_shards)
-        if proto.offset < 0 or proto.size < 0 or proto.offset + proto.size > file_size:
+        fd, file_size = self._shard_fd(entry.shard_id, entry.key)
+        if entry.offset < 0 or entry.size < 0 or entry.offset + entry.size > file_size:
+            path = naming.data_filename(self.prefix, entry.shard_id, self.num_shards)
             raise DataLossError(
-                f"{path}: key {entry.key!r} spans bytes [{proto.offset}, {proto.offset + proto.size}) but the file "
+                f"{path}: key {entry.key!r} spans bytes [{entry.offset}, {entry.offset + entry.size}) but the file "
                 f"holds {file_size}; the data file is truncated or the index is damaged"
             )
-        return fd, path
+        return fd
 
     def _read_bytes(self, entry: Entry, dest: memoryview | None = None, verify: bool = True) -> memoryview:
         """Read an entry's stored bytes (into ``dest`` if given) and verify the crc.
@@ -193,18 +277,18 @@ class BundleReader:
         String tensors pass ``verify=False``: their crc is not over the stored bytes but over
         the lengths as fixed-width integers, so :func:`decode_strings` checks it.
         """
-        proto = entry.proto
-        fd, path = self._check_span(entry)
-        buf = dest if dest is not None else memoryview(bytearray(proto.size))
+        fd = self._check_span(entry)
+        size = entry.size
+        buf = dest if dest is not None else memoryview(bytearray(size))
         done = 0
-        while done < proto.size:
-            n = os.preadv(fd, [buf[done:]], proto.offset + done)
+        while done < size:
+            n = os.preadv(fd, [buf[done:]], entry.offset + done)
             if n <= 0:
-                raise DataLossError(f"{path}: unexpected end of file reading key {entry.key!r}")
+                raise DataLossError(f"{self._data_path(entry)}: unexpected end of file reading key {entry.key!r}")
             done += n
-        if verify and crc32c(buf) != unmask(proto.crc32c):
+        if verify and crc32c(buf) != unmask(entry.crc32c):
             raise DataLossError(
-                f"{path}: checksum mismatch for key {entry.key!r}; the data file is damaged. "
+                f"{self._data_path(entry)}: checksum mismatch for key {entry.key!r}; the data file is damaged. "
                 "Restore from another checkpoint or re-save"
             )
         return buf
@@ -218,10 +302,10 @@ class BundleReader:
             )
         if not dtype.is_string and not entry.is_sliced:
             expected = math.prod(entry.shape) * dtype.numpy.itemsize
-            if expected != entry.proto.size:
+            if expected != entry.size:
                 raise DataLossError(
                     f"{self.index_path}: invalid size in bundle entry {entry.key!r}: shape {list(entry.shape)} of "
-                    f"{dtype.name} needs {expected} bytes but the entry holds {entry.proto.size}"
+                    f"{dtype.name} needs {expected} bytes but the entry holds {entry.size}"
                 )
         return dtype
 
@@ -244,6 +328,74 @@ class BundleReader:
             return self._read_sliced(entry, dtype, out)
         return self._read_plain(entry, dtype, out)
 
+    def read_many(self, keys: Sequence[str]) -> list[np.ndarray | bytes]:
+        """Read several tensors at once, checksums verified; results in the order of ``keys``.
+
+        Small tensors lying next to each other in a shard are fetched with one read and
+        handed out as read-only views of it; large ones are read by a few threads at once,
+        since file reads and crc32c release the GIL. Everything is validated against the
+        files before anything is allocated.
+        """
+        results: list[np.ndarray | bytes | None] = [None] * len(keys)
+        small: dict[int, list[tuple[int, Entry, DType]]] = {}
+        large: list[tuple[int, Entry, DType]] = []
+        for i, key in enumerate(keys):
+            entry = self.entry(key)
+            dtype = self._check_numeric(entry)
+            if entry.is_sliced or dtype.is_string or self.big_endian:
+                results[i] = self.read(key)
+                continue
+            self._check_span(entry)
+            if entry.size >= _PARALLEL_READ_BYTES:
+                large.append((i, entry, dtype))
+            else:
+                small.setdefault(entry.shard_id, []).append((i, entry, dtype))
+        for shard_id, items in small.items():
+            self._read_runs(shard_id, items, results)
+        if len(large) > 1:
+            with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
+                arrays = list(pool.map(lambda item: self._read_plain(item[1], item[2], None), large))
+        else:
+            arrays = [self._read_plain(entry, dtype, None) for _, entry, dtype in large]
+        for (i, _, _), array in zip(large, arrays):
+            results[i] = array
+        return results  # type: ignore[return-value]
+
+    def _read_runs(self, shard_id: int, items: list[tuple[int, Entry, DType]],
+                   results: list[np.ndarray | bytes | None]) -> None:
+        """Read neighbouring small tensors of one shard with as few reads as possible."""
+        items.sort(key=lambda item: item[1].offset)
+        fd = self._check_span(items[0][1])
+        path = self._data_path(items[0][1])
+        runs: list[list[tuple[int, Entry, DType]]] = []
+        run_start = run_end = -1
+        for item in items:
+            offset, size = item[1].offset, item[1].size
+            if runs and offset - run_end <= _RUN_GAP and offset + size - run_start <= _RUN_BYTES:
+                runs[-1].append(item)
+                run_end = max(run_end, offset + size)
+            else:
+                runs.append([item])
+                run_start, run_end = offset, offset + size
+        for run in runs:
+            first = run[0][1].offset
+            buf = bytearray(max(e.offset + e.size for _, e, _ in run) - first)
+            view = memoryview(buf)
+            done = 0
+            while done < len(buf):
+                n = os.preadv(fd, [view[done:]], first + done)
+                if n <= 0:
+                    raise DataLossError(f"{path}: unexpected end of file reading key {run[0][1].key!r}")
+                done += n
+            for i, entry, dtype in run:
+                lo = entry.offset - first
+                if crc32c(view[lo : lo + entry.size]) != unmask(entry.crc32c):
+                    raise DataLossError(
+                        f"{path}: checksum mismatch for key {entry.key!r}; the data file is damaged. "
+                        "Restore from another checkpoint or re-save"
+                    )
+                results[i] = np.frombuffer(buf, dtype.numpy, math.prod(entry.shape), lo).reshape(entry.shape)
+
     def _check_out(self, entry: Entry, dtype: DType, out: np.ndarray) -> None:
         if dtype.is_string or out.dtype != dtype.numpy or out.shape != entry.shape:
             raise InvalidArgumentError(
@@ -259,14 +411,14 @@ class BundleReader:
                 raise InvalidArgumentError(
                     f"{self.prefix}: key {entry.key!r}: string tensors of big-endian checkpoints are not supported"
                 )
-            if math.prod(entry.shape) > entry.proto.size:
+            if math.prod(entry.shape) > entry.size:
                 raise DataLossError(
                     f"{self.index_path}: key {entry.key!r} declares {math.prod(entry.shape)} strings in "
-                    f"{entry.proto.size} bytes"
+                    f"{entry.size} bytes"
                 )
-            path = naming.data_filename(self.prefix, entry.proto.shard_id, self.num_shards)
+            path = naming.data_filename(self.prefix, entry.shard_id, self.num_shards)
             return decode_strings(
-                self._read_bytes(entry, verify=False), entry.shape, unmask(entry.proto.crc32c), f"{path}: key {entry.key!r}"
+                self._read_bytes(entry, verify=False), entry.shape, unmask(entry.crc32c), f"{path}: key {entry.key!r}"
             )
         self._check_span(entry)
         array = out if out is not None else np.empty(entry.shape, dtype=dtype.numpy)
@@ -280,7 +432,7 @@ class BundleReader:
         total = math.prod(full_shape)
         boxes = []
         covered = 0
-        for proto in entry.proto.slices:
+        for proto in entry.slices:
             extents = slices.extents_from_proto(proto)
             try:
                 bounds = slices.resolve(extents, full_shape, f"{self.index_path}: key {entry.key!r}")

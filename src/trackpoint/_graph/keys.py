@@ -25,6 +25,8 @@ def escape_local_name(name: str) -> str:
 
 
 def unescape_local_name(name: str) -> str:
+    if "." not in name:
+        return name
     out = []
     i = 0
     while i < len(name):

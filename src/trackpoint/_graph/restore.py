@@ -95,7 +95,7 @@ class RestoreCoordinator:
         self.slot_restorations: dict[int, list[tuple[int, int, str]]] = {}
         self.deferred_slot_restorations: dict[int, list[tuple[Trackable, int, str]]] = {}
         self.expect_partial = False
-        self.all_python_objects: weakref.WeakValueDictionary[int, Trackable] = weakref.WeakValueDictionary()
+        self.deferred_ids: set[int] = set()  # nodes parked on live objects for restore-on-create
         for opt_id, node in enumerate(graph.nodes):
             for slot in node.slot_variables:
                 self.slot_node_ids.add(slot.slot_variable_node_id)
@@ -109,6 +109,19 @@ class RestoreCoordinator:
         if self._paths is None:
             self._paths = node_paths(self.graph)
         return self._paths
+
+    def assign(self, pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]]) -> None:
+        """Read the values of gathered nodes in one batch and hand each object its tensors."""
+        keys = [key for _, _, wanted in pending for _, key in wanted]
+        values = iter(self.reader.read_many(keys))
+        for position, trackable, wanted in pending:
+            tensors = {name: next(values) for name, _ in wanted}
+            try:
+                trackable._restore_from_tensors(tensors)
+            except InvalidArgumentError as exc:
+                keys_text = ", ".join(key for _, key in wanted)
+                raise InvalidArgumentError(f"{self.prefix}: cannot restore checkpoint key {keys_text} into "
+                                           f"{self.paths[position.proto_id]}: {exc}") from exc
 
     def read_tensor(self, key: str, node_id: int) -> Any:
         try:
@@ -168,7 +181,6 @@ class CheckpointPosition:
     def bind_object(self, trackable: Trackable) -> bool:
         """Bind this node to ``trackable``; True if that is a new binding."""
         coordinator = self.coordinator
-        coordinator.all_python_objects[id(trackable)] = trackable
         coordinator.matched_proto_ids.add(self.proto_id)
         current = coordinator.object_by_proto_id.get(self.proto_id)
         if current is None:
@@ -184,33 +196,43 @@ class CheckpointPosition:
             self._restore_descendants(trackable)
 
     def _restore_descendants(self, trackable: Trackable) -> None:
+        # Like TF in eager mode: walk and bind first, then read every value in one batch
+        # (neighbouring tensors in one read, large ones in parallel) and assign in walk order.
         queue: deque[tuple[CheckpointPosition, Trackable]] = deque([(self, trackable)])
+        pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]] = []
         while queue:
             position, obj = queue.popleft()
-            position._single_restore(obj)
+            position._gather(obj, pending)
             queue.extend(position._children_to_restore(obj))
             queue.extend(position._slots_to_restore(obj))
+        if pending:
+            self.coordinator.assign(pending)
 
-    def _single_restore(self, trackable: Trackable) -> None:
+    def _gather(self, trackable: Trackable, pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]]
+                ) -> None:
+        """Note which of this node's values ``trackable`` takes (unless a later restore already assigned it)."""
         coordinator = self.coordinator
         if coordinator.restore_uid <= trackable._tp_update_uid:
-            return  # a later restore already assigned this object
-        live = set(trackable._checkpoint_tensor_names())
-        tensors: dict[str, Any] = {}
-        for attribute in self.node.attributes:
-            name = unescape_local_name(attribute.name)
-            if name in live:
-                tensors[name] = coordinator.read_tensor(attribute.checkpoint_key, self.proto_id)
-            else:
-                coordinator.unused_attributes.setdefault(self.proto_id, []).append(attribute.name)
-        if tensors:
-            try:
-                trackable._restore_from_tensors(tensors)
-            except InvalidArgumentError as exc:
-                keys = ", ".join(a.checkpoint_key for a in self.node.attributes)
-                raise InvalidArgumentError(f"{coordinator.prefix}: cannot restore checkpoint key {keys} into "
-                                           f"{coordinator.paths[self.proto_id]}: {exc}") from exc
+            return
+        attributes = self.node.attributes
+        if attributes:
+            live = trackable._checkpoint_tensor_names()
+            wanted = []
+            for attribute in attributes:
+                name = unescape_local_name(attribute.name)
+                if name in live:
+                    wanted.append((name, attribute.checkpoint_key))
+                else:
+                    coordinator.unused_attributes.setdefault(self.proto_id, []).append(attribute.name)
+            if wanted:
+                pending.append((self, trackable, wanted))
         trackable._tp_update_uid = coordinator.restore_uid
+
+    def _single_restore(self, trackable: Trackable) -> None:
+        pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]] = []
+        self._gather(trackable, pending)
+        if pending:
+            self.coordinator.assign(pending)
 
     def _children_to_restore(self, trackable: Trackable) -> list[tuple[CheckpointPosition, Trackable]]:
         coordinator = self.coordinator
@@ -225,6 +247,7 @@ class CheckpointPosition:
                     out.append((position, local))
             elif _has_values(coordinator.graph.nodes[child.node_id]):
                 trackable._defer_restore(child.local_name, position)
+                coordinator.deferred_ids.add(child.node_id)
         return out
 
     def _slots_to_restore(self, trackable: Trackable) -> list[tuple[CheckpointPosition, Trackable]]:

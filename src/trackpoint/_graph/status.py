@@ -128,11 +128,8 @@ class CheckpointLoadStatus:
         paths = coordinator.paths
         pending: dict[str, bool] = {}
         waiting: set[int] = set()
-        for obj in list(coordinator.all_python_objects.values()):
-            for name in obj._deferred_names():
-                for position in obj._tp_state()["deferred"].get(name, ()):
-                    if getattr(position, "coordinator", None) is coordinator:
-                        waiting.update(_subtree(coordinator, position.proto_id))
+        for node_id in coordinator.deferred_ids - coordinator.matched_proto_ids:
+            waiting.update(_subtree(coordinator, node_id))
         for opt_id, node in enumerate(coordinator.graph.nodes):
             for slot in node.slot_variables:
                 if opt_id in waiting or slot.original_variable_node_id in waiting:

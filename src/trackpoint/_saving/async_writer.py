@@ -36,6 +36,9 @@ class AsyncWriter:
             except BaseException as exc:  # kept for sync() and the next save
                 self._error = exc
             finally:
+                # Drop the finished task now: its snapshot must not keep old arrays alive
+                # until the next save arrives.
+                task = None
                 self._queue.task_done()
 
     @property

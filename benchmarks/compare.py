@@ -1,0 +1,223 @@
+"""trackpoint vs TensorFlow vs safetensors vs raw numpy file I/O, side by side in one run.
+
+    python benchmarks/compare.py            # the full run documented in the README
+    python benchmarks/compare.py --quick    # a smaller smoke run (under a minute)
+
+Workloads:
+  large  16 float32 variables of 64 MiB (1 GiB)
+  many   20,000 float32 variables of 1 KiB (20 MiB)
+  mixed  300 variables of varied sizes (1 KiB - 4 MiB) after one Adam step: variables + m + v slots
+
+For each: median seconds to write, to read back into existing variables, and until an async
+save returns; ratios trackpoint/TF, trackpoint/safetensors and trackpoint/raw; and trackpoint's
+peak extra memory (tracemalloc, beyond the variables) for a synchronous save and a restore.
+safetensors and raw have no object graph, checksums or async mode: "raw" is a plain
+``write``/``readinto`` of the same bytes, the floor any format pays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+import trackpoint as tp  # noqa: E402
+
+MiB = 1 << 20
+
+
+def workloads(quick: bool) -> dict[str, list[np.ndarray]]:
+    rng = np.random.default_rng(0)
+    scale = 8 if quick else 1
+    large = [np.full((64 * MiB // 4) // scale, i, np.float32) for i in range(16)]
+    many = [np.full(256, i, np.float32) for i in range(20_000 // scale)]
+    sizes = np.exp(rng.uniform(np.log(256), np.log(MiB), 300 // scale)).astype(int)
+    mixed = [rng.standard_normal(int(n)).astype(np.float32) for n in sizes]
+    return {"large": large, "many": many, "mixed": mixed}
+
+
+def median_time(fn: Callable[[], object], repeats: int, setup: Callable[[], object] | None = None) -> float:
+    times = []
+    for _ in range(repeats):
+        if setup is not None:
+            setup()
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# -- contenders ------------------------------------------------------------------------------
+
+class Trackpoint:
+    name = "trackpoint"
+
+    def __init__(self, arrays: list[np.ndarray], directory: str, with_adam: bool) -> None:
+        self.prefix = os.path.join(directory, "tp")
+        self.model = tp.Module()
+        self.model.vars = [tp.Variable(a) for a in arrays]
+        self.ckpt = tp.Checkpoint(model=self.model)
+        if with_adam:
+            self.ckpt.optimizer = tp.optimizers.Adam(0.001)
+            self.ckpt.optimizer.apply_gradients([(np.ones_like(a), v) for a, v in zip(arrays, self.model.vars)])
+        self.arrays = arrays
+
+    def write(self) -> None:
+        self.ckpt.write(self.prefix)
+
+    def read(self) -> None:
+        self.ckpt.read(self.prefix).assert_consumed()
+
+    def async_save(self) -> None:
+        self.ckpt.write(self.prefix + "-async", tp.CheckpointOptions(enable_async=True))
+
+    def finish(self) -> None:
+        self.ckpt.sync()
+
+
+class TensorFlow:
+    name = "tensorflow"
+
+    def __init__(self, arrays: list[np.ndarray], directory: str, with_adam: bool) -> None:
+        import tensorflow as tf
+
+        self.tf = tf
+        self.prefix = os.path.join(directory, "tf")
+        self.model = tf.Module()
+        self.model.vars = [tf.Variable(a) for a in arrays]
+        self.ckpt = tf.train.Checkpoint(model=self.model)
+        if with_adam:
+            self.ckpt.optimizer = tf.compat.v1.train.AdamOptimizer(0.001)
+            self.ckpt.optimizer.apply_gradients([(tf.ones_like(v), v) for v in self.model.vars])
+
+    def write(self) -> None:
+        self.ckpt.write(self.prefix)
+
+    def read(self) -> None:
+        self.ckpt.read(self.prefix).assert_consumed()
+
+    def async_save(self) -> None:
+        self.ckpt.write(self.prefix + "-async", self.tf.train.CheckpointOptions(enable_async=True))
+
+    def finish(self) -> None:
+        self.ckpt.sync()
+
+
+class Safetensors:
+    name = "safetensors"
+
+    def __init__(self, arrays: list[np.ndarray], directory: str, with_adam: bool) -> None:
+        self.path = os.path.join(directory, "st.safetensors")
+        self.tensors = {f"v{i}": a for i, a in enumerate(arrays)}
+
+    def write(self) -> None:
+        from safetensors.numpy import save_file
+
+        save_file(self.tensors, self.path)
+
+    def read(self) -> None:
+        from safetensors.numpy import load_file
+
+        load_file(self.path)
+
+
+class Raw:
+    name = "raw"
+
+    def __init__(self, arrays: list[np.ndarray], directory: str, with_adam: bool) -> None:
+        self.path = os.path.join(directory, "raw.bin")
+        self.arrays = arrays
+
+    def write(self) -> None:
+        with open(self.path, "wb") as f:
+            for a in self.arrays:
+                f.write(memoryview(a).cast("B"))
+
+    def read(self) -> None:
+        with open(self.path, "rb") as f:
+            for a in self.arrays:
+                f.readinto(memoryview(np.empty_like(a)).cast("B"))
+
+
+def peak_extra_memory(action: Callable[[], object]) -> int:
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    action()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak - base
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1/8 of the sizes, 2 repetitions")
+    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--workload", action="append", help="run only these workloads")
+    parser.add_argument("--no-tf", action="store_true", help="skip TensorFlow")
+    args = parser.parse_args()
+    repeats = args.repeats or (2 if args.quick else 5)
+    contenders: list[type] = [Trackpoint, Safetensors, Raw] + ([] if args.no_tf else [TensorFlow])
+    start = time.perf_counter()
+    import_start = time.perf_counter()
+    __import__("subprocess").run([sys.executable, "-c", "import trackpoint"], check=True)
+    print(f"import trackpoint in a fresh process (incl. interpreter start): {time.perf_counter() - import_start:.3f} s")
+    print(f"repeats: {repeats}, medians in seconds\n")
+    header = f"{'workload':<8} {'contender':<12} {'write':>8} {'read':>8} {'async':>8}"
+    print(header)
+    for name, arrays in workloads(args.quick).items():
+        if args.workload and name not in args.workload:
+            continue
+        results: dict[str, dict[str, float]] = {}
+        directory = tempfile.mkdtemp(prefix=f"tp-compare-{name}-")
+        try:
+            for contender_type in contenders:
+                contender = contender_type(arrays, directory, name == "mixed")
+                row = {"write": median_time(contender.write, repeats)}
+                row["read"] = median_time(contender.read, repeats)
+                if hasattr(contender, "async_save"):
+                    row["async"] = median_time(contender.async_save, repeats, setup=contender.finish)
+                    contender.finish()
+                results[contender.name] = row
+                cells = " ".join(f"{row.get(k, float('nan')):>8.3f}" for k in ("write", "read", "async"))
+                print(f"{name:<8} {contender.name:<12} {cells}")
+                if contender.name == "trackpoint":
+                    size = sum(a.nbytes for a in arrays)
+                    save_extra = peak_extra_memory(contender.write)
+                    read_extra = peak_extra_memory(contender.read)
+                    largest = max(a.nbytes for a in arrays)
+                    results["memory"] = {"save": save_extra, "read": read_extra, "size": size, "largest": largest}
+                del contender
+                gc.collect()
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        ours = results["trackpoint"]
+        for other in ("tensorflow", "safetensors", "raw"):
+            if other in results:
+                ratios = " ".join(
+                    f"{op} {ours[op] / results[other][op]:.3f}x" for op in ("write", "read", "async")
+                    if op in results[other])
+                print(f"{'':<8} trackpoint/{other}: {ratios}")
+        mem = results["memory"]
+        print(f"{'':<8} trackpoint async/sync save: {ours['async'] / ours['write']:.1%}")
+        print(f"{'':<8} trackpoint peak extra memory: save {mem['save'] / MiB:.1f} MiB "
+              f"({mem['save'] / mem['size']:.1%} of {mem['size'] / MiB:.0f} MiB), restore {mem['read'] / MiB:.1f} MiB "
+              f"(largest tensor {mem['largest'] / MiB:.1f} MiB)\n")
+    print(f"total {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
