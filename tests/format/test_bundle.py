@@ -137,3 +137,17 @@ def test_fast_entry_decoder_agrees_with_protobuf(dtype, dims, shard, offset, siz
         entry.shape.dim.add().size = d
     fields = _decode_entry(entry.SerializeToString())
     assert fields == (dtype, tuple(dims), shard, offset, size, crc, [])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 200), st.lists(st.integers(0, 2**40), max_size=5), st.integers(0, 2**31 - 1),
+       st.integers(0, 2**62), st.integers(0, 2**62), st.integers(0, 2**32 - 1))
+def test_entry_encoder_matches_protobuf(dtype, dims, shard, offset, size, crc) -> None:
+    from trackpoint._format._proto import tensor_bundle_pb2 as pb
+    from trackpoint._format.bundle_writer import encode_entry
+
+    entry = pb.BundleEntryProto(dtype=dtype, shard_id=shard, offset=offset, size=size, crc32c=crc)
+    entry.shape.SetInParent()
+    for d in dims:
+        entry.shape.dim.add().size = d
+    assert encode_entry(dtype, dims, shard, offset, size, crc) == entry.SerializeToString()

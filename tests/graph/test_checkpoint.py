@@ -307,6 +307,8 @@ def test_random_graphs_restore_into_fresh_copies(tmp_path_factory, spec: dict) -
     directory = tmp_path_factory.mktemp("g")
     source = tp.Checkpoint(**{name: _wrap(_build(child, [0], False)) for name, child in spec.items()})
     path = source.save(os.path.join(directory, "ckpt"))
+    raw = tp.load_variable(path, "_CHECKPOINTABLE_OBJECT_GRAPH")
+    assert pb.TrackableObjectGraph.FromString(raw).SerializeToString() == raw  # our encoder is protobuf's
     target_objects = {name: _wrap(_build(child, [0], True)) for name, child in spec.items()}
     target = tp.Checkpoint(**target_objects)
     target.restore(path).assert_consumed()

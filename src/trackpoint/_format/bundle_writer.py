@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import BinaryIO
 
 import numpy as np
 
-from trackpoint._format import naming, slices, sstable
+from trackpoint._format import naming, slices, sstable, varint
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import crc32c, mask
 from trackpoint._format.dtypes import STRING, DType, from_numpy
@@ -46,16 +46,42 @@ def _shape_proto(shape: Sequence[int]) -> pb.TensorShapeProto:
     return proto
 
 
+def _dim(size: int) -> bytes:
+    inner = b"\x08" + varint.encode(size) if size else b""
+    return b"\x12" + bytes((len(inner),)) + inner
+
+
+def encode_entry(dtype: int, shape: Sequence[int], shard_id: int, offset: int, size: int, crc: int) -> bytes:
+    """A serialized ``BundleEntryProto`` for a plain tensor, as protobuf would encode it.
+
+    Written by hand because saving many small variables spends its time building messages;
+    the tests check it against protobuf's encoding.
+    """
+    dims = b"".join(_dim(int(d)) for d in shape)
+    out = [b"\x08", varint.encode(dtype), b"\x12", varint.encode(len(dims)), dims]  # shape is always present
+    if shard_id:
+        out += [b"\x18", varint.encode(shard_id)]
+    if offset:
+        out += [b"\x20", varint.encode(offset)]
+    if size:
+        out += [b"\x28", varint.encode(size)]
+    if crc:
+        out += [b"\x35", crc.to_bytes(4, "little")]
+    return b"".join(out)
+
+
 def header_bytes(num_shards: int) -> bytes:
     header = pb.BundleHeaderProto(num_shards=num_shards)
     header.version.producer = TENSOR_BUNDLE_VERSION
     return header.SerializeToString()
 
 
-def write_index(prefix: str, entries: dict[bytes, pb.BundleEntryProto], num_shards: int) -> None:
+def write_index(prefix: str, entries: Mapping[bytes, bytes | pb.BundleEntryProto], num_shards: int) -> None:
     """Write ``prefix.index`` atomically (temp name, then rename): readers see all or nothing."""
     items = [(b"", header_bytes(num_shards))]
-    items += [(key, entries[key].SerializeToString()) for key in sorted(entries)]
+    for key in sorted(entries):
+        entry = entries[key]
+        items.append((key, entry if isinstance(entry, bytes) else entry.SerializeToString()))
     path = naming.index_filename(prefix)
     temp = f"{path}.tempstate{secrets.randbits(63)}"
     try:
@@ -78,7 +104,7 @@ class ShardWriter:
     def __init__(self, path: str, shard_id: int) -> None:
         self.path = path
         self.shard_id = shard_id
-        self.entries: dict[bytes, pb.BundleEntryProto] = {}
+        self.entries: dict[bytes, bytes] = {}  # key -> serialized BundleEntryProto
         # full key -> (name, dtype, full shape, extents of each slice in write order)
         self.sliced: dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]] = {}
         self._file: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed by close()
@@ -103,9 +129,7 @@ class ShardWriter:
             buf = as_numeric_buffer(np.asarray(array), dtype)
             shape = buf.shape
             offset, size, crc = self._append(numeric_bytes_view(buf))
-        entry = pb.BundleEntryProto(dtype=dtype.enum, shard_id=self.shard_id, offset=offset, size=size, crc32c=crc)
-        entry.shape.CopyFrom(_shape_proto(shape))
-        self.entries[key] = entry
+        self.entries[key] = encode_entry(dtype.enum, shape, self.shard_id, offset, size, crc)
 
     def add(self, key: str, array: object) -> None:
         """Append a whole tensor (numpy array, ``bytes``/``str`` scalar or object array of bytes)."""
@@ -147,7 +171,7 @@ class ShardWriter:
         self._file.close()
 
 
-def merge_shards(shards: Sequence[ShardWriter]) -> dict[bytes, pb.BundleEntryProto]:
+def merge_shards(shards: Sequence[ShardWriter]) -> dict[bytes, bytes | pb.BundleEntryProto]:
     """All entries of the shards, in shard order; slices of one key gathered into its full entry.
 
     The full entry of a sliced tensor takes the shard id of its first slice and lists the
@@ -157,7 +181,7 @@ def merge_shards(shards: Sequence[ShardWriter]) -> dict[bytes, pb.BundleEntryPro
         InvalidArgumentError: A key is stored whole twice, or whole and sliced, or its slices
             disagree in dtype or shape.
     """
-    entries: dict[bytes, pb.BundleEntryProto] = {}
+    entries: dict[bytes, bytes | pb.BundleEntryProto] = {}
     full: dict[bytes, tuple[DType, tuple[int, ...]]] = {}
     for shard in shards:
         for key, entry in shard.entries.items():
@@ -170,7 +194,7 @@ def merge_shards(shards: Sequence[ShardWriter]) -> dict[bytes, pb.BundleEntryPro
                 merged = entries[key] = pb.BundleEntryProto(dtype=dtype.enum, shard_id=shard.shard_id)
                 merged.shape.CopyFrom(_shape_proto(shape))
                 full[key] = (dtype, shape)
-            elif full.get(key) != (dtype, shape):
+            elif not isinstance(merged, pb.BundleEntryProto) or full.get(key) != (dtype, shape):
                 raise InvalidArgumentError(f"{shard.path}: slices of {name!r} disagree with another shard's in "
                                            "dtype or shape, or the key is also stored whole")
             merged.slices.extend(slices.extents_to_proto(e) for e in parts)

@@ -7,12 +7,17 @@ from trackpoint.errors import DataLossError
 __all__ = ["decode", "encode"]
 
 
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+
+
 def encode(value: int) -> bytes:
     """Encode a non-negative integer as a little-endian base-128 varint."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]  # the common case on hot paths: tags, small lengths, ids
     if value < 0:
         raise ValueError(f"varint of a negative number: {value}")
-    if value < 0x80:
-        return bytes((value,))
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)

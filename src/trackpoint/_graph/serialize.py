@@ -4,7 +4,9 @@ Node ids follow TF exactly: breadth-first from the root over children in trackin
 (the root's attached dependencies after its own children), each object named by its
 first-discovered path; slot variables get ids after every BFS node. Tensors come in node
 order, Python state after them, the graph last; keys carry TF 2.21's double escape of
-tensor names.
+tensor names. The graph message is encoded here directly (a save of 20,000 variables
+spends most of its Python time building it), and checked against protobuf's encoding in
+the tests.
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format._proto import trackable_object_graph_pb2 as pb
-from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, object_path_to_string, \
-    slot_variable_key
+from trackpoint._format import varint
+from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, slot_variable_key
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.python_state import PythonState
 from trackpoint._tracking.variables import Variable
@@ -38,6 +39,7 @@ def children_with_attached(obj: Trackable, root: Trackable, attached: Mapping[st
 class _Walk:
     nodes: list[Trackable]
     paths: list[tuple[str, ...]]
+    path_strings: list[str]
     children: list[dict[str, Trackable]]
     ids: dict[int, int]
 
@@ -45,20 +47,23 @@ class _Walk:
 def _bfs(root: Trackable, attached: Mapping[str, Trackable]) -> _Walk:
     nodes: list[Trackable] = []
     paths: list[tuple[str, ...]] = []
+    path_strings: list[str] = []
     children: list[dict[str, Trackable]] = []
     ids: dict[int, int] = {id(root): 0}
-    queue: deque[tuple[Trackable, tuple[str, ...]]] = deque([(root, ())])
+    queue: deque[tuple[Trackable, tuple[str, ...], str]] = deque([(root, (), "")])
     while queue:
-        obj, path = queue.popleft()
+        obj, path, path_string = queue.popleft()
         nodes.append(obj)
         paths.append(path)
+        path_strings.append(path_string)
         kids = children_with_attached(obj, root, attached)
         children.append(kids)
         for name, child in kids.items():
             if id(child) not in ids:
                 ids[id(child)] = len(ids)
-                queue.append((child, path + (name,)))
-    return _Walk(nodes, paths, children, ids)
+                escaped = escape_local_name(name)
+                queue.append((child, path + (name,), f"{path_string}/{escaped}" if path_string else escaped))
+    return _Walk(nodes, paths, path_strings, children, ids)
 
 
 def object_paths(root: Trackable, attached: Mapping[str, Trackable] = {}) -> list[tuple[Trackable, tuple[str, ...]]]:
@@ -69,17 +74,15 @@ def object_paths(root: Trackable, attached: Mapping[str, Trackable] = {}) -> lis
 
 @dataclass(frozen=True)
 class SerializedCheckpoint:
-    """What a save writes: ``tensors`` in write order (the object graph last) and the graph.
+    """What a save writes: ``tensors`` in write order (the object graph last).
 
     Attributes:
         tensors: ``(checkpoint key, value)`` pairs.
         owners: The object each tensor came from (None for the graph), parallel to ``tensors``.
-        graph: The object graph.
     """
 
     tensors: list[tuple[str, Any]]
     owners: list[Trackable | None]
-    graph: pb.TrackableObjectGraph
 
     def snapshot(self) -> list[tuple[str, Any]]:
         """The tensors frozen at this moment, for a write that happens later.
@@ -91,17 +94,35 @@ class SerializedCheckpoint:
                 for (key, value), owner in zip(self.tensors, self.owners)]
 
 
+_LENGTH_TAGS = [bytes((n << 3 | 2,)) for n in range(6)]
+_VARINT_TAGS = [bytes((n << 3,)) for n in range(6)]
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field (field numbers here are all below 16: one tag byte)."""
+    return _LENGTH_TAGS[number] + varint.encode(len(payload)) + payload
+
+
+def _int_field(number: int, value: int) -> bytes:
+    return _VARINT_TAGS[number] + varint.encode(value) if value else b""
+
+
+def _str_field(number: int, value: str) -> bytes:
+    return _field(number, value.encode("utf-8")) if value else b""
+
+
+_HAS_VALUES = (_field(5, b"\x08\x01"), _field(5, b""))  # BoolValue(true), BoolValue() present but empty
+
+
 def serialize(root: Trackable, attached: Mapping[str, Trackable] = {}) -> SerializedCheckpoint:
     """Build the object graph and the ordered ``(key, value)`` list for a save."""
     walk = _bfs(root, attached)
-    graph = pb.TrackableObjectGraph()
-    for kids in walk.children:
-        node = graph.nodes.add()
-        for name, child in kids.items():
-            node.children.add(node_id=walk.ids[id(child)], local_name=name)
+    ids = walk.ids
+    references = [[(ids[id(child)], name) for name, child in kids.items()] for kids in walk.children]
 
     objects = list(walk.nodes)
-    slot_paths: list[str] = []
+    path_strings = list(walk.path_strings)
+    slot_refs: list[list[tuple[int, str, int]]] = [[] for _ in objects]
     for opt_id, optimizer in enumerate(walk.nodes):
         get_slot_names = getattr(optimizer, "get_slot_names", None)
         if get_slot_names is None:
@@ -111,63 +132,76 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {}) -> Serial
                 slot = optimizer.get_slot(variable, slot_name)
                 if slot is None:
                     continue
-                if id(slot) in walk.ids:
+                if id(slot) in ids:
                     raise NotImplementedError(
-                        f"slot variable {slot_name!r} of {object_path_to_string(walk.paths[var_id])} is also "
-                        "tracked as a regular dependency; TensorFlow cannot checkpoint that either"
+                        f"slot variable {slot_name!r} of {path_strings[var_id]} is also tracked as a regular "
+                        "dependency; TensorFlow cannot checkpoint that either"
                     )
-                slot_id = len(objects)
+                slot_refs[opt_id].append((var_id, slot_name, len(objects)))
                 objects.append(slot)
-                graph.nodes.add()
-                graph.nodes[opt_id].slot_variables.add(
-                    original_variable_node_id=var_id, slot_name=slot_name, slot_variable_node_id=slot_id)
-                slot_paths.append(slot_variable_key(object_path_to_string(walk.paths[var_id]),
-                                                    object_path_to_string(walk.paths[opt_id]), slot_name))
+                slot_refs.append([])
+                references.append([])
+                path_strings.append(slot_variable_key(path_strings[var_id], path_strings[opt_id], slot_name))
 
-    path_strings = [object_path_to_string(p) for p in walk.paths] + slot_paths
     tensors: list[tuple[str, Any]] = []
     owners: list[Trackable | None] = []
     python_tensors: list[tuple[str, Any]] = []
     python_owners: list[Trackable | None] = []
+    attributes: list[list[tuple[str, str, str]]] = []
     for node_id, obj in enumerate(objects):
         values = obj._serialize_to_tensors()
-        full_name = obj._checkpoint_full_name()
-        target, target_owners = (python_tensors, python_owners) if isinstance(obj, PythonState) else (tensors, owners)
-        for tensor_name, value in values.items():
-            attribute_name = escape_local_name(tensor_name)
-            # TF 2.21 escapes the already escaped name again when forming the key.
-            key = checkpoint_key(path_strings[node_id], attribute_name)
-            graph.nodes[node_id].attributes.add(name=attribute_name, full_name=full_name, checkpoint_key=key)
-            target.append((key, value))
-            target_owners.append(obj)
-
+        node_attributes = []
+        if values:
+            full_name = obj._checkpoint_full_name()
+            is_python = isinstance(obj, PythonState)
+            target, target_owners = (python_tensors, python_owners) if is_python else (tensors, owners)
+            for tensor_name, value in values.items():
+                attribute_name = escape_local_name(tensor_name)
+                # TF 2.21 escapes the already escaped name again when forming the key.
+                key = checkpoint_key(path_strings[node_id], attribute_name)
+                node_attributes.append((attribute_name, full_name, key))
+                target.append((key, value))
+                target_owners.append(obj)
+        attributes.append(node_attributes)
     for obj in objects:
         after_save = getattr(obj, "_tp_after_save", None)
         if after_save is not None:
             after_save()  # lets grouped objects (split dependencies) check they were saved together
-    _mark_checkpoint_values(graph)
+
+    has_values = _checkpoint_values(references, attributes, slot_refs)
+    graph = b"".join(
+        _field(1, _encode_node(references[i], attributes[i], slot_refs[i], has_values[i])) for i in range(len(objects)))
     tensors.extend(python_tensors)
     owners.extend(python_owners)
-    tensors.append((OBJECT_GRAPH_KEY, graph.SerializeToString()))
+    tensors.append((OBJECT_GRAPH_KEY, graph))
     owners.append(None)
-    return SerializedCheckpoint(tensors, owners, graph)
+    return SerializedCheckpoint(tensors, owners)
 
 
-def _mark_checkpoint_values(graph: pb.TrackableObjectGraph) -> None:
-    """``has_checkpoint_values`` on every node: true for nodes with values and their ancestors."""
-    parents: dict[int, list[int]] = {}
-    for node_id, node in enumerate(graph.nodes):
-        for child in node.children:
-            parents.setdefault(child.node_id, []).append(node_id)
-    marked: set[int] = set()
-    todo = [i for i, n in enumerate(graph.nodes) if n.attributes or n.slot_variables or n.HasField("registered_saver")]
+def _encode_node(references: list[tuple[int, str]], attributes: list[tuple[str, str, str]],
+                 slots: list[tuple[int, str, int]], has_values: bool) -> bytes:
+    parts = [_field(1, _int_field(1, node_id) + _str_field(2, name)) for node_id, name in references]
+    parts += [_field(2, _str_field(1, name) + _str_field(2, full_name) + _str_field(3, key))
+              for name, full_name, key in attributes]
+    parts += [_field(3, _int_field(1, var_id) + _str_field(2, slot_name) + _int_field(3, slot_id))
+              for var_id, slot_name, slot_id in slots]
+    parts.append(_HAS_VALUES[0] if has_values else _HAS_VALUES[1])
+    return b"".join(parts)
+
+
+def _checkpoint_values(references: list[list[tuple[int, str]]], attributes: list[list[tuple[str, str, str]]],
+                       slots: list[list[tuple[int, str, int]]]) -> list[bool]:
+    """``has_checkpoint_values`` per node: nodes with values or slot references, and their ancestors."""
+    parents: list[list[int]] = [[] for _ in references]
+    for node_id, refs in enumerate(references):
+        for child_id, _ in refs:
+            parents[child_id].append(node_id)
+    marked = [False] * len(references)
+    todo = [i for i in range(len(references)) if attributes[i] or slots[i]]
     while todo:
         node_id = todo.pop()
-        if node_id in marked:
+        if marked[node_id]:
             continue
-        marked.add(node_id)
-        todo.extend(parents.get(node_id, ()))
-    for node_id, node in enumerate(graph.nodes):
-        node.has_checkpoint_values.SetInParent()
-        if node_id in marked:
-            node.has_checkpoint_values.value = True
+        marked[node_id] = True
+        todo.extend(parents[node_id])
+    return marked

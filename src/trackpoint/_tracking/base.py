@@ -63,22 +63,18 @@ class Trackable:
         0
     """
 
-    # Internal state lives under a _tp_ prefix and is created lazily, so subclasses need
+    # Internal state lives under a _tp prefix and is created lazily, so subclasses need
     # not call ``super().__init__()``.
+
+    #: The restore that last assigned this object's values (a later restore wins).
+    _tp_update_uid: int = -1
+
     def _tp_state(self) -> dict[str, Any]:
         state = self.__dict__.get("_tp")
         if state is None:
-            state = {"children": {}, "deferred": {}, "update_uid": -1}
+            state = {"children": {}, "deferred": {}}
             object.__setattr__(self, "_tp", state)
         return state
-
-    @property
-    def _tp_update_uid(self) -> int:
-        return self._tp_state()["update_uid"]
-
-    @_tp_update_uid.setter
-    def _tp_update_uid(self, uid: int) -> None:
-        self._tp_state()["update_uid"] = uid
 
     # -- children -----------------------------------------------------------------------
 
@@ -112,9 +108,6 @@ class Trackable:
     def _defer_restore(self, name: str, position: PendingRestore) -> None:
         """Remember a checkpoint node for the child ``name`` that does not exist yet."""
         self._tp_state()["deferred"].setdefault(name, []).append(position)
-
-    def _deferred_names(self) -> list[str]:
-        return list(self._tp_state()["deferred"])
 
     def _handle_deferred_dependencies(self, name: str, trackable: Trackable) -> None:
         """Restore pending checkpoint values into a newly tracked child, latest restore first."""
