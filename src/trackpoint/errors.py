@@ -7,8 +7,11 @@
     │       a checkpoint, shard file or key that does not exist
     ├── DataLossError(CheckpointError, IOError)
     │       checksum mismatch, truncated or damaged file
-    └── InvalidArgumentError(CheckpointError, ValueError)
-            malformed input: bad option, dtype/shape mismatch, hostile sizes
+    ├── InvalidArgumentError(CheckpointError, ValueError)
+    │       malformed input: bad option, dtype/shape mismatch, hostile sizes
+    └── WriteError(CheckpointError, OSError)
+            a save could not be completed (disk full, permission denied, not a directory);
+            nothing of it was published and earlier checkpoints are untouched
 
 Each leaf also subclasses the builtin a caller would naturally catch, so
 ``except FileNotFoundError`` or ``except ValueError`` keeps working. Messages name the
@@ -25,7 +28,7 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["CheckpointError", "DataLossError", "InvalidArgumentError", "NotFoundError"]
+__all__ = ["CheckpointError", "DataLossError", "InvalidArgumentError", "NotFoundError", "WriteError"]
 
 
 class CheckpointError(Exception):
@@ -46,3 +49,7 @@ class DataLossError(CheckpointError, IOError):
 
 class InvalidArgumentError(CheckpointError, ValueError):
     """Input is malformed or inconsistent: wrong dtype or shape, impossible sizes, bad options."""
+
+
+class WriteError(CheckpointError, OSError):
+    """A save failed part way; its temporary files were removed and nothing was published."""

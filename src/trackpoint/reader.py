@@ -23,9 +23,9 @@ import numpy as np
 
 from trackpoint._format import naming, slices
 from trackpoint._format.bundle_reader import BundleReader, Entry
-from trackpoint._format.bundle_writer import BundleWriter
 from trackpoint._format.dtypes import enum_name
 from trackpoint._format.state_file import CheckpointState, read_state
+from trackpoint._saving.write import write_bundle
 from trackpoint.errors import CheckpointError, NotFoundError
 
 __all__ = [
@@ -330,8 +330,4 @@ def save_tensors(file_prefix: str, tensors: dict[str, object]) -> str:
         >>> tp.save_tensors(prefix, {"x": np.float16(1.5)})
         '...plain'
     """
-    writer = BundleWriter(os.fspath(file_prefix))
-    for key, value in tensors.items():
-        writer.add(key, value)
-    writer.finish()
-    return file_prefix
+    return write_bundle(os.fspath(file_prefix), list(tensors.items()))

@@ -32,6 +32,7 @@ _PARALLEL_READ_BYTES = 1 << 20  # tensors this large are read on their own, seve
 _RUN_BYTES = 16 << 20  # smaller ones are fetched in runs of up to this many bytes
 _RUN_GAP = 64 << 10  # bytes of unrelated data worth reading through rather than seeking past
 _READ_THREADS = 4
+_CHUNK_BYTES = 8 << 20  # large tensors are read in chunks of this size, overlapping read and crc
 _MAX_RANK = 254  # TensorShape::MaxDimensions
 
 
@@ -280,18 +281,43 @@ class BundleReader:
         fd = self._check_span(entry)
         size = entry.size
         buf = dest if dest is not None else memoryview(bytearray(size))
-        done = 0
-        while done < size:
-            n = os.preadv(fd, [buf[done:]], entry.offset + done)
-            if n <= 0:
-                raise DataLossError(f"{self._data_path(entry)}: unexpected end of file reading key {entry.key!r}")
-            done += n
-        if verify and crc32c(buf) != unmask(entry.crc32c):
+        if verify and size >= 2 * _CHUNK_BYTES:
+            crc = self._read_pipelined(fd, entry, buf)
+        else:
+            self._pread(fd, entry, buf, 0, size)
+            crc = crc32c(buf) if verify else 0
+        if verify and crc != unmask(entry.crc32c):
             raise DataLossError(
                 f"{self._data_path(entry)}: checksum mismatch for key {entry.key!r}; the data file is damaged. "
                 "Restore from another checkpoint or re-save"
             )
         return buf
+
+    def _pread(self, fd: int, entry: Entry, buf: memoryview, start: int, stop: int) -> None:
+        done = start
+        while done < stop:
+            n = os.preadv(fd, [buf[done:stop]], entry.offset + done)
+            if n <= 0:
+                raise DataLossError(f"{self._data_path(entry)}: unexpected end of file reading key {entry.key!r}")
+            done += n
+
+    def _read_pipelined(self, fd: int, entry: Entry, buf: memoryview) -> int:
+        """Read a large tensor in chunks, checksumming each chunk while the next one is read.
+
+        Both the read and crc32c release the GIL, so they overlap on two cores without any
+        memory beyond the destination buffer.
+        """
+        size = entry.size
+        bounds = [(start, min(start + _CHUNK_BYTES, size)) for start in range(0, size, _CHUNK_BYTES)]
+        crc = 0
+        with ThreadPoolExecutor(max_workers=1) as reader:
+            pending = reader.submit(self._pread, fd, entry, buf, *bounds[0])
+            for i, (start, stop) in enumerate(bounds):
+                pending.result()
+                if i + 1 < len(bounds):
+                    pending = reader.submit(self._pread, fd, entry, buf, *bounds[i + 1])
+                crc = crc32c(buf[start:stop], crc)
+        return crc
 
     def _check_numeric(self, entry: Entry) -> DType:
         dtype = entry.dtype

@@ -8,13 +8,12 @@ the shape always present, the header ``{num_shards, version.producer=1}`` under 
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Mapping, Sequence
 from typing import BinaryIO
 
 import numpy as np
 
-from trackpoint._format import naming, slices, sstable, varint
+from trackpoint._format import atomic, naming, slices, sstable, varint
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import crc32c, mask
 from trackpoint._format.dtypes import STRING, DType, from_numpy
@@ -76,21 +75,27 @@ def header_bytes(num_shards: int) -> bytes:
     return header.SerializeToString()
 
 
-def write_index(prefix: str, entries: Mapping[bytes, bytes | pb.BundleEntryProto], num_shards: int) -> None:
-    """Write ``prefix.index`` atomically (temp name, then rename): readers see all or nothing."""
+def write_index(prefix: str, entries: Mapping[bytes, bytes | pb.BundleEntryProto], num_shards: int,
+                data_files: Sequence[tuple[str, str]] = ()) -> None:
+    """Write ``prefix.index`` and publish it together with ``data_files`` (``(temp, final)`` pairs).
+
+    The index is written under a temporary name and fsynced; then the data files and the
+    index are renamed into place, the index last (see :mod:`trackpoint._format.atomic`).
+    """
     items = [(b"", header_bytes(num_shards))]
     for key in sorted(entries):
         entry = entries[key]
         items.append((key, entry if isinstance(entry, bytes) else entry.SerializeToString()))
     path = naming.index_filename(prefix)
-    temp = f"{path}.tempstate{secrets.randbits(63)}"
+    temp = atomic.temp_path(path)
     try:
         with open(temp, "wb") as f:
             f.write(sstable.build_table(items))
-        os.replace(temp, path)
+            f.flush()
+            os.fsync(f.fileno())
+        atomic.publish(data_files, temp, path)
     except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
+        atomic.remove_quietly(temp)
         raise
 
 
@@ -102,12 +107,13 @@ class ShardWriter:
     """
 
     def __init__(self, path: str, shard_id: int) -> None:
-        self.path = path
+        self.path = path  # the final name; bytes go to temp_path until the bundle is published
+        self.temp_path = atomic.temp_path(path)
         self.shard_id = shard_id
         self.entries: dict[bytes, bytes] = {}  # key -> serialized BundleEntryProto
         # full key -> (name, dtype, full shape, extents of each slice in write order)
         self.sliced: dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]] = {}
-        self._file: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed by close()
+        self._file: BinaryIO = open(self.temp_path, "wb")  # noqa: SIM115 - closed by close()
         self._offset = 0
 
     def _append(self, buffer: bytes | memoryview) -> tuple[int, int, int]:
@@ -168,7 +174,19 @@ class ShardWriter:
         previous[3].append(extents)
 
     def close(self) -> None:
-        self._file.close()
+        """Flush and fsync the data (it is published later, by renaming)."""
+        if not self._file.closed:
+            try:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+            finally:
+                self._file.close()
+
+    def abort(self) -> None:
+        """Drop the temporary file."""
+        if not self._file.closed:
+            self._file.close()
+        atomic.remove_quietly(self.temp_path)
 
 
 def merge_shards(shards: Sequence[ShardWriter]) -> dict[bytes, bytes | pb.BundleEntryProto]:
@@ -220,6 +238,7 @@ class BundleWriter:
         directory = os.path.dirname(prefix)
         if directory:
             os.makedirs(directory, exist_ok=True)
+        atomic.remove_stale_temps(directory)
         self._prefix = prefix
         self._num_shards = num_shards
         self._shards: dict[int, ShardWriter] = {}
@@ -243,8 +262,19 @@ class BundleWriter:
         self._shard(shard_id).add_slice(key, full_shape, extents, array)
 
     def finish(self) -> None:
-        """Close every data file (creating empty ones for unused shards) and write the index."""
-        shards = [self._shard(shard_id) for shard_id in range(self._num_shards)]
-        for shard in shards:
-            shard.close()
-        write_index(self._prefix, merge_shards(shards), self._num_shards)
+        """Close every data file (creating empty ones for unused shards), write the index, and
+        publish them all; on failure nothing is published and the temporary files are removed."""
+        try:
+            shards = [self._shard(shard_id) for shard_id in range(self._num_shards)]
+            for shard in shards:
+                shard.close()
+            write_index(self._prefix, merge_shards(shards), self._num_shards,
+                        [(shard.temp_path, shard.path) for shard in shards])
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Give up: remove every temporary file written so far."""
+        for shard in self._shards.values():
+            shard.abort()

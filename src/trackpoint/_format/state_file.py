@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from google.protobuf import text_format
 
+from trackpoint._format import atomic
 from trackpoint._format._proto import checkpoint_state_pb2 as pb
 from trackpoint.errors import InvalidArgumentError
 
@@ -122,12 +122,14 @@ def write_state(
     )
     if last_preserved_timestamp is not None:
         proto.last_preserved_timestamp = last_preserved_timestamp
-    temp = os.path.join(directory, f"{STATE_FILENAME}.tmp{uuid.uuid4().hex}")
+    temp = atomic.temp_path(state_path)
     try:
         with open(temp, "w", encoding="utf-8") as f:
             f.write(text_format.MessageToString(proto))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(temp, state_path)
+        atomic.fsync_directory(directory)
     except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
+        atomic.remove_quietly(temp)
         raise

@@ -29,6 +29,7 @@ __all__ = ["CheckpointPosition", "RestoreCoordinator", "node_paths", "parse_grap
 _log = logging.getLogger("trackpoint")
 _restore_uids = itertools.count(1)
 _MAX_NODES = 1 << 24
+_BATCH_BYTES = 16 << 20
 
 
 def parse_graph(raw: bytes, prefix: str) -> pb.TrackableObjectGraph:
@@ -111,7 +112,32 @@ class RestoreCoordinator:
         return self._paths
 
     def assign(self, pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]]) -> None:
-        """Read the values of gathered nodes in one batch and hand each object its tensors."""
+        """Read the values of gathered nodes in batches and hand each object its tensors.
+
+        A batch holds at most ``_BATCH_BYTES`` of tensors (or one larger tensor), so a restore
+        needs no more memory than that beyond the variables: each object drops its old value
+        as it takes the new one.
+        """
+        batch: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]] = []
+        batch_bytes = 0
+        for item in pending:
+            size = sum(self._stored_size(key) for _, key in item[2])
+            if batch and batch_bytes + size > _BATCH_BYTES:
+                self._assign_batch(batch)
+                batch, batch_bytes = [], 0
+            batch.append(item)
+            batch_bytes += size
+        if batch:
+            self._assign_batch(batch)
+
+    def _stored_size(self, key: str) -> int:
+        try:
+            entry = self.reader.entry(key)
+        except CheckpointError:
+            return 0  # reported when the batch is read
+        return entry.size if not entry.is_sliced else _BATCH_BYTES
+
+    def _assign_batch(self, pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]]) -> None:
         keys = [key for _, _, wanted in pending for _, key in wanted]
         values = iter(self.reader.read_many(keys))
         for position, trackable, wanted in pending:

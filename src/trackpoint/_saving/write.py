@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format import naming, slices
+from trackpoint._format.atomic import remove_stale_temps
 from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, merge_shards, write_index
 from trackpoint._saving.sharding_policies import (
     LOCAL_DEVICE,
@@ -23,6 +24,7 @@ from trackpoint._saving.sharding_policies import (
     ShardingCallback,
     validate_shards,
 )
+from trackpoint.errors import CheckpointError, WriteError
 
 __all__ = ["MAX_WRITER_THREADS", "write_bundle"]
 
@@ -38,19 +40,15 @@ def _shardable(key: str, value: Any, trackable: Any) -> ShardableTensor:
     return ShardableTensor(value, dtype, LOCAL_DEVICE, key, tuple(shape), "", key, trackable)
 
 
-def _write_shard(prefix: str, shard_id: int, num_shards: int, shard: Shard) -> ShardWriter:
-    writer = ShardWriter(naming.data_filename(prefix, shard_id, num_shards), shard_id)
-    try:
-        for key, parts in shard.items():
-            for spec, value in parts.items():
-                if spec:
-                    full_shape, extents = slices.parse_spec(spec)
-                    writer.add_slice(key, full_shape, extents, value)
-                else:
-                    writer.add(key, value)
-    finally:
-        writer.close()
-    return writer
+def _write_shard(writer: ShardWriter, shard: Shard) -> None:
+    for key, parts in shard.items():
+        for spec, value in parts.items():
+            if spec:
+                full_shape, extents = slices.parse_spec(spec)
+                writer.add_slice(key, full_shape, extents, value)
+            else:
+                writer.add(key, value)
+    writer.close()
 
 
 def write_bundle(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callback: ShardingCallback | None = None,
@@ -65,20 +63,43 @@ def write_bundle(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callb
         trackables: The owner of each tensor, offered to the callback.
     """
     prefix = os.fspath(prefix)
+    try:
+        _write(prefix, tensors, sharding_callback, trackables)
+    except CheckpointError:
+        raise
+    except OSError as exc:
+        raise WriteError(f"could not write checkpoint {prefix}: {exc}. Nothing of it was published; earlier "
+                         "checkpoints are untouched. Free disk space or fix the directory's permissions and "
+                         "save again.") from exc
+    return prefix
+
+
+def _write(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callback: ShardingCallback | None,
+           trackables: Sequence[Any] | None) -> None:
     if sharding_callback is None or type(sharding_callback) is ShardByTaskPolicy:
         writer = BundleWriter(prefix)
-        for key, value in tensors:
-            writer.add(key, value)
+        try:
+            for key, value in tensors:
+                writer.add(key, value)
+        except BaseException:
+            writer.abort()
+            raise
         writer.finish()
-        return prefix
+        return
     owners = trackables if trackables is not None else [None] * len(tensors)
     shardable = [_shardable(key, value, owner) for (key, value), owner in zip(tensors, owners)]
     shards = validate_shards(sharding_callback(shardable), shardable, sharding_callback.description)
     directory = os.path.dirname(prefix)
     if directory:
         os.makedirs(directory, exist_ok=True)
+    remove_stale_temps(directory)
     count = len(shards)
-    with ThreadPoolExecutor(max_workers=max(1, min(MAX_WRITER_THREADS, count))) as pool:
-        writers = list(pool.map(lambda item: _write_shard(prefix, item[0], count, item[1]), enumerate(shards)))
-    write_index(prefix, merge_shards(writers), count)
-    return prefix
+    writers = [ShardWriter(naming.data_filename(prefix, i, count), i) for i in range(count)]
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(MAX_WRITER_THREADS, count))) as pool:
+            list(pool.map(_write_shard, writers, shards))
+        write_index(prefix, merge_shards(writers), count, [(w.temp_path, w.path) for w in writers])
+    except BaseException:
+        for writer in writers:
+            writer.abort()
+        raise

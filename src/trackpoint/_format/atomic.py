@@ -1,0 +1,83 @@
+"""Publishing files so that no reader ever sees a partial checkpoint under its final name.
+
+Every file of a save is written under a temporary name in the target directory
+(``<final>.tp-tmp-<pid>-<random>``), flushed and fsynced, then renamed into place, the
+``.index`` last, and the directory is fsynced. A killed save leaves only temporary files,
+which readers never look at and the next save into the directory removes.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Sequence
+
+__all__ = ["TEMP_MARKER", "fsync_directory", "publish", "remove_quietly", "remove_stale_temps", "temp_path"]
+
+TEMP_MARKER = ".tp-tmp-"
+
+
+def temp_path(final: str) -> str:
+    """A temporary name next to ``final`` that records the writing process."""
+    return f"{final}{TEMP_MARKER}{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def fsync_directory(directory: str) -> None:
+    """Make renames in ``directory`` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(directory: str) -> None:
+    """Delete temporary files that killed saves left in ``directory`` (their writer is gone)."""
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return
+    for name in names:
+        marker = name.rfind(TEMP_MARKER)
+        if marker < 0:
+            continue
+        pid_text = name[marker + len(TEMP_MARKER):].split("-", 1)[0]
+        if pid_text.isdigit() and not _alive(int(pid_text)):
+            remove_quietly(os.path.join(directory or ".", name))
+
+
+def publish(data_files: Sequence[tuple[str, str]], index_temp: str, index_final: str) -> None:
+    """Rename fsynced temporaries into place: data files first, the index last.
+
+    An existing index at the final name is removed first, so that overwriting a checkpoint
+    never shows its old index next to new data.
+    """
+    remove_quietly(index_final)
+    for temp, final in data_files:
+        os.replace(temp, final)
+    os.replace(index_temp, index_final)
+    fsync_directory(os.path.dirname(index_final))
