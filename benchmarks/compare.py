@@ -12,7 +12,9 @@ For each: median seconds to write, to read back into existing variables, and unt
 save returns; ratios trackpoint/TF, trackpoint/safetensors and trackpoint/raw; and trackpoint's
 peak extra memory (tracemalloc, beyond the variables) for a synchronous save and a restore.
 safetensors and raw have no object graph, checksums or async mode: "raw" is a plain
-``write``/``readinto`` of the same bytes, the floor any format pays.
+``write``/``readinto`` of the same bytes, the floor any format pays; "raw+fsync" adds the
+fsync that makes a write durable, which every trackpoint save does (crash consistency), and
+which neither TensorFlow nor safetensors does.
 """
 
 from __future__ import annotations
@@ -135,15 +137,19 @@ class Safetensors:
 
 class Raw:
     name = "raw"
+    durable = False
 
     def __init__(self, arrays: list[np.ndarray], directory: str, with_adam: bool) -> None:
-        self.path = os.path.join(directory, "raw.bin")
+        self.path = os.path.join(directory, f"{self.name}.bin")
         self.arrays = arrays
 
     def write(self) -> None:
         with open(self.path, "wb") as f:
             for a in self.arrays:
                 f.write(memoryview(a).cast("B"))
+            if self.durable:
+                f.flush()
+                os.fsync(f.fileno())
 
     def read(self) -> None:
         with open(self.path, "rb") as f:
@@ -151,14 +157,31 @@ class Raw:
                 f.readinto(memoryview(np.empty_like(a)).cast("B"))
 
 
-def peak_extra_memory(action: Callable[[], object]) -> int:
+class RawFsync(Raw):
+    """The same plain write, made durable with fsync as every trackpoint save is."""
+
+    name = "raw+fsync"
+    durable = True
+
+
+def peak_extra_memory(arrays: list[np.ndarray], directory: str, with_adam: bool) -> tuple[int, int]:
+    """Peak bytes beyond the variables during a save, then during a restore.
+
+    The variables are created while tracing, so that the restore's release of their old
+    values is counted too.
+    """
     gc.collect()
     tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    action()
-    peak = tracemalloc.get_traced_memory()[1]
+    contender = Trackpoint(arrays, directory, with_adam)
+    results = []
+    for action in (contender.write, contender.read):
+        gc.collect()
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        action()
+        results.append(tracemalloc.get_traced_memory()[1] - base)
     tracemalloc.stop()
-    return peak - base
+    return results[0], results[1]
 
 
 def main() -> int:
@@ -169,7 +192,7 @@ def main() -> int:
     parser.add_argument("--no-tf", action="store_true", help="skip TensorFlow")
     args = parser.parse_args()
     repeats = args.repeats or (2 if args.quick else 5)
-    contenders: list[type] = [Trackpoint, Safetensors, Raw] + ([] if args.no_tf else [TensorFlow])
+    contenders: list[type] = [Trackpoint, Safetensors, Raw, RawFsync] + ([] if args.no_tf else [TensorFlow])
     start = time.perf_counter()
     import_start = time.perf_counter()
     __import__("subprocess").run([sys.executable, "-c", "import trackpoint"], check=True)
@@ -193,18 +216,16 @@ def main() -> int:
                 results[contender.name] = row
                 cells = " ".join(f"{row.get(k, float('nan')):>8.3f}" for k in ("write", "read", "async"))
                 print(f"{name:<8} {contender.name:<12} {cells}")
-                if contender.name == "trackpoint":
-                    size = sum(a.nbytes for a in arrays)
-                    save_extra = peak_extra_memory(contender.write)
-                    read_extra = peak_extra_memory(contender.read)
-                    largest = max(a.nbytes for a in arrays)
-                    results["memory"] = {"save": save_extra, "read": read_extra, "size": size, "largest": largest}
                 del contender
                 gc.collect()
+            size = sum(a.nbytes for a in arrays)
+            save_extra, read_extra = peak_extra_memory(arrays, directory, name == "mixed")
+            largest = max(a.nbytes for a in arrays)
+            results["memory"] = {"save": save_extra, "read": read_extra, "size": size, "largest": largest}
         finally:
             shutil.rmtree(directory, ignore_errors=True)
         ours = results["trackpoint"]
-        for other in ("tensorflow", "safetensors", "raw"):
+        for other in ("tensorflow", "safetensors", "raw", "raw+fsync"):
             if other in results:
                 ratios = " ".join(
                     f"{op} {ours[op] / results[other][op]:.3f}x" for op in ("write", "read", "async")
