@@ -229,20 +229,21 @@ class CheckpointView:
                 parts.append(f"{label}{dtype}{shape}  {_bytes(size)}".replace(", ", ","))
             return "  " + "  ".join(parts) if parts else ""
 
-        def visit(node_id: int, name: str, depth: int) -> None:
+        # Depth first with an explicit stack: a hostile graph may be a chain of any depth.
+        stack: list[tuple[int, str, int]] = [(0, "(root)", 0)]
+        while stack:
+            node_id, name, depth = stack.pop()
+            if node_id in seen:
+                if node_id != 0:
+                    lines.append(_indent(depth) + f"{name} -> {self._paths[node_id]}")
+                continue
             seen.add(node_id)
-            lines.append("  " * depth + name + values(node_id))
+            lines.append(_indent(depth) + name + values(node_id))
             for slot_name, opt_id, slot_id in slots.get(node_id, ()):
                 owner = self._paths.get(opt_id, f"node {opt_id}").removeprefix("(root).")
-                lines.append("  " * (depth + 1) + f"[slot {slot_name!r} of {owner}]" + values(slot_id))
-            for child in graph.nodes[node_id].children:
-                if child.node_id in seen:
-                    if child.node_id != 0:
-                        lines.append("  " * (depth + 1) + f"{child.local_name} -> {self._paths[child.node_id]}")
-                    continue
-                visit(child.node_id, child.local_name, depth + 1)
-
-        visit(0, "(root)", 0)
+                lines.append(_indent(depth + 1) + f"[slot {slot_name!r} of {owner}]" + values(slot_id))
+            for child in reversed(graph.nodes[node_id].children):
+                stack.append((child.node_id, child.local_name, depth + 1))
         return "\n".join(lines)
 
     def _diff_checkpoints(self, other: CheckpointView, rtol: float, atol: float,
@@ -267,6 +268,11 @@ class CheckpointView:
                 changed.append(ValueChange(path, attribute, "value", "attribute only in the second checkpoint"))
         changed.sort(key=lambda c: (-(c.max_abs_diff if c.max_abs_diff is not None else math.inf), c.path))
         return CheckpointDiff(tuple(added), tuple(removed), tuple(changed))
+
+
+def _indent(depth: int) -> str:
+    """Two spaces a level, capped so that a hostile, very deep graph cannot blow up the text."""
+    return "  " * depth if depth <= 40 else "  " * 40 + f"[depth {depth}] "
 
 
 def _bytes(size: int) -> str:

@@ -30,6 +30,7 @@ _log = logging.getLogger("trackpoint")
 _restore_uids = itertools.count(1)
 _MAX_NODES = 1 << 24
 _BATCH_BYTES = 16 << 20
+_MAX_PATH_CHARS = 512
 
 
 def parse_graph(raw: bytes, prefix: str) -> pb.TrackableObjectGraph:
@@ -60,7 +61,10 @@ def node_paths(graph: pb.TrackableObjectGraph) -> dict[int, str]:
         node_id = queue.popleft()
         for child in graph.nodes[node_id].children:
             if child.node_id not in paths:
-                paths[child.node_id] = f"{paths[node_id]}.{child.local_name}"
+                parent = paths[node_id]
+                if len(parent) > _MAX_PATH_CHARS:  # a hostile chain must not cost quadratic memory
+                    parent = parent[: _MAX_PATH_CHARS // 2] + "..."
+                paths[child.node_id] = f"{parent}.{child.local_name[:_MAX_PATH_CHARS]}"
                 queue.append(child.node_id)
     for node_id, node in enumerate(graph.nodes):
         for slot in node.slot_variables:
