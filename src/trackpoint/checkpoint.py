@@ -22,7 +22,7 @@ from trackpoint._tracking.data_structures import wrap_or_unwrap
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import InvalidArgumentError, NotFoundError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
-from trackpoint.reader import latest_checkpoint
+from trackpoint.reader import resolve_prefix
 
 __all__ = ["Checkpoint"]
 
@@ -170,13 +170,7 @@ class Checkpoint(AutoTrackable):
         if save_path is None:
             return InitializationOnlyStatus()
         self.sync()  # a checkpoint still being written is completed first
-        prefix = os.fspath(save_path)
-        if os.path.isdir(prefix):
-            latest = latest_checkpoint(prefix)
-            if latest is None:
-                raise NotFoundError(f"{prefix}: no 'checkpoint' state file naming an existing checkpoint; pass a "
-                                    "checkpoint prefix such as 'dir/ckpt-1'")
-            prefix = latest
+        prefix = resolve_prefix(save_path)
         reader = BundleReader(prefix)
         if OBJECT_GRAPH_KEY not in reader:
             raise InvalidArgumentError(
@@ -188,12 +182,16 @@ class Checkpoint(AutoTrackable):
             raise InvalidArgumentError(f"{prefix}: {OBJECT_GRAPH_KEY} is not a scalar string")
         coordinator = RestoreCoordinator(reader, parse_graph(raw, prefix), options.experimental_skip_slot_variables)
         root = self._tp_graph_root
-        CheckpointPosition(coordinator, 0).restore(root)
-        root_children = {c.local_name: c.node_id for c in coordinator.graph.nodes[0].children}
-        for name, obj in self._tp_attached.items():
-            if name == "root" or name not in root_children:
-                continue
-            CheckpointPosition(coordinator, root_children[name]).restore(obj)
+        try:
+            CheckpointPosition(coordinator, 0).restore(root)
+            root_children = {c.local_name: c.node_id for c in coordinator.graph.nodes[0].children}
+            for name, obj in self._tp_attached.items():
+                if name == "root" or name not in root_children:
+                    continue
+                CheckpointPosition(coordinator, root_children[name]).restore(obj)
+        except BaseException:
+            coordinator.expect_partial = True  # the exception says what went wrong; no second warning
+            raise
         return CheckpointLoadStatus(coordinator, root, self._tp_attached)
 
     def restore(self, save_path: str | None, options: CheckpointOptions | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
@@ -206,7 +204,13 @@ class Checkpoint(AutoTrackable):
         try:
             status = self.read(save_path, options)
         except NotFoundError as exc:
+            if save_path is None or os.path.isdir(save_path):
+                raise
             raise NotFoundError(f"{exc}. Checkpoint.save() numbers its prefixes: did you mean '{save_path}-1' or "
                                 "the directory holding them?") from exc
-        self._maybe_create_save_counter()
+        try:
+            self._maybe_create_save_counter()
+        except BaseException:
+            status.expect_partial()
+            raise
         return status

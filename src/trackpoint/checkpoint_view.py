@@ -31,20 +31,10 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.restore import node_paths, parse_graph
 from trackpoint._tracking.base import Trackable
-from trackpoint.errors import InvalidArgumentError, NotFoundError
-from trackpoint.reader import latest_checkpoint
+from trackpoint.errors import InvalidArgumentError
+from trackpoint.reader import resolve_prefix
 
 __all__ = ["CheckpointDiff", "CheckpointView", "ValueChange"]
-
-
-def _resolve(save_path: str) -> str:
-    path = os.fspath(save_path)
-    if os.path.isdir(path):
-        latest = latest_checkpoint(path)
-        if latest is None:
-            raise NotFoundError(f"{path}: no 'checkpoint' state file naming an existing checkpoint")
-        return latest
-    return path
 
 
 @dataclass(frozen=True)
@@ -97,7 +87,7 @@ class CheckpointView:
     """
 
     def __init__(self, save_path: str) -> None:
-        prefix = _resolve(save_path)
+        prefix = resolve_prefix(save_path)
         self._reader = BundleReader(prefix)
         self._prefix = prefix
         if OBJECT_GRAPH_KEY not in self._reader:

@@ -196,17 +196,31 @@ def latest_checkpoint(checkpoint_dir: str) -> str | None:
     return None
 
 
-def _resolve_prefix(ckpt_dir_or_file: str) -> str:
+def resolve_prefix(ckpt_dir_or_file: str) -> str:
+    """A checkpoint prefix from a prefix, or from a directory through its ``checkpoint`` file.
+
+    Raises:
+        NotFoundError: The directory has no state file, or the checkpoint it names is gone;
+            the message says which and what to do.
+    """
     path = os.fspath(ckpt_dir_or_file)
-    if os.path.isdir(path):
-        latest = latest_checkpoint(path)
-        if latest is None:
-            raise NotFoundError(
-                f"Couldn't find 'checkpoint' file or checkpoints in given directory {path}: pass a checkpoint "
-                "prefix such as 'dir/ckpt-1', or a directory whose 'checkpoint' file names an existing checkpoint"
-            )
-        return latest
-    return path
+    if not os.path.isdir(path):
+        return path
+    state = read_state(path)
+    if state is None:
+        raise NotFoundError(
+            f"Couldn't find 'checkpoint' file or checkpoints in given directory {path}: pass a checkpoint "
+            "prefix such as 'dir/ckpt-1', or a directory whose 'checkpoint' file names an existing checkpoint"
+        )
+    latest = state.model_checkpoint_path
+    if not os.path.exists(naming.index_filename(latest)):
+        others = [p for p in state.all_model_checkpoint_paths if os.path.exists(naming.index_filename(p))]
+        hint = f"; complete ones it still lists: {others}" if others else ""
+        raise NotFoundError(
+            f"{os.path.join(path, 'checkpoint')} names {latest}, but {naming.index_filename(latest)} is missing: "
+            f"the checkpoint was deleted or never completed. Pass an existing prefix{hint}, or remove the state file"
+        )
+    return latest
 
 
 def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None] | None = None) -> list[Damage]:
@@ -230,7 +244,7 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
         >>> tp.verify_checkpoint(prefix)
         []
     """
-    prefix = _resolve_prefix(ckpt_dir_or_file)
+    prefix = resolve_prefix(ckpt_dir_or_file)
     damaged_blocks: list[str] = []
     try:
         bundle = BundleReader(prefix, damaged_blocks)
@@ -275,7 +289,7 @@ def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
     Raises:
         NotFoundError: Nothing is there.
     """
-    return CheckpointReader(_resolve_prefix(ckpt_dir_or_file))
+    return CheckpointReader(resolve_prefix(ckpt_dir_or_file))
 
 
 def list_variables(ckpt_dir_or_file: str) -> list[tuple[str, list[int]]]:

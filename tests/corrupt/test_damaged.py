@@ -221,5 +221,5 @@ def test_garbage_state_file(tmp_path, content: bytes) -> None:
 def test_state_file_naming_a_missing_checkpoint(tmp_path) -> None:
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "ckpt-9"\n')
     assert tp.latest_checkpoint(str(tmp_path)) is None
-    with pytest.raises(NotFoundError, match="Couldn't find"):
+    with pytest.raises(NotFoundError, match=r"names .*ckpt-9, but .*ckpt-9.index is missing"):
         tp.load_checkpoint(str(tmp_path))

@@ -128,3 +128,17 @@ def test_stale_temporaries_of_dead_writers_are_removed_by_the_next_save(tmp_path
     assert tp.latest_checkpoint(str(tmp_path)) is None  # readers ignore them
     tp.save_tensors(str(tmp_path / "new"), {"x": np.zeros(1)})
     assert not dead.exists() and ours.exists()  # a live writer's files are left alone
+
+
+def test_state_file_naming_a_deleted_checkpoint_says_what_to_do(tmp_path) -> None:
+    ckpt = tp.Checkpoint(v=tp.Variable(1.0))
+    first = ckpt.save(str(tmp_path / "ckpt"))
+    second = ckpt.save(str(tmp_path / "ckpt"))
+    (tmp_path / "checkpoint").write_text(
+        f'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-2"\n')
+    os.unlink(second + ".index")
+    for action in (lambda: tp.Checkpoint(v=tp.Variable(0.0)).restore(str(tmp_path)),
+                   lambda: tp.load_checkpoint(str(tmp_path)), lambda: tp.CheckpointView(str(tmp_path))):
+        with pytest.raises(tp.errors.NotFoundError, match=r"names .*ckpt-2, but .*ckpt-2.index is missing.*ckpt-1"):
+            action()
+    assert first.endswith("ckpt-1")

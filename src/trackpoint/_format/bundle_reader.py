@@ -95,6 +95,8 @@ def _decode_entry(buf: bytes) -> tuple[int, tuple[int, ...], int, int, int, int,
         elif tag == 0x12:
             length, pos = _varint(buf, pos)
             shape_end = pos + length
+            if shape_end > end:
+                return None
             while pos < shape_end:
                 if buf[pos] != 0x12:
                     return None
@@ -209,8 +211,8 @@ class BundleReader:
             raise NotFoundError(f"Key {name} not found in checkpoint {self.prefix}")
         try:
             fields = _decode_entry(value)
-        except ValueError:
-            fields = None
+        except (ValueError, IndexError):
+            fields = None  # malformed: protobuf's parser says what is wrong
         if fields is None:
             proto = pb.BundleEntryProto()
             try:
