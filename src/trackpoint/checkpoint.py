@@ -12,7 +12,7 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.state_file import write_state
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.restore import CheckpointPosition, RestoreCoordinator, parse_graph
-from trackpoint._graph.serialize import serialize
+from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.write import write_bundle
@@ -126,8 +126,9 @@ class Checkpoint(AutoTrackable):
         callbacks = list(options.experimental_write_callbacks or ())
         sharding = options.experimental_sharding_callback
 
-        def write(tensors: list[tuple[str, Any]]) -> None:
-            write_bundle(prefix, tensors, sharding, serialized.owners)
+        def write(state: SerializedCheckpoint) -> None:
+            tensors, owners = state.with_graph()
+            write_bundle(prefix, tensors, sharding, owners)
             run_write_callbacks(callbacks, prefix)
 
         if options.enable_async:
@@ -135,7 +136,7 @@ class Checkpoint(AutoTrackable):
             self._async_writer().submit(lambda: write(snapshot))
         else:
             self.sync()  # keep saves in order behind any background write
-            write(serialized.tensors)
+            write(serialized)
         return prefix
 
     def write(self, file_prefix: str, options: CheckpointOptions | None = None) -> str:

@@ -74,24 +74,37 @@ def object_paths(root: Trackable, attached: Mapping[str, Trackable] = {}) -> lis
 
 @dataclass(frozen=True)
 class SerializedCheckpoint:
-    """What a save writes: ``tensors`` in write order (the object graph last).
+    """What a save writes, captured at the moment of the call.
+
+    The object graph is kept as plain lists and encoded only by :meth:`with_graph`, so an
+    async save leaves that work to the writer thread.
 
     Attributes:
-        tensors: ``(checkpoint key, value)`` pairs.
-        owners: The object each tensor came from (None for the graph), parallel to ``tensors``.
+        values: ``(checkpoint key, value)`` pairs in write order, the graph not included.
+        owners: The object each value came from, parallel to ``values``.
     """
 
-    tensors: list[tuple[str, Any]]
-    owners: list[Trackable | None]
+    values: list[tuple[str, Any]]
+    owners: list[Trackable]
+    _graph: tuple[list[list[tuple[int, str]]], list[list[tuple[str, str, str]]], list[list[tuple[int, str, int]]]]
 
-    def snapshot(self) -> list[tuple[str, Any]]:
-        """The tensors frozen at this moment, for a write that happens later.
+    def snapshot(self) -> SerializedCheckpoint:
+        """A copy whose values cannot change any more, for a write that happens later.
 
         ``tp.Variable`` values are never modified in place (assign installs a new array),
         so they are taken as they are, copy-on-write; any other array is copied.
         """
-        return [(key, value if isinstance(owner, Variable) or isinstance(value, bytes) else np.array(value, copy=True))
-                for (key, value), owner in zip(self.tensors, self.owners)]
+        values = [(key, value if isinstance(owner, Variable) or isinstance(value, bytes) else np.array(value, copy=True))
+                  for (key, value), owner in zip(self.values, self.owners)]
+        return SerializedCheckpoint(values, self.owners, self._graph)
+
+    def with_graph(self) -> tuple[list[tuple[str, Any]], list[Trackable | None]]:
+        """All tensors to write, the encoded object graph last, and their owners."""
+        references, attributes, slot_refs = self._graph
+        has_values = _checkpoint_values(references, attributes, slot_refs)
+        graph = b"".join(_field(1, _encode_node(references[i], attributes[i], slot_refs[i], has_values[i]))
+                         for i in range(len(references)))
+        return self.values + [(OBJECT_GRAPH_KEY, graph)], list(self.owners) + [None]
 
 
 _LENGTH_TAGS = [bytes((n << 3 | 2,)) for n in range(6)]
@@ -144,9 +157,9 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {}) -> Serial
                 path_strings.append(slot_variable_key(path_strings[var_id], path_strings[opt_id], slot_name))
 
     tensors: list[tuple[str, Any]] = []
-    owners: list[Trackable | None] = []
+    owners: list[Trackable] = []
     python_tensors: list[tuple[str, Any]] = []
-    python_owners: list[Trackable | None] = []
+    python_owners: list[Trackable] = []
     attributes: list[list[tuple[str, str, str]]] = []
     for node_id, obj in enumerate(objects):
         values = obj._serialize_to_tensors()
@@ -168,14 +181,9 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {}) -> Serial
         if after_save is not None:
             after_save()  # lets grouped objects (split dependencies) check they were saved together
 
-    has_values = _checkpoint_values(references, attributes, slot_refs)
-    graph = b"".join(
-        _field(1, _encode_node(references[i], attributes[i], slot_refs[i], has_values[i])) for i in range(len(objects)))
     tensors.extend(python_tensors)
     owners.extend(python_owners)
-    tensors.append((OBJECT_GRAPH_KEY, graph))
-    owners.append(None)
-    return SerializedCheckpoint(tensors, owners)
+    return SerializedCheckpoint(tensors, owners, (references, attributes, slot_refs))
 
 
 def _encode_node(references: list[tuple[int, str]], attributes: list[tuple[str, str, str]],
