@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -184,58 +186,69 @@ def peak_extra_memory(arrays: list[np.ndarray], directory: str, with_adam: bool)
     return results[0], results[1]
 
 
+CONTENDERS = {c.name: c for c in (Trackpoint, Safetensors, Raw, RawFsync, TensorFlow)}
+
+
+def run_child(contender_name: str, workload: str, quick: bool, repeats: int) -> dict[str, float]:
+    """Measure one contender on one workload (in its own process, see main)."""
+    arrays = workloads(quick)[workload]
+    directory = tempfile.mkdtemp(prefix=f"tp-compare-{workload}-")
+    try:
+        contender = CONTENDERS[contender_name](arrays, directory, workload == "mixed")
+        row = {"write": median_time(contender.write, repeats), "read": median_time(contender.read, repeats)}
+        if hasattr(contender, "async_save"):
+            row["async"] = median_time(contender.async_save, repeats, setup=contender.finish)
+            contender.finish()
+        if contender_name == "trackpoint":
+            del contender
+            gc.collect()
+            row["mem_save"], row["mem_read"] = peak_extra_memory(arrays, directory, workload == "mixed")
+            row["size"] = sum(a.nbytes for a in arrays)
+            row["largest"] = max(a.nbytes for a in arrays)
+        return row
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1/8 of the sizes, 2 repetitions")
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--workload", action="append", help="run only these workloads")
     parser.add_argument("--no-tf", action="store_true", help="skip TensorFlow")
+    parser.add_argument("--child", nargs=2, metavar=("CONTENDER", "WORKLOAD"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     repeats = args.repeats or (2 if args.quick else 5)
-    contenders: list[type] = [Trackpoint, Safetensors, Raw, RawFsync] + ([] if args.no_tf else [TensorFlow])
+    if args.child:
+        print(json.dumps(run_child(args.child[0], args.child[1], args.quick, repeats)))
+        return 0
+    names = ["trackpoint", "safetensors", "raw", "raw+fsync"] + ([] if args.no_tf else ["tensorflow"])
     start = time.perf_counter()
     import_start = time.perf_counter()
-    __import__("subprocess").run([sys.executable, "-c", "import trackpoint"], check=True)
+    subprocess.run([sys.executable, "-c", "import trackpoint"], check=True)
     print(f"import trackpoint in a fresh process (incl. interpreter start): {time.perf_counter() - import_start:.3f} s")
-    print(f"repeats: {repeats}, medians in seconds\n")
-    header = f"{'workload':<8} {'contender':<12} {'write':>8} {'read':>8} {'async':>8}"
-    print(header)
-    for name, arrays in workloads(args.quick).items():
+    print(f"repeats: {repeats}, medians in seconds; each contender runs in a fresh process\n")
+    print(f"{'workload':<8} {'contender':<12} {'write':>8} {'read':>8} {'async':>8}")
+    for name in workloads(args.quick):
         if args.workload and name not in args.workload:
             continue
         results: dict[str, dict[str, float]] = {}
-        directory = tempfile.mkdtemp(prefix=f"tp-compare-{name}-")
-        try:
-            for contender_type in contenders:
-                contender = contender_type(arrays, directory, name == "mixed")
-                row = {"write": median_time(contender.write, repeats)}
-                row["read"] = median_time(contender.read, repeats)
-                if hasattr(contender, "async_save"):
-                    row["async"] = median_time(contender.async_save, repeats, setup=contender.finish)
-                    contender.finish()
-                results[contender.name] = row
-                cells = " ".join(f"{row.get(k, float('nan')):>8.3f}" for k in ("write", "read", "async"))
-                print(f"{name:<8} {contender.name:<12} {cells}")
-                del contender
-                gc.collect()
-            size = sum(a.nbytes for a in arrays)
-            save_extra, read_extra = peak_extra_memory(arrays, directory, name == "mixed")
-            largest = max(a.nbytes for a in arrays)
-            results["memory"] = {"save": save_extra, "read": read_extra, "size": size, "largest": largest}
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
+        for contender in names:
+            command = [sys.executable, __file__, "--child", contender, name, "--repeats", str(repeats)]
+            output = subprocess.run(command + (["--quick"] if args.quick else []), check=True,
+                                    capture_output=True, text=True).stdout
+            row = results[contender] = json.loads(output.strip().splitlines()[-1])
+            cells = " ".join(f"{row.get(k, float('nan')):>8.3f}" for k in ("write", "read", "async"))
+            print(f"{name:<8} {contender:<12} {cells}", flush=True)
         ours = results["trackpoint"]
-        for other in ("tensorflow", "safetensors", "raw", "raw+fsync"):
-            if other in results:
-                ratios = " ".join(
-                    f"{op} {ours[op] / results[other][op]:.3f}x" for op in ("write", "read", "async")
-                    if op in results[other])
-                print(f"{'':<8} trackpoint/{other}: {ratios}")
-        mem = results["memory"]
+        for other in names[1:]:
+            ratios = " ".join(f"{op} {ours[op] / results[other][op]:.3f}x" for op in ("write", "read", "async")
+                              if op in results[other])
+            print(f"{'':<8} trackpoint/{other}: {ratios}")
         print(f"{'':<8} trackpoint async/sync save: {ours['async'] / ours['write']:.1%}")
-        print(f"{'':<8} trackpoint peak extra memory: save {mem['save'] / MiB:.1f} MiB "
-              f"({mem['save'] / mem['size']:.1%} of {mem['size'] / MiB:.0f} MiB), restore {mem['read'] / MiB:.1f} MiB "
-              f"(largest tensor {mem['largest'] / MiB:.1f} MiB)\n")
+        print(f"{'':<8} trackpoint peak extra memory: save {ours['mem_save'] / MiB:.1f} MiB "
+              f"({ours['mem_save'] / ours['size']:.1%} of {ours['size'] / MiB:.0f} MiB), restore "
+              f"{ours['mem_read'] / MiB:.1f} MiB (largest tensor {ours['largest'] / MiB:.1f} MiB)\n")
     print(f"total {time.perf_counter() - start:.1f} s")
     return 0
 

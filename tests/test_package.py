@@ -59,3 +59,14 @@ def test_error_tree() -> None:
     assert issubclass(errors.NotFoundError, FileNotFoundError)
     assert issubclass(errors.DataLossError, OSError) and issubclass(errors.DataLossError, errors.CheckpointError)
     assert issubclass(errors.InvalidArgumentError, ValueError)
+
+
+def test_no_code_path_unpickles_or_evaluates_file_content() -> None:
+    import pathlib
+    import re
+
+    source = pathlib.Path(tp.__file__).parent
+    forbidden = re.compile(r"\b(import pickle|from pickle|cPickle|dill|marshal\.loads|eval\(|exec\(|yaml\.load)")
+    offenders = [str(path) for path in source.rglob("*.py")
+                 if not path.name.endswith("_pb2.py") and forbidden.search(path.read_text())]
+    assert offenders == []

@@ -91,7 +91,11 @@ def _decode_entry(buf: bytes) -> tuple[int, tuple[int, ...], int, int, int, int,
         tag = buf[pos]
         pos += 1
         if tag == 0x08:
-            dtype, pos = _varint(buf, pos)
+            dtype = buf[pos]
+            if dtype < 0x80:
+                pos += 1
+            else:
+                dtype, pos = _varint(buf, pos)
         elif tag == 0x12:
             length, pos = _varint(buf, pos)
             shape_end = pos + length
@@ -103,6 +107,9 @@ def _decode_entry(buf: bytes) -> tuple[int, tuple[int, ...], int, int, int, int,
                 dim_len, pos = _varint(buf, pos + 1)
                 dim_end = pos + dim_len
                 dim = 0
+                if dim_len == 2 and buf[pos] == 0x08 and buf[pos + 1] < 0x80:  # one small dimension
+                    dim = buf[pos + 1]
+                    pos = dim_end
                 while pos < dim_end:
                     if buf[pos] != 0x08:
                         return None

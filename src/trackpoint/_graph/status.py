@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,20 +53,25 @@ class CheckpointLoadStatus:
         self._root = root
         self._attached = attached  # live: save_counter may be attached after the restore
 
-    def _live_objects(self) -> list[tuple[Trackable, str]]:
-        found = []
-        for obj, path in object_paths(self._root, self._attached):
-            found.append((obj, ".".join(("(root)",) + path)))
-            for slot_owner in (obj,):
-                get_slot_names = getattr(slot_owner, "get_slot_names", None)
-                if get_slot_names is None:
-                    continue
-                for var, var_path in object_paths(self._root, self._attached):
-                    for name in get_slot_names():
-                        slot = slot_owner.get_slot(var, name)
-                        if slot is not None:
-                            found.append((slot, f"(root).{'.'.join(path)}'s state '{name}' for (root)."
-                                                + ".".join(var_path)))
+    def _live_objects(self) -> list[tuple[Trackable, Callable[[], str]]]:
+        """Every live object (slot variables included) with a function giving its path.
+
+        Paths are only spelled out for the few objects a message mentions.
+        """
+        walk = object_paths(self._root, self._attached)
+        found: list[tuple[Trackable, Callable[[], str]]] = []
+        for obj, path in walk:
+            found.append((obj, lambda path=path: ".".join(("(root)",) + path)))
+        for optimizer, opt_path in walk:
+            get_slot_names = getattr(optimizer, "get_slot_names", None)
+            if get_slot_names is None:
+                continue
+            for name in get_slot_names():
+                for var, var_path in walk:
+                    slot = optimizer.get_slot(var, name)
+                    if slot is not None:
+                        found.append((slot, lambda o=opt_path, n=name, v=var_path: (
+                            ".".join(("(root)",) + o) + f"'s state '{n}' for " + ".".join(("(root)",) + v))))
         return found
 
     def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
@@ -76,7 +81,7 @@ class CheckpointLoadStatus:
             if obj._tp_update_uid < coordinator.restore_uid and _has_values(obj):
                 raise AssertionError(f"Object {coordinator.paths[node_id]} not assigned a value from checkpoint.")
         bound = {id(o) for o in coordinator.object_by_proto_id.values()}
-        unmatched = [path for obj, path in self._live_objects() if _has_values(obj) and id(obj) not in bound]
+        unmatched = [path() for obj, path in self._live_objects() if id(obj) not in bound and _has_values(obj)]
         unmatched = [p for p in unmatched if not (coordinator.skip_slot_variables and "'s state '" in p)]
         if unmatched:
             raise AssertionError(
@@ -139,7 +144,7 @@ class CheckpointLoadStatus:
         for node_id in coordinator.unrestored_values():
             pending[paths[node_id]] = node_id in waiting
         bound = {id(o) for o in coordinator.object_by_proto_id.values()}
-        missing = tuple(path for obj, path in self._live_objects() if _has_values(obj) and id(obj) not in bound)
+        missing = tuple(path() for obj, path in self._live_objects() if id(obj) not in bound and _has_values(obj))
         return RestoreReport(
             matched=tuple(paths[i] for i in sorted(coordinator.object_by_proto_id.keys())),
             pending=pending,
