@@ -11,6 +11,7 @@ from trackpoint._format import naming
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.state_file import write_state
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
+from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.restore import CheckpointPosition, RestoreCoordinator, parse_graph
 from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
@@ -122,7 +123,8 @@ class Checkpoint(AutoTrackable):
         """Serialize now; write (here, or on the background thread) and then run the callbacks."""
         options = _options(options)
         prefix = os.fspath(file_prefix)
-        serialized = serialize(self._tp_graph_root, self._tp_attached)
+        with gc_paused():
+            serialized = serialize(self._tp_graph_root, self._tp_attached)
         callbacks = list(options.experimental_write_callbacks or ())
         sharding = options.experimental_sharding_callback
 
@@ -184,16 +186,20 @@ class Checkpoint(AutoTrackable):
         coordinator = RestoreCoordinator(reader, parse_graph(raw, prefix), options.experimental_skip_slot_variables)
         root = self._tp_graph_root
         try:
-            CheckpointPosition(coordinator, 0).restore(root)
-            root_children = {c.local_name: c.node_id for c in coordinator.graph.nodes[0].children}
-            for name, obj in self._tp_attached.items():
-                if name == "root" or name not in root_children:
-                    continue
-                CheckpointPosition(coordinator, root_children[name]).restore(obj)
+            with gc_paused():
+                self._restore_root(coordinator, root)
         except BaseException:
             coordinator.expect_partial = True  # the exception says what went wrong; no second warning
             raise
         return CheckpointLoadStatus(coordinator, root, self._tp_attached)
+
+    def _restore_root(self, coordinator: RestoreCoordinator, root: Trackable) -> None:
+        """Bind node 0 to the root, then each attached dependency to its edge from node 0."""
+        CheckpointPosition(coordinator, 0).restore(root)
+        root_children = {c.local_name: c.node_id for c in coordinator.graph.nodes[0].children}
+        for name, obj in self._tp_attached.items():
+            if name != "root" and name in root_children:
+                CheckpointPosition(coordinator, root_children[name]).restore(obj)
 
     def restore(self, save_path: str | None, options: CheckpointOptions | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
         """Restore from a prefix (or a directory with a ``checkpoint`` file); values arrive now or on creation.

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trackpoint._graph.restore import RestoreCoordinator
-from trackpoint._graph.serialize import object_paths
+from trackpoint._graph.serialize import children_with_attached
 from trackpoint._tracking.base import Trackable
 
 __all__ = ["CheckpointLoadStatus", "InitializationOnlyStatus", "RestoreReport"]
@@ -58,20 +58,27 @@ class CheckpointLoadStatus:
 
         Paths are only spelled out for the few objects a message mentions.
         """
-        walk = object_paths(self._root, self._attached)
-        found: list[tuple[Trackable, Callable[[], str]]] = []
-        for obj, path in walk:
-            found.append((obj, lambda path=path: ".".join(("(root)",) + path)))
-        for optimizer, opt_path in walk:
+        objects, parents = _reachable(self._root, self._attached)
+
+        def path(index: int) -> str:
+            names = []
+            while index > 0:
+                index, name = parents[index]
+                names.append(name)
+            return ".".join(["(root)"] + names[::-1])
+
+        found: list[tuple[Trackable, Callable[[], str]]] = [
+            (obj, lambda i=i: path(i)) for i, obj in enumerate(objects)]
+        for opt_index, optimizer in enumerate(objects):
             get_slot_names = getattr(optimizer, "get_slot_names", None)
             if get_slot_names is None:
                 continue
             for name in get_slot_names():
-                for var, var_path in walk:
+                for var_index, var in enumerate(objects):
                     slot = optimizer.get_slot(var, name)
                     if slot is not None:
-                        found.append((slot, lambda o=opt_path, n=name, v=var_path: (
-                            ".".join(("(root)",) + o) + f"'s state '{n}' for " + ".".join(("(root)",) + v))))
+                        found.append((slot, lambda o=opt_index, n=name, v=var_index: (
+                            f"{path(o)}'s state '{n}' for {path(v)}")))
         return found
 
     def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
@@ -151,6 +158,23 @@ class CheckpointLoadStatus:
             missing_from_checkpoint=missing,
             unused_attributes={paths[i]: tuple(n) for i, n in coordinator.unused_attributes.items()},
         )
+
+
+def _reachable(root: Trackable, attached: Mapping[str, Trackable]) -> tuple[list[Trackable], list[tuple[int, str]]]:
+    """Objects reachable from ``root`` breadth first, with (parent index, name) to rebuild paths."""
+    objects = [root]
+    parents: list[tuple[int, str]] = [(-1, "")]
+    seen = {id(root)}
+    index = 0
+    while index < len(objects):
+        children = children_with_attached(objects[index], root, attached)
+        for name, child in children.items():
+            if id(child) not in seen:
+                seen.add(id(child))
+                objects.append(child)
+                parents.append((index, name))
+        index += 1
+    return objects, parents
 
 
 def _subtree(coordinator: RestoreCoordinator, node_id: int) -> set[int]:
