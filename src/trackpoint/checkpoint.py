@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import naming
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.state_file import write_state
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY

@@ -135,7 +135,7 @@ def test_state_file_naming_a_deleted_checkpoint_says_what_to_do(tmp_path) -> Non
     first = ckpt.save(str(tmp_path / "ckpt"))
     second = ckpt.save(str(tmp_path / "ckpt"))
     (tmp_path / "checkpoint").write_text(
-        f'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-2"\n')
+        'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-2"\n')
     os.unlink(second + ".index")
     for action in (lambda: tp.Checkpoint(v=tp.Variable(0.0)).restore(str(tmp_path)),
                    lambda: tp.load_checkpoint(str(tmp_path)), lambda: tp.CheckpointView(str(tmp_path))):
