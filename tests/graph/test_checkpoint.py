@@ -325,6 +325,14 @@ def _wrap(value: object) -> tp.Trackable:
 
 
 def _variables(ckpt: tp.Checkpoint) -> list[tuple[str, tp.Variable]]:
-    from trackpoint._graph.serialize import object_paths
-
-    return [(".".join(p), o) for o, p in object_paths(ckpt) if isinstance(o, tp.Variable)]
+    """Variables in breadth-first order of first discovery, with their paths."""
+    found, seen, queue = [], {id(ckpt)}, [(ckpt, "")]
+    while queue:
+        obj, path = queue.pop(0)
+        if isinstance(obj, tp.Variable):
+            found.append((path, obj))
+        for name, child in obj._trackable_children().items():
+            if id(child) not in seen:
+                seen.add(id(child))
+                queue.append((child, f"{path}.{name}"))
+    return found

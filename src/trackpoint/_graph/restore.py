@@ -258,12 +258,6 @@ class CheckpointPosition:
                 pending.append((self, trackable, wanted))
         trackable._tp_update_uid = coordinator.restore_uid
 
-    def _single_restore(self, trackable: Trackable) -> None:
-        pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]] = []
-        self._gather(trackable, pending)
-        if pending:
-            self.coordinator.assign(pending)
-
     def _children_to_restore(self, trackable: Trackable) -> list[tuple[CheckpointPosition, Trackable]]:
         coordinator = self.coordinator
         out = []

@@ -24,7 +24,7 @@ from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.python_state import PythonState
 from trackpoint._tracking.variables import Variable
 
-__all__ = ["SerializedCheckpoint", "children_with_attached", "object_paths", "serialize"]
+__all__ = ["SerializedCheckpoint", "children_with_attached", "serialize"]
 
 
 def children_with_attached(obj: Trackable, root: Trackable, attached: Mapping[str, Trackable]) -> dict[str, Trackable]:
@@ -38,23 +38,20 @@ def children_with_attached(obj: Trackable, root: Trackable, attached: Mapping[st
 @dataclass(frozen=True)
 class _Walk:
     nodes: list[Trackable]
-    paths: list[tuple[str, ...]]
-    path_strings: list[str]
+    path_strings: list[str]  # escaped object paths, as checkpoint keys spell them
     children: list[dict[str, Trackable]]
     ids: dict[int, int]
 
 
 def _bfs(root: Trackable, attached: Mapping[str, Trackable]) -> _Walk:
     nodes: list[Trackable] = []
-    paths: list[tuple[str, ...]] = []
     path_strings: list[str] = []
     children: list[dict[str, Trackable]] = []
     ids: dict[int, int] = {id(root): 0}
-    queue: deque[tuple[Trackable, tuple[str, ...], str]] = deque([(root, (), "")])
+    queue: deque[tuple[Trackable, str]] = deque([(root, "")])
     while queue:
-        obj, path, path_string = queue.popleft()
+        obj, path_string = queue.popleft()
         nodes.append(obj)
-        paths.append(path)
         path_strings.append(path_string)
         kids = children_with_attached(obj, root, attached)
         children.append(kids)
@@ -62,14 +59,8 @@ def _bfs(root: Trackable, attached: Mapping[str, Trackable]) -> _Walk:
             if id(child) not in ids:
                 ids[id(child)] = len(ids)
                 escaped = escape_local_name(name)
-                queue.append((child, path + (name,), f"{path_string}/{escaped}" if path_string else escaped))
-    return _Walk(nodes, paths, path_strings, children, ids)
-
-
-def object_paths(root: Trackable, attached: Mapping[str, Trackable] = {}) -> list[tuple[Trackable, tuple[str, ...]]]:
-    """Every object reachable from ``root`` with its first-discovered path, in node order."""
-    walk = _bfs(root, attached)
-    return list(zip(walk.nodes, walk.paths))
+                queue.append((child, f"{path_string}/{escaped}" if path_string else escaped))
+    return _Walk(nodes, path_strings, children, ids)
 
 
 @dataclass(frozen=True)
