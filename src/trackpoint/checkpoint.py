@@ -27,14 +27,6 @@ from trackpoint.reader import resolve_prefix
 __all__ = ["Checkpoint"]
 
 
-def _options(options: CheckpointOptions | None) -> CheckpointOptions:
-    if options is None:
-        return CheckpointOptions()
-    if not isinstance(options, CheckpointOptions):
-        raise InvalidArgumentError(f"options must be a tp.CheckpointOptions, got {type(options).__name__}")
-    return options
-
-
 class Checkpoint(AutoTrackable):
     """Groups trackable objects and saves/restores them with TF's object-based format.
 
@@ -120,7 +112,7 @@ class Checkpoint(AutoTrackable):
 
     def _write(self, file_prefix: str, options: CheckpointOptions | None) -> str:
         """Serialize now; write (here, or on the background thread) and then run the callbacks."""
-        options = _options(options)
+        options = CheckpointOptions.coerce(options)
         prefix = os.fspath(file_prefix)
         with gc_paused():
             serialized = serialize(self._tp_graph_root, self._tp_attached)
@@ -156,7 +148,7 @@ class Checkpoint(AutoTrackable):
         def record_state() -> None:
             write_state(os.path.dirname(path) or ".", path)
 
-        return self._write(path, _options(options).with_callbacks(record_state))
+        return self._write(path, CheckpointOptions.coerce(options).with_callbacks(record_state))
 
     def sync(self) -> None:
         """Wait until background saves finish; re-raise the failure of one (unlike TF, which only waits)."""
@@ -168,7 +160,7 @@ class Checkpoint(AutoTrackable):
 
     def read(self, save_path: str | None, options: CheckpointOptions | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
         """Restore from ``save_path`` without creating ``save_counter`` (for ``write()`` checkpoints)."""
-        options = _options(options)
+        options = CheckpointOptions.coerce(options)
         if save_path is None:
             return InitializationOnlyStatus()
         self.sync()  # a checkpoint still being written is completed first

@@ -169,10 +169,7 @@ class CheckpointManager:
             self._sweep()
             self._record_state()
 
-        base = options if options is not None else CheckpointOptions()
-        if not isinstance(base, CheckpointOptions):
-            raise InvalidArgumentError(f"options must be a tp.CheckpointOptions, got {type(base).__name__}")
-        return self._checkpoint._write(path, base.with_callbacks(record_and_sweep))
+        return self._checkpoint._write(path, CheckpointOptions.coerce(options).with_callbacks(record_and_sweep))
 
     def restore_or_initialize(self) -> str | None:
         """Restore the latest checkpoint and return its path, or run ``init_fn`` and return None."""

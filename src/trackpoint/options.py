@@ -120,6 +120,15 @@ class CheckpointOptions:
             clone.experimental_write_callbacks = list(self.experimental_write_callbacks)
         return clone
 
+    @classmethod
+    def coerce(cls, options: CheckpointOptions | None) -> CheckpointOptions:
+        """``options``, or the defaults for None; anything else is an error."""
+        if options is None:
+            return cls()
+        if not isinstance(options, CheckpointOptions):
+            raise InvalidArgumentError(f"options must be a tp.CheckpointOptions, got {type(options).__name__}")
+        return options
+
     def with_callbacks(self, *callbacks: WriteCallback) -> CheckpointOptions:
         """A copy with ``callbacks`` appended (the caller's list is never changed)."""
         clone = copy.copy(self)
