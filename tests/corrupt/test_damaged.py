@@ -223,3 +223,14 @@ def test_state_file_naming_a_missing_checkpoint(tmp_path) -> None:
     assert tp.latest_checkpoint(str(tmp_path)) is None
     with pytest.raises(NotFoundError, match=r"names .*ckpt-9, but .*ckpt-9.index is missing"):
         tp.load_checkpoint(str(tmp_path))
+
+
+@pytest.mark.parametrize("where", [0, 3_000_000, 9_000_000, 12_582_911])
+def test_large_tensor_read_in_parallel_parts_still_catches_one_flipped_byte(tmp_path, where: int) -> None:
+    prefix = str(tmp_path / "big")
+    value = np.arange(12_582_912 // 4, dtype=np.float32)  # 12 MiB: read by several threads
+    tp.save_tensors(prefix, {"w": value})
+    assert np.array_equal(tp.load_variable(prefix, "w"), value)
+    _flip(naming.data_filename(prefix, 0, 1), where)
+    with pytest.raises(DataLossError, match="checksum mismatch for key 'w'"):
+        tp.load_variable(prefix, "w")

@@ -73,3 +73,10 @@ def test_parse_and_format_spec() -> None:
 def test_proto_round_trip_keeps_full_extents() -> None:
     extents = ((0, -1), (3, 2))
     assert slices.extents_from_proto(slices.extents_to_proto(extents)) == extents
+
+
+@given(st.binary(max_size=600), st.binary(max_size=3000))
+def test_crc32c_combine(a: bytes, b: bytes) -> None:
+    from trackpoint._format.crc import crc32c_combine
+
+    assert crc32c_combine(crc32c(a), crc32c(b), len(b)) == crc32c(a + b)

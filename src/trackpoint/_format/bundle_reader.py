@@ -20,7 +20,7 @@ import numpy as np
 
 from trackpoint._format import naming, slices, sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
-from trackpoint._format.crc import crc32c, unmask
+from trackpoint._format.crc import crc32c, crc32c_combine, unmask
 from trackpoint._format.dtypes import DType, enum_name, from_enum
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
@@ -28,10 +28,10 @@ from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 __all__ = ["BundleReader", "Entry"]
 
 _MAX_INDEX_BYTES = 1 << 31
-_PARALLEL_READ_BYTES = 1 << 20  # tensors this large are read on their own, several at once
+_PARALLEL_READ_BYTES = 1 << 20  # tensors this large are read on their own, not in runs
 _RUN_BYTES = 16 << 20  # smaller ones are fetched in runs of up to this many bytes
 _RUN_GAP = 64 << 10  # bytes of unrelated data worth reading through rather than seeking past
-_READ_THREADS = 4
+_READ_THREADS = min(4, os.cpu_count() or 1)
 _CHUNK_BYTES = 2 << 20  # large tensors are read in chunks of this size, overlapping read and crc (2 MiB measured best)
 _MAX_RANK = 254  # TensorShape::MaxDimensions
 
@@ -291,7 +291,7 @@ class BundleReader:
         size = entry.size
         buf = dest if dest is not None else memoryview(bytearray(size))
         if verify and size >= 2 * _CHUNK_BYTES:
-            crc = self._read_pipelined(fd, entry, buf)
+            crc = self._read_parallel(fd, entry, buf)
         else:
             self._pread(fd, entry, buf, 0, size)
             crc = crc32c(buf) if verify else 0
@@ -310,22 +310,32 @@ class BundleReader:
                 raise DataLossError(f"{self._data_path(entry)}: unexpected end of file reading key {entry.key!r}")
             done += n
 
-    def _read_pipelined(self, fd: int, entry: Entry, buf: memoryview) -> int:
-        """Read a large tensor in chunks, checksumming each chunk while the next one is read.
+    def _read_parallel(self, fd: int, entry: Entry, buf: memoryview) -> int:
+        """Read a large tensor with several threads, each checksumming its own part; return the crc.
 
-        Both the read and crc32c release the GIL, so they overlap on two cores without any
-        memory beyond the destination buffer.
+        File reads and crc32c both release the GIL, so the parts proceed at once on several
+        cores; each thread works in cache-sized chunks, checksumming what it has just read.
+        The parts' crcs are then combined. No memory is used beyond the destination.
         """
         size = entry.size
-        bounds = [(start, min(start + _CHUNK_BYTES, size)) for start in range(0, size, _CHUNK_BYTES)]
-        crc = 0
-        with ThreadPoolExecutor(max_workers=1) as reader:
-            pending = reader.submit(self._pread, fd, entry, buf, *bounds[0])
-            for i, (start, stop) in enumerate(bounds):
-                pending.result()
-                if i + 1 < len(bounds):
-                    pending = reader.submit(self._pread, fd, entry, buf, *bounds[i + 1])
-                crc = crc32c(buf[start:stop], crc)
+        parts = min(_READ_THREADS, max(1, size // _CHUNK_BYTES))
+        step = -(-size // parts)
+
+        def read_part(start: int) -> int:
+            stop = min(start + step, size)
+            crc = 0
+            for chunk in range(start, stop, _CHUNK_BYTES):
+                end = min(chunk + _CHUNK_BYTES, stop)
+                self._pread(fd, entry, buf, chunk, end)
+                crc = crc32c(buf[chunk:end], crc)
+            return crc
+
+        starts = list(range(0, size, step))
+        with ThreadPoolExecutor(max_workers=len(starts)) as pool:
+            crcs = list(pool.map(read_part, starts))
+        crc = crcs[0]
+        for start, part_crc in zip(starts[1:], crcs[1:]):
+            crc = crc32c_combine(crc, part_crc, min(start + step, size) - start)
         return crc
 
     def _check_numeric(self, entry: Entry) -> DType:
@@ -367,7 +377,7 @@ class BundleReader:
         """Read several tensors at once, checksums verified; results in the order of ``keys``.
 
         Small tensors lying next to each other in a shard are fetched with one read and
-        handed out as read-only views of it; large ones are read by a few threads at once,
+        handed out as read-only views of it; each large one is read by a few threads at once,
         since file reads and crc32c release the GIL. Everything is validated against the
         files before anything is allocated.
         """
@@ -387,13 +397,8 @@ class BundleReader:
                 small.setdefault(entry.shard_id, []).append((i, entry, dtype))
         for shard_id, items in small.items():
             self._read_runs(shard_id, items, results)
-        if len(large) > 1:
-            with ThreadPoolExecutor(max_workers=_READ_THREADS) as pool:
-                arrays = list(pool.map(lambda item: self._read_plain(item[1], item[2], None), large))
-        else:
-            arrays = [self._read_plain(entry, dtype, None) for _, entry, dtype in large]
-        for (i, _, _), array in zip(large, arrays):
-            results[i] = array
+        for i, entry, dtype in large:  # one at a time: each is read by several threads
+            results[i] = self._read_plain(entry, dtype, None)
         return results  # type: ignore[return-value]
 
     def _read_runs(self, shard_id: int, items: list[tuple[int, Entry, DType]],

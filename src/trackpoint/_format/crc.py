@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import crc32c as _crc32c
 
-__all__ = ["MASK_DELTA", "crc32c", "mask", "unmask"]
+__all__ = ["MASK_DELTA", "crc32c", "crc32c_combine", "mask", "unmask"]
 
 MASK_DELTA = 0xA282EAD8
 
@@ -27,3 +27,48 @@ def unmask(masked: int) -> int:
     """Invert :func:`mask`."""
     rot = (masked - MASK_DELTA) & 0xFFFFFFFF
     return ((rot >> 17) | (rot << 15)) & 0xFFFFFFFF
+
+
+_POLY = 0x82F63B78  # CRC-32C, reflected
+
+
+def _gf2_times(matrix: list[int], vector: int) -> int:
+    total = 0
+    i = 0
+    while vector:
+        if vector & 1:
+            total ^= matrix[i]
+        vector >>= 1
+        i += 1
+    return total
+
+
+def _gf2_square(matrix: list[int]) -> list[int]:
+    return [_gf2_times(matrix, row) for row in matrix]
+
+
+def crc32c_combine(crc_a: int, crc_b: int, length_b: int) -> int:
+    """The crc of ``a + b`` from ``crc32c(a)``, ``crc32c(b)`` and ``len(b)``.
+
+    Lets several threads checksum parts of one tensor at once. It shifts ``crc_a`` through
+    ``length_b`` zero bytes with the usual GF(2) matrix squaring (zlib's crc32_combine).
+    """
+    if length_b <= 0:
+        return crc_a
+    odd = [_POLY] + [1 << i for i in range(31)]  # the operator for one zero bit
+    even = _gf2_square(odd)  # two zero bits
+    odd = _gf2_square(even)  # four zero bits
+    while True:
+        even = _gf2_square(odd)  # apply a zero byte the first time, then more
+        if length_b & 1:
+            crc_a = _gf2_times(even, crc_a)
+        length_b >>= 1
+        if not length_b:
+            break
+        odd = _gf2_square(even)
+        if length_b & 1:
+            crc_a = _gf2_times(odd, crc_a)
+        length_b >>= 1
+        if not length_b:
+            break
+    return crc_a ^ crc_b
