@@ -26,7 +26,8 @@ from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.dtypes import enum_name
 from trackpoint._format.state_file import CheckpointState, read_state
 from trackpoint._saving.write import write_bundle
-from trackpoint.errors import CheckpointError, NotFoundError
+from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError
+from trackpoint.options import CheckpointOptions, run_write_callbacks
 
 __all__ = [
     "CheckpointReader",
@@ -324,15 +325,18 @@ def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray | np.generic |
         return reader.get_tensor(name)
 
 
-def save_tensors(file_prefix: str, tensors: dict[str, object]) -> str:
+def save_tensors(file_prefix: str, tensors: dict[str, object], options: CheckpointOptions | None = None) -> str:
     """Write a plain bundle (no object graph) of ``{key: array}``, in the dict's order.
 
     Arrays may be any numpy dtype TF checkpoints hold, ``bytes``/``str`` scalars, or object
-    arrays of ``bytes``. TF reads the result with ``tf.train.load_checkpoint``.
+    arrays of ``bytes``. TF reads the result with ``tf.train.load_checkpoint``. The write is
+    atomic and durable like every save.
 
     Args:
         file_prefix: The checkpoint prefix; ``.index`` and ``.data-00000-of-00001`` are added.
         tensors: Keys and values; data is written in this order, the index sorted.
+        options: ``experimental_sharding_callback`` and ``experimental_write_callbacks`` apply;
+            a plain bundle is always written synchronously, so ``enable_async`` is refused.
 
     Returns:
         ``file_prefix``.
@@ -344,4 +348,9 @@ def save_tensors(file_prefix: str, tensors: dict[str, object]) -> str:
         >>> tp.save_tensors(prefix, {"x": np.float16(1.5)})
         '...plain'
     """
-    return write_bundle(os.fspath(file_prefix), list(tensors.items()))
+    options = CheckpointOptions.coerce(options)
+    if options.enable_async:
+        raise InvalidArgumentError("save_tensors writes synchronously; use tp.Checkpoint for async saves")
+    prefix = write_bundle(os.fspath(file_prefix), list(tensors.items()), options.experimental_sharding_callback)
+    run_write_callbacks(options.experimental_write_callbacks or (), prefix)
+    return prefix

@@ -151,3 +151,16 @@ def test_entry_encoder_matches_protobuf(dtype, dims, shard, offset, size, crc) -
     for d in dims:
         entry.shape.dim.add().size = d
     assert encode_entry(dtype, dims, shard, offset, size, crc) == entry.SerializeToString()
+
+
+def test_save_tensors_with_options(tmp_path) -> None:
+    seen = []
+    prefix = str(tmp_path / "c")
+    options = tp.CheckpointOptions(experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(64),
+                                   experimental_write_callbacks=[seen.append])
+    tp.save_tensors(prefix, {"a": np.arange(40, dtype=np.float32), "b": np.zeros(3)}, options)
+    assert seen == [prefix]
+    assert len([f for f in os.listdir(tmp_path) if ".data-" in f]) > 2
+    assert tp.load_variable(prefix, "a").tolist() == list(range(40))
+    with pytest.raises(tp.errors.InvalidArgumentError, match="synchronously"):
+        tp.save_tensors(prefix, {"a": np.zeros(1)}, tp.CheckpointOptions(enable_async=True))
