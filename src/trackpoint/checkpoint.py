@@ -17,7 +17,7 @@ from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlySta
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.write import write_bundle
 from trackpoint._tracking.autotrackable import AutoTrackable
-from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.base import Trackable, structure_changed
 from trackpoint._tracking.data_structures import wrap_or_unwrap
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import InvalidArgumentError, NotFoundError
@@ -91,6 +91,7 @@ class Checkpoint(AutoTrackable):
         else:
             counter = make(0)
             self._tp_attached["save_counter"] = counter
+            structure_changed()
             # A restore parked the checkpoint's save_counter on the root, which has no such child.
             self._tp_graph_root._handle_deferred_dependencies("save_counter", counter)
         object.__setattr__(self, "_tp_save_counter", counter)
@@ -115,7 +116,8 @@ class Checkpoint(AutoTrackable):
         options = CheckpointOptions.coerce(options)
         prefix = os.fspath(file_prefix)
         with gc_paused():
-            serialized = serialize(self._tp_graph_root, self._tp_attached)
+            serialized, plan = serialize(self._tp_graph_root, self._tp_attached, self.__dict__.get("_tp_save_plan"))
+        object.__setattr__(self, "_tp_save_plan", plan)
         callbacks = list(options.experimental_write_callbacks or ())
         sharding = options.experimental_sharding_callback
 

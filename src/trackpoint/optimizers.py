@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._tracking.base import PendingRestore, Trackable
+from trackpoint._tracking.base import PendingRestore, Trackable, structure_changed
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import InvalidArgumentError
 
@@ -78,6 +78,7 @@ class Optimizer(Trackable):
                 f"{var.shape}"
             )
         self._slots.setdefault(slot_name, {})[id(var)] = (var, slot)
+        structure_changed()
         return slot
 
     def add_slot(self, var: Variable, slot_name: str, initial_value: Any = None) -> Variable:
@@ -244,3 +245,8 @@ class Adam(Optimizer):
         for name, beta in (("beta1_power", self.beta1), ("beta2_power", self.beta2)):
             power = self._power(name, beta)
             power.assign(power.read_value() * np.float32(beta))
+
+
+# Saves may reuse the previous layout of objects whose slots come from these very methods
+# (every slot creation goes through _make_slot, which reports the change).
+Optimizer._tp_slot_methods = (Optimizer.get_slot_names, Optimizer.get_slot)  # type: ignore[attr-defined]

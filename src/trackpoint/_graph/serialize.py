@@ -20,11 +20,12 @@ import numpy as np
 
 from trackpoint._format import varint
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, slot_variable_key
-from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.base import Trackable, structure_epoch
+from trackpoint._tracking.data_structures import DictWrapper, ListWrapper, TupleWrapper
 from trackpoint._tracking.python_state import PythonState
 from trackpoint._tracking.variables import Variable
 
-__all__ = ["SerializedCheckpoint", "children_with_attached", "serialize"]
+__all__ = ["SavePlan", "SerializedCheckpoint", "children_with_attached", "serialize"]
 
 
 def children_with_attached(obj: Trackable, root: Trackable, attached: Mapping[str, Trackable]) -> dict[str, Trackable]:
@@ -33,6 +34,11 @@ def children_with_attached(obj: Trackable, root: Trackable, attached: Mapping[st
         for name, child in attached.items():
             children.setdefault(name, child)
     return children
+
+
+# The object graph as plain lists: per node its child references, its attributes and the
+# slot variables it owns.
+_Graph = tuple[list[list[tuple[int, str]]], list[list[tuple[str, str, str]]], list[list[tuple[int, str, int]]]]
 
 
 @dataclass(frozen=True)
@@ -77,7 +83,7 @@ class SerializedCheckpoint:
 
     values: list[tuple[str, Any]]
     owners: list[Trackable]
-    _graph: tuple[list[list[tuple[int, str]]], list[list[tuple[str, str, str]]], list[list[tuple[int, str, int]]]]
+    _graph: _Graph
 
     def snapshot(self) -> SerializedCheckpoint:
         """A copy whose values cannot change any more, for a write that happens later.
@@ -118,8 +124,81 @@ def _str_field(number: int, value: str) -> bytes:
 _HAS_VALUES = (_field(5, b"\x08\x01"), _field(5, b""))  # BoolValue(true), BoolValue() present but empty
 
 
-def serialize(root: Trackable, attached: Mapping[str, Trackable] = {}) -> SerializedCheckpoint:
-    """Build the object graph and the ordered ``(key, value)`` list for a save."""
+@dataclass(frozen=True)
+class SavePlan:
+    """The layout of a save, reusable while no object gains, loses or replaces a child.
+
+    Attributes:
+        epoch: The structure epoch it was made in (see ``structure_changed``).
+        entries: ``(object, tensor names, checkpoint keys)`` in write order.
+        objects: Every object of the graph, slots included.
+        graph: The object graph as plain lists.
+    """
+
+    epoch: int
+    entries: list[tuple[Trackable, list[str], list[str]]]
+    objects: list[Trackable]
+    graph: _Graph
+
+
+_SAFE_CHILDREN = {Trackable._trackable_children, ListWrapper._trackable_children, DictWrapper._trackable_children,
+                  TupleWrapper._trackable_children}
+
+
+def _layout_is_tracked(objects: list[Trackable]) -> bool:
+    """Whether every change to these objects' children (and slots) is reported to the epoch.
+
+    A class that computes its own children or slots could change them silently, so a save
+    that meets one walks the graph every time.
+    """
+    for obj in objects:
+        cls = type(obj)
+        if cls._trackable_children not in _SAFE_CHILDREN:
+            return False
+        if hasattr(obj, "get_slot_names"):
+            methods = getattr(cls, "_tp_slot_methods", None)
+            if methods is None or (cls.get_slot_names, cls.get_slot) != methods:
+                return False
+    return True
+
+
+def _replay(plan: SavePlan) -> SerializedCheckpoint | None:
+    """Serialize along a previous plan; None if an object now names its tensors differently."""
+    values: list[tuple[str, Any]] = []
+    owners: list[Trackable] = []
+    for obj, names, keys in plan.entries:
+        tensors = obj._serialize_to_tensors()
+        if len(tensors) != len(names) or list(tensors) != names:
+            return None
+        values.extend(zip(keys, tensors.values()))
+        owners.extend([obj] * len(keys))
+    _after_save(plan.objects)
+    return SerializedCheckpoint(values, owners, plan.graph)
+
+
+def _after_save(objects: list[Trackable]) -> None:
+    for obj in objects:
+        after_save = getattr(obj, "_tp_after_save", None)
+        if after_save is not None:
+            after_save()  # lets grouped objects (split dependencies) check they were saved together
+
+
+def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
+              previous: SavePlan | None = None) -> tuple[SerializedCheckpoint, SavePlan | None]:
+    """Build the object graph and the ordered ``(key, value)`` list for a save.
+
+    With the plan of the previous save and no structural change since, only the values are
+    gathered again: the walk, the keys and the graph are reused.
+
+    Returns:
+        The serialized checkpoint, and a plan for the next save (None when the layout of
+        these objects cannot be tracked).
+    """
+    epoch = structure_epoch()
+    if previous is not None and previous.epoch == epoch:
+        replayed = _replay(previous)
+        if replayed is not None:
+            return replayed, previous
     walk = _bfs(root, attached)
     ids = walk.ids
     references = [[(ids[id(child)], name) for name, child in kids.items()] for kids in walk.children]
@@ -152,6 +231,8 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {}) -> Serial
     python_tensors: list[tuple[str, Any]] = []
     python_owners: list[Trackable] = []
     attributes: list[list[tuple[str, str, str]]] = []
+    entries: list[tuple[Trackable, list[str], list[str]]] = []
+    python_entries: list[tuple[Trackable, list[str], list[str]]] = []
     for node_id, obj in enumerate(objects):
         values = obj._serialize_to_tensors()
         node_attributes = []
@@ -159,6 +240,7 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {}) -> Serial
             full_name = obj._checkpoint_full_name()
             is_python = isinstance(obj, PythonState)
             target, target_owners = (python_tensors, python_owners) if is_python else (tensors, owners)
+            keys = []
             for tensor_name, value in values.items():
                 attribute_name = escape_local_name(tensor_name)
                 # TF 2.21 escapes the already escaped name again when forming the key.
@@ -166,15 +248,16 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {}) -> Serial
                 node_attributes.append((attribute_name, full_name, key))
                 target.append((key, value))
                 target_owners.append(obj)
+                keys.append(key)
+            (python_entries if is_python else entries).append((obj, list(values), keys))
         attributes.append(node_attributes)
-    for obj in objects:
-        after_save = getattr(obj, "_tp_after_save", None)
-        if after_save is not None:
-            after_save()  # lets grouped objects (split dependencies) check they were saved together
+    _after_save(objects)
 
     tensors.extend(python_tensors)
     owners.extend(python_owners)
-    return SerializedCheckpoint(tensors, owners, (references, attributes, slot_refs))
+    graph = (references, attributes, slot_refs)
+    plan = SavePlan(epoch, entries + python_entries, objects, graph) if _layout_is_tracked(objects) else None
+    return SerializedCheckpoint(tensors, owners, graph), plan
 
 
 def _encode_node(references: list[tuple[int, str]], attributes: list[tuple[str, str, str]],

@@ -8,7 +8,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from trackpoint._tracking.variables import Variable
 
-__all__ = ["NoDependency", "PendingRestore", "Trackable"]
+__all__ = ["NoDependency", "PendingRestore", "Trackable", "structure_changed", "structure_epoch"]
+
+_epoch = [0]
+
+
+def structure_changed() -> None:
+    """Note that some object gained, lost or replaced a child (or a slot).
+
+    Saves reuse the layout of the previous save while this count stands still.
+    """
+    _epoch[0] += 1
+
+
+def structure_epoch() -> int:
+    return _epoch[0]
 
 
 class PendingRestore(Protocol):
@@ -99,11 +113,13 @@ class Trackable:
             raise ValueError(f"Called Trackable._track_trackable() with name={name!r}, but a Trackable with this "
                              "name is already declared as a dependency. Names must be unique (or overwrite=True).")
         children[name] = trackable
+        structure_changed()
         self._handle_deferred_dependencies(name, trackable)
         return trackable
 
     def _untrack(self, name: str) -> None:
-        self._tp_state()["children"].pop(name, None)
+        if self._tp_state()["children"].pop(name, None) is not None:
+            structure_changed()
 
     def _defer_restore(self, name: str, position: PendingRestore) -> None:
         """Remember a checkpoint node for the child ``name`` that does not exist yet."""

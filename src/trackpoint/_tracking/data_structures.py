@@ -16,7 +16,7 @@ import collections
 from collections.abc import Iterable
 from typing import Any, SupportsIndex
 
-from trackpoint._tracking.base import NoDependency, Trackable
+from trackpoint._tracking.base import NoDependency, Trackable, structure_changed
 
 __all__ = ["DictWrapper", "ListWrapper", "TupleWrapper", "sticky_attribute_assignment", "wrap_or_unwrap"]
 
@@ -87,10 +87,12 @@ class ListWrapper(Trackable, list):
             self._non_append_mutation = True
 
     def append(self, value: Any) -> None:
+        structure_changed()
         list.append(self, wrap_or_unwrap(value))
         self._appended(len(self) - 1)
 
     def extend(self, values: Iterable[Any]) -> None:
+        structure_changed()
         start = len(self)
         list.extend(self, (wrap_or_unwrap(v) for v in values))
         self._appended(start)
@@ -100,6 +102,7 @@ class ListWrapper(Trackable, list):
         return self
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        structure_changed()
         if isinstance(key, slice):
             self._touches_trackables(*list.__getitem__(self, key), *value)
             list.__setitem__(self, key, [wrap_or_unwrap(v) for v in value])
@@ -113,36 +116,44 @@ class ListWrapper(Trackable, list):
             self._handle_deferred_dependencies(str(key % len(self)), value)
 
     def __delitem__(self, key: Any) -> None:
+        structure_changed()
         removed = list.__getitem__(self, key)
         self._touches_trackables(*(removed if isinstance(key, slice) else [removed]))
         list.__delitem__(self, key)
 
     def insert(self, index: SupportsIndex, value: Any) -> None:
+        structure_changed()
         self._touches_trackables(*list.__getitem__(self, slice(index, None)), value)
         list.insert(self, index, wrap_or_unwrap(value))
 
     def pop(self, index: SupportsIndex = -1) -> Any:
+        structure_changed()
         value = list.pop(self, index)
         self._touches_trackables(value)
         return value
 
     def remove(self, value: Any) -> None:
+        structure_changed()
         self._touches_trackables(value)
         list.remove(self, value)
 
     def clear(self) -> None:
+        structure_changed()
         self._touches_trackables(*self)
         list.clear(self)
 
     def sort(self, *args: Any, **kwargs: Any) -> None:
+        structure_changed()
         self._touches_trackables(*self)
         list.sort(self, *args, **kwargs)
 
     def reverse(self) -> None:
+        structure_changed()
         self._touches_trackables(*self)
         list.reverse(self)
 
     def __imul__(self, n: SupportsIndex) -> ListWrapper:  # type: ignore[override,misc]
+        structure_changed()
         self._touches_trackables(*self)
         list.__imul__(self, n)
         return self
@@ -181,6 +192,7 @@ class DictWrapper(Trackable, dict):
         return value if isinstance(value, Trackable) else None
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        structure_changed()
         if isinstance(value, NoDependency):
             dict.__setitem__(self, key, value.value)
             return
@@ -188,6 +200,26 @@ class DictWrapper(Trackable, dict):
         dict.__setitem__(self, key, value)
         if isinstance(key, str) and isinstance(value, Trackable):
             self._handle_deferred_dependencies(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        structure_changed()
+        dict.__delitem__(self, key)
+
+    def pop(self, *args: Any) -> Any:
+        structure_changed()
+        return dict.pop(self, *args)
+
+    def popitem(self) -> tuple[Any, Any]:
+        structure_changed()
+        return dict.popitem(self)
+
+    def clear(self) -> None:
+        structure_changed()
+        dict.clear(self)
+
+    def __ior__(self, other: Any) -> DictWrapper:  # type: ignore[override,misc]
+        self.update(other)
+        return self
 
     def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         for key, value in dict(*args, **kwargs).items():

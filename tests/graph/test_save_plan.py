@@ -1,0 +1,93 @@
+"""Saves reuse the previous layout only while nothing structural changed; the bytes always equal a fresh save."""
+
+from __future__ import annotations
+
+import filecmp
+
+import numpy as np
+
+import trackpoint as tp
+from trackpoint._format import naming
+
+
+def _same_files(a: str, b: str) -> bool:
+    return all(filecmp.cmp(name(a), name(b), shallow=False)
+               for name in (naming.index_filename, lambda p: naming.data_filename(p, 0, 1)))
+
+
+def test_every_kind_of_structural_change_is_seen(tmp_path, monkeypatch) -> None:
+    from trackpoint._graph import serialize as module
+
+    replays = []
+    real_replay = module._replay
+    monkeypatch.setattr(module, "_replay", lambda plan: replays.append(real_replay(plan)) or replays[-1])
+
+    root = tp.Module()
+    root.w = tp.Variable([1.0, 2.0])
+    root.items = [tp.Variable(1)]
+    root.table = {"a": tp.Variable(2)}
+    root.pair = (tp.Variable(3.0), tp.Variable(4.0))
+    opt = tp.optimizers.SGD(0.1, momentum=0.9)
+    ckpt = tp.Checkpoint(model=root, opt=opt)  # reused: its saves may replay the previous layout
+    reference = tp.Checkpoint(model=root, opt=opt)  # always walks the graph afresh
+    ckpt.write(str(tmp_path / "first"))
+
+    mutations = [
+        lambda: root.w.assign([5.0, 6.0]),                       # values only: the layout is replayed
+        lambda: root.items.append(tp.Variable(7)),
+        lambda: setattr(root, "extra", tp.Variable(8.0)),
+        lambda: root.table.update(b=tp.Variable(9)),
+        lambda: root.table.pop("a"),
+        lambda: delattr(root, "extra"),
+        lambda: setattr(root, "w", tp.Variable([0.5, 0.5])),      # replaced under the same name
+        lambda: opt.apply_gradients([(np.ones(2, np.float32), root.w)]),  # a slot appears
+        lambda: root.pair[0].assign(9.0),                         # values only again
+        lambda: root.items.__setitem__(1, 5),                     # non-append mutation: save must fail
+    ]
+    for step, mutate in enumerate(mutations):
+        mutate()
+        ours, fresh = str(tmp_path / f"reused-{step}"), str(tmp_path / f"fresh-{step}")
+        try:
+            ckpt.write(ours)
+        except ValueError:
+            assert step == len(mutations) - 1
+            continue
+        object.__setattr__(reference, "_tp_save_plan", None)
+        reference.write(fresh)
+        assert _same_files(ours, fresh), step
+    assert sum(r is not None for r in replays) == 2  # the two value-only steps
+
+
+def test_computed_children_are_walked_every_time(tmp_path) -> None:
+    class Dynamic(tp.Trackable):
+        def __init__(self) -> None:
+            self.count = 1
+            self.vars = [tp.Variable(float(i)) for i in range(5)]
+
+        def _trackable_children(self) -> dict:
+            return {f"v{i}": v for i, v in enumerate(self.vars[: self.count])}
+
+    dynamic = Dynamic()
+    ckpt = tp.Checkpoint(d=dynamic)
+    ckpt.write(str(tmp_path / "one"))
+    assert ckpt._tp_save_plan is None
+    dynamic.count = 3  # no tracking call reports this
+    ckpt.write(str(tmp_path / "three"))
+    keys = [k for k, _ in tp.list_variables(str(tmp_path / "three"))]
+    assert keys.count("d/v2/.ATTRIBUTES/VARIABLE_VALUE") == 1
+
+
+def test_renamed_tensors_are_noticed(tmp_path) -> None:
+    class Renaming(tp.Trackable):
+        def __init__(self) -> None:
+            self.name = "a"
+
+        def _serialize_to_tensors(self) -> dict:
+            return {self.name: np.int32(1)}
+
+    obj = Renaming()
+    ckpt = tp.Checkpoint(r=obj)
+    ckpt.write(str(tmp_path / "a"))
+    obj.name = "b"
+    ckpt.write(str(tmp_path / "b"))
+    assert "r/.ATTRIBUTES/b" in dict(tp.list_variables(str(tmp_path / "b")))
