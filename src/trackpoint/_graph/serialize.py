@@ -167,6 +167,10 @@ def _replay(plan: SavePlan) -> SerializedCheckpoint | None:
     values: list[tuple[str, Any]] = []
     owners: list[Trackable] = []
     for obj, names, keys in plan.entries:
+        if type(obj) is Variable:  # the common case, and a variable's tensor is always named VARIABLE_VALUE
+            values.append((keys[0], obj._value))
+            owners.append(obj)
+            continue
         tensors = obj._serialize_to_tensors()
         if len(tensors) != len(names) or list(tensors) != names:
             return None
