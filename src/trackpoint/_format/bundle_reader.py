@@ -124,8 +124,12 @@ def _decode_entry(buf: bytes) -> tuple[int, tuple[int, ...], int, int, int, int,
             offset, pos = _varint(buf, pos)
             offset = _signed(offset)
         elif tag == 0x28:
-            size, pos = _varint(buf, pos)
-            size = _signed(size)
+            size = buf[pos]
+            if size < 0x80:
+                pos += 1
+            else:
+                size, pos = _varint(buf, pos)
+                size = _signed(size)
         elif tag == 0x35 and pos + 4 <= end:
             crc = int.from_bytes(buf[pos : pos + 4], "little")
             pos += 4

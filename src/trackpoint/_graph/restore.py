@@ -125,7 +125,9 @@ class RestoreCoordinator:
         batch: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]] = []
         batch_bytes = 0
         for item in pending:
-            size = sum(self._stored_size(key) for _, key in item[2])
+            wanted = item[2]
+            size = self._stored_size(wanted[0][1]) if len(wanted) == 1 else sum(
+                self._stored_size(key) for _, key in wanted)
             if batch and batch_bytes + size > _BATCH_BYTES:
                 self._assign_batch(batch)
                 batch, batch_bytes = [], 0

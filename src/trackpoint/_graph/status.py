@@ -53,33 +53,37 @@ class CheckpointLoadStatus:
         self._root = root
         self._attached = attached  # live: save_counter may be attached after the restore
 
-    def _live_objects(self) -> list[tuple[Trackable, Callable[[], str]]]:
-        """Every live object (slot variables included) with a function giving its path.
+    def _live_objects(self) -> tuple[list[Trackable], Callable[[int], str]]:
+        """Every live object (slot variables after the rest) and a function naming the i-th.
 
         Paths are only spelled out for the few objects a message mentions.
         """
         objects, parents = _reachable(self._root, self._attached)
+        count = len(objects)
+        slots: list[tuple[int, str, int]] = []
+        for opt_index in range(count):
+            get_slot_names = getattr(objects[opt_index], "get_slot_names", None)
+            if get_slot_names is None:
+                continue
+            optimizer = objects[opt_index]
+            for name in get_slot_names():
+                for var_index in range(count):
+                    slot = optimizer.get_slot(objects[var_index], name)
+                    if slot is not None:
+                        objects.append(slot)
+                        slots.append((opt_index, name, var_index))
 
         def path(index: int) -> str:
+            if index >= count:
+                opt_index, name, var_index = slots[index - count]
+                return f"{path(opt_index)}'s state '{name}' for {path(var_index)}"
             names = []
             while index > 0:
                 index, name = parents[index]
                 names.append(name)
             return ".".join(["(root)"] + names[::-1])
 
-        found: list[tuple[Trackable, Callable[[], str]]] = [
-            (obj, lambda i=i: path(i)) for i, obj in enumerate(objects)]
-        for opt_index, optimizer in enumerate(objects):
-            get_slot_names = getattr(optimizer, "get_slot_names", None)
-            if get_slot_names is None:
-                continue
-            for name in get_slot_names():
-                for var_index, var in enumerate(objects):
-                    slot = optimizer.get_slot(var, name)
-                    if slot is not None:
-                        found.append((slot, lambda o=opt_index, n=name, v=var_index: (
-                            f"{path(o)}'s state '{n}' for {path(v)}")))
-        return found
+        return objects, path
 
     def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
         """Every live object with values was bound to, and received, a checkpoint value."""
@@ -88,7 +92,8 @@ class CheckpointLoadStatus:
             if obj._tp_update_uid < coordinator.restore_uid and _has_values(obj):
                 raise AssertionError(f"Object {coordinator.paths[node_id]} not assigned a value from checkpoint.")
         bound = {id(o) for o in coordinator.object_by_proto_id.values()}
-        unmatched = [path() for obj, path in self._live_objects() if id(obj) not in bound and _has_values(obj)]
+        objects, path = self._live_objects()
+        unmatched = [path(i) for i, obj in enumerate(objects) if id(obj) not in bound and _has_values(obj)]
         unmatched = [p for p in unmatched if not (coordinator.skip_slot_variables and "'s state '" in p)]
         if unmatched:
             raise AssertionError(
@@ -151,7 +156,8 @@ class CheckpointLoadStatus:
         for node_id in coordinator.unrestored_values():
             pending[paths[node_id]] = node_id in waiting
         bound = {id(o) for o in coordinator.object_by_proto_id.values()}
-        missing = tuple(path() for obj, path in self._live_objects() if id(obj) not in bound and _has_values(obj))
+        objects, path = self._live_objects()
+        missing = tuple(path(i) for i, obj in enumerate(objects) if id(obj) not in bound and _has_values(obj))
         return RestoreReport(
             matched=tuple(paths[i] for i in sorted(coordinator.object_by_proto_id.keys())),
             pending=pending,
