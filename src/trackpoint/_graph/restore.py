@@ -101,6 +101,15 @@ class RestoreCoordinator:
         self.deferred_slot_restorations: dict[int, list[tuple[Trackable, int, str]]] = {}
         self.expect_partial = False
         self.deferred_ids: set[int] = set()  # nodes parked on live objects for restore-on-create
+        # The graph as plain lists, read once: protobuf attribute access would otherwise
+        # dominate the walk of a graph with tens of thousands of nodes.
+        self.children: list[list[tuple[int, str]]] = []
+        self.attributes: list[list[tuple[str, str, str]]] = []  # (tensor name, stored name, key)
+        self.has_values: list[bool] = []
+        for node in graph.nodes:
+            self.children.append([(c.node_id, c.local_name) for c in node.children])
+            self.attributes.append([(unescape_local_name(a.name), a.name, a.checkpoint_key) for a in node.attributes])
+            self.has_values.append(_has_values(node))
         for opt_id, node in enumerate(graph.nodes):
             for slot in node.slot_variables:
                 self.slot_node_ids.add(slot.slot_variable_node_id)
@@ -165,7 +174,7 @@ class RestoreCoordinator:
         """Checkpoint nodes holding values that no live object has received."""
         # matched_proto_ids, not the weak object map: the answer must not change when the
         # restored objects are garbage-collected (e.g. at interpreter exit).
-        return [i for i, n in enumerate(self.graph.nodes) if n.attributes and i not in self.matched_proto_ids
+        return [i for i, attributes in enumerate(self.attributes) if attributes and i not in self.matched_proto_ids
                 and not (self.skip_slot_variables and i in self.slot_node_ids)]
 
     def __del__(self) -> None:
@@ -198,17 +207,14 @@ class CheckpointPosition:
     def restore_uid(self) -> int:
         return self.coordinator.restore_uid
 
-    @property
-    def node(self) -> pb.TrackableObjectGraph.TrackableObject:
-        return self.coordinator.graph.nodes[self.proto_id]
-
     def is_simple_variable(self) -> bool:
-        node = self.node
-        return len(node.attributes) == 1 and node.attributes[0].name == VARIABLE_VALUE and not node.children
+        attributes = self.coordinator.attributes[self.proto_id]
+        return (len(attributes) == 1 and attributes[0][1] == VARIABLE_VALUE
+                and not self.coordinator.children[self.proto_id])
 
     def simple_variable_value(self) -> Any:
         self.coordinator.matched_proto_ids.add(self.proto_id)
-        return self.coordinator.read_tensor(self.node.attributes[0].checkpoint_key, self.proto_id)
+        return self.coordinator.read_tensor(self.coordinator.attributes[self.proto_id][0][2], self.proto_id)
 
     def bind_object(self, trackable: Trackable) -> bool:
         """Bind this node to ``trackable``; True if that is a new binding."""
@@ -246,34 +252,34 @@ class CheckpointPosition:
         coordinator = self.coordinator
         if coordinator.restore_uid <= trackable._tp_update_uid:
             return
-        attributes = self.node.attributes
+        attributes = coordinator.attributes[self.proto_id]
         if attributes:
             live = trackable._checkpoint_tensor_names()
             wanted = []
-            for attribute in attributes:
-                name = unescape_local_name(attribute.name)
+            for name, stored_name, key in attributes:
                 if name in live:
-                    wanted.append((name, attribute.checkpoint_key))
+                    wanted.append((name, key))
                 else:
-                    coordinator.unused_attributes.setdefault(self.proto_id, []).append(attribute.name)
+                    coordinator.unused_attributes.setdefault(self.proto_id, []).append(stored_name)
             if wanted:
                 pending.append((self, trackable, wanted))
         trackable._tp_update_uid = coordinator.restore_uid
 
     def _children_to_restore(self, trackable: Trackable) -> list[tuple[CheckpointPosition, Trackable]]:
         coordinator = self.coordinator
+        bound = coordinator.object_by_proto_id
         out = []
-        for child in self.node.children:
-            if child.node_id in coordinator.object_by_proto_id:
+        for child_id, local_name in coordinator.children[self.proto_id]:
+            if child_id in bound:
                 continue
-            position = CheckpointPosition(coordinator, child.node_id)
-            local = trackable._lookup_dependency(child.local_name)
+            position = CheckpointPosition(coordinator, child_id)
+            local = trackable._lookup_dependency(local_name)
             if local is not None:
                 if position.bind_object(local):
                     out.append((position, local))
-            elif _has_values(coordinator.graph.nodes[child.node_id]):
-                trackable._defer_restore(child.local_name, position)
-                coordinator.deferred_ids.add(child.node_id)
+            elif coordinator.has_values[child_id]:
+                trackable._defer_restore(local_name, position)
+                coordinator.deferred_ids.add(child_id)
         return out
 
     def _slots_to_restore(self, trackable: Trackable) -> list[tuple[CheckpointPosition, Trackable]]:

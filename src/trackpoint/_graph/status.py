@@ -187,10 +187,10 @@ def _subtree(coordinator: RestoreCoordinator, node_id: int) -> set[int]:
     seen = {node_id}
     todo = [node_id]
     while todo:
-        for child in coordinator.graph.nodes[todo.pop()].children:
-            if child.node_id not in seen:
-                seen.add(child.node_id)
-                todo.append(child.node_id)
+        for child_id, _ in coordinator.children[todo.pop()]:
+            if child_id not in seen:
+                seen.add(child_id)
+                todo.append(child_id)
     return seen
 
 
