@@ -144,6 +144,9 @@ class Raw:
     def __init__(self, arrays: list[np.ndarray], directory: str, with_adam: bool) -> None:
         self.path = os.path.join(directory, f"{self.name}.bin")
         self.arrays = arrays
+        # The other contenders hold their variables next to the source arrays; hold as much
+        # here, since the process's memory state changes how fast fresh buffers fill.
+        self.variables = [a.copy() for a in arrays]
 
     def write(self) -> None:
         with open(self.path, "wb") as f:
