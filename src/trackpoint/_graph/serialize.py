@@ -84,6 +84,7 @@ class SerializedCheckpoint:
     values: list[tuple[str, Any]]
     owners: list[Trackable]
     _graph: _Graph
+    only_variables: bool = False  # every value belongs to a plain tp.Variable
 
     def snapshot(self) -> SerializedCheckpoint:
         """A copy whose values cannot change any more, for a write that happens later.
@@ -91,6 +92,8 @@ class SerializedCheckpoint:
         ``tp.Variable`` values are never modified in place (assign installs a new array),
         so they are taken as they are, copy-on-write; any other array is copied.
         """
+        if self.only_variables:
+            return self
         values = [(key, value if isinstance(owner, Variable) or isinstance(value, bytes) else np.array(value, copy=True))
                   for (key, value), owner in zip(self.values, self.owners)]
         return SerializedCheckpoint(values, self.owners, self._graph)
@@ -139,6 +142,9 @@ class SavePlan:
     entries: list[tuple[Trackable, list[str], list[str]]]
     objects: list[Trackable]
     graph: _Graph
+    owners: list[Trackable]  # the owner of each value, in order
+    variable_keys: list[tuple[Variable, str]] | None  # set when every entry is a plain tp.Variable
+    hooks: list[Trackable]  # objects with an after-save check
 
 
 _SAFE_CHILDREN = {Trackable._trackable_children, ListWrapper._trackable_children, DictWrapper._trackable_children,
@@ -164,20 +170,19 @@ def _layout_is_tracked(objects: list[Trackable]) -> bool:
 
 def _replay(plan: SavePlan) -> SerializedCheckpoint | None:
     """Serialize along a previous plan; None if an object now names its tensors differently."""
+    if plan.variable_keys is not None:  # the common case: variables only, each named VARIABLE_VALUE
+        return SerializedCheckpoint([(key, v._value) for v, key in plan.variable_keys], plan.owners, plan.graph, True)
     values: list[tuple[str, Any]] = []
-    owners: list[Trackable] = []
     for obj, names, keys in plan.entries:
-        if type(obj) is Variable:  # the common case, and a variable's tensor is always named VARIABLE_VALUE
+        if type(obj) is Variable:
             values.append((keys[0], obj._value))
-            owners.append(obj)
             continue
         tensors = obj._serialize_to_tensors()
         if len(tensors) != len(names) or list(tensors) != names:
             return None
         values.extend(zip(keys, tensors.values()))
-        owners.extend([obj] * len(keys))
-    _after_save(plan.objects)
-    return SerializedCheckpoint(values, owners, plan.graph)
+    _after_save(plan.hooks)
+    return SerializedCheckpoint(values, plan.owners, plan.graph)
 
 
 def _after_save(objects: list[Trackable]) -> None:
@@ -260,7 +265,13 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
     tensors.extend(python_tensors)
     owners.extend(python_owners)
     graph = (references, attributes, slot_refs)
-    plan = SavePlan(epoch, entries + python_entries, objects, graph) if _layout_is_tracked(objects) else None
+    plan = None
+    if _layout_is_tracked(objects):
+        all_entries = entries + python_entries
+        only_variables = all(type(obj) is Variable for obj, _, _ in all_entries)
+        hooks = [obj for obj in objects if hasattr(obj, "_tp_after_save")]
+        variable_keys = [(obj, keys[0]) for obj, _, keys in all_entries] if only_variables and not hooks else None
+        plan = SavePlan(epoch, all_entries, objects, graph, list(owners), variable_keys, hooks)
     return SerializedCheckpoint(tensors, owners, graph), plan
 
 
