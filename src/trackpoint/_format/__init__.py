@@ -2,5 +2,6 @@
 
 Modules: ``crc`` (crc32c and its mask), ``varint``, ``sstable`` (the ``.index`` table),
 ``dtypes``, ``tensors`` (tensor bytes), ``slices`` (partitioned tensors), ``naming``,
-``bundle_writer``, ``bundle_reader``, ``merge`` and ``state_file``.
+``bundle_writer``, ``bundle_reader``, ``merge``, ``state_file`` and ``atomic`` (publishing
+files so that no reader sees a partial checkpoint).
 """
