@@ -28,7 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._tracking.base import PendingRestore, Trackable, structure_changed
+from trackpoint._tracking.base import (
+    PendingRestore,
+    Trackable,
+    create_from_pending,
+    restore_pending,
+    structure_changed,
+)
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import InvalidArgumentError
 
@@ -91,16 +97,9 @@ class Optimizer(Trackable):
         if existing is not None:
             return existing
         pending = self._deferred_slots.pop((slot_name, id(var)), [])
-        simple = [p for p in pending if p.is_simple_variable()]
-        if simple:
-            latest = max(simple, key=lambda p: p.restore_uid)
-            slot = self._make_slot(var, slot_name, latest.simple_variable_value())
-            slot._tp_update_uid = latest.restore_uid
-        else:
-            value = np.zeros(var.shape, var.dtype) if initial_value is None else initial_value
-            slot = self._make_slot(var, slot_name, value)
-        for position in sorted(pending, key=lambda p: p.restore_uid, reverse=True):
-            position.restore(slot)
+        default = np.zeros(var.shape, var.dtype) if initial_value is None else initial_value
+        slot = create_from_pending(pending, lambda value: self._make_slot(var, slot_name, value), default)
+        restore_pending(pending, slot)
         return slot
 
     def _create_or_restore_slot_variable(self, position: PendingRestore, variable: Trackable,

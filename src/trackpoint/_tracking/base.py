@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from trackpoint._tracking.variables import Variable
 
-__all__ = ["NoDependency", "PendingRestore", "Trackable", "structure_changed", "structure_epoch"]
+__all__ = ["NoDependency", "PendingRestore", "Trackable", "create_from_pending", "restore_pending", "structure_changed",
+           "structure_epoch"]
 
 _epoch = [0]
 
@@ -36,6 +37,27 @@ class PendingRestore(Protocol):
     def is_simple_variable(self) -> bool: ...
 
     def simple_variable_value(self) -> Any: ...
+
+
+def restore_pending(pending: Iterable[PendingRestore], trackable: Trackable) -> None:
+    """Give ``trackable`` the values waiting for it, latest restore first (earlier ones then skip it)."""
+    for position in sorted(pending, key=lambda p: p.restore_uid, reverse=True):
+        position.restore(trackable)
+
+
+def create_from_pending(pending: Sequence[PendingRestore], make: Callable[[Any], Variable], default: Any) -> Variable:
+    """Build a variable whose initial value is the latest pending checkpoint value, if any.
+
+    The variable is marked as holding that restore's value, so restoring it later does not
+    assign it a second time.
+    """
+    simple = [p for p in pending if p.is_simple_variable()]
+    if not simple:
+        return make(default)
+    latest = max(simple, key=lambda p: p.restore_uid)
+    variable = make(latest.simple_variable_value())
+    variable._tp_update_uid = latest.restore_uid
+    return variable
 
 
 class NoDependency:
@@ -127,14 +149,7 @@ class Trackable:
 
     def _handle_deferred_dependencies(self, name: str, trackable: Trackable) -> None:
         """Restore pending checkpoint values into a newly tracked child, latest restore first."""
-        pending = self._tp_state()["deferred"].pop(name, ())
-        for position in sorted(pending, key=lambda p: p.restore_uid, reverse=True):
-            position.restore(trackable)
-
-    def _preload_simple_restoration(self, name: str) -> PendingRestore | None:
-        """The latest pending simple-variable value for ``name``, used as an initial value."""
-        pending = [p for p in self._tp_state()["deferred"].get(name, ()) if p.is_simple_variable()]
-        return max(pending, key=lambda p: p.restore_uid) if pending else None
+        restore_pending(self._tp_state()["deferred"].pop(name, ()), trackable)
 
     def _add_variable(self, name: str, make: Callable[[Any], Variable], default: Any) -> Variable:
         """Create and track a variable child; a pending checkpoint value becomes its initial value.
@@ -144,12 +159,7 @@ class Trackable:
             make: Builds the variable from an initial value.
             default: The initial value when nothing is pending.
         """
-        position = self._preload_simple_restoration(name)
-        if position is None:
-            variable = make(default)
-        else:
-            variable = make(position.simple_variable_value())
-            variable._tp_update_uid = position.restore_uid  # already holds that restore's value
+        variable = create_from_pending(self._tp_state()["deferred"].get(name, ()), make, default)
         self._track_trackable(variable, name, overwrite=True)
         return variable
 
