@@ -378,21 +378,24 @@ class BundleReader:
         return self._read_plain(entry, dtype, out)
 
     def read_many(self, keys: Sequence[str]) -> list[np.ndarray | bytes]:
-        """Read several tensors at once, checksums verified; results in the order of ``keys``.
+        """Read several tensors at once (see :meth:`read_entries`); results in the order of ``keys``."""
+        return self.read_entries([self.entry(key) for key in keys])
+
+    def read_entries(self, entries: Sequence[Entry]) -> list[np.ndarray | bytes]:
+        """Read several tensors at once, checksums verified; results in the order of ``entries``.
 
         Small tensors lying next to each other in a shard are fetched with one read and
         handed out as read-only views of it; each large one is read by a few threads at once,
         since file reads and crc32c release the GIL. Everything is validated against the
         files before anything is allocated.
         """
-        results: list[np.ndarray | bytes | None] = [None] * len(keys)
+        results: list[np.ndarray | bytes | None] = [None] * len(entries)
         small: dict[int, list[tuple[int, Entry, DType]]] = {}
         large: list[tuple[int, Entry, DType]] = []
-        for i, key in enumerate(keys):
-            entry = self.entry(key)
+        for i, entry in enumerate(entries):
             dtype = self._check_numeric(entry)
             if entry.is_sliced or dtype.is_string or self.big_endian:
-                results[i] = self.read(key)
+                results[i] = self.read(entry.key)
                 continue
             self._check_span(entry)
             if entry.size >= _PARALLEL_READ_BYTES:

@@ -18,7 +18,7 @@ from collections import deque
 from typing import Any
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
-from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._graph.keys import unescape_local_name
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.variables import VARIABLE_VALUE
@@ -131,31 +131,23 @@ class RestoreCoordinator:
         needs no more memory than that beyond the variables: each object drops its old value
         as it takes the new one.
         """
-        batch: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]] = []
+        batch: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]], list[Entry]]] = []
         batch_bytes = 0
-        for item in pending:
-            wanted = item[2]
-            size = self._stored_size(wanted[0][1]) if len(wanted) == 1 else sum(
-                self._stored_size(key) for _, key in wanted)
+        for position, trackable, wanted in pending:
+            entries = [self.reader.entry(key) for _, key in wanted]
+            size = sum(e.size if not e.is_sliced else _BATCH_BYTES for e in entries)
             if batch and batch_bytes + size > _BATCH_BYTES:
                 self._assign_batch(batch)
                 batch, batch_bytes = [], 0
-            batch.append(item)
+            batch.append((position, trackable, wanted, entries))
             batch_bytes += size
         if batch:
             self._assign_batch(batch)
 
-    def _stored_size(self, key: str) -> int:
-        try:
-            entry = self.reader.entry(key)
-        except CheckpointError:
-            return 0  # reported when the batch is read
-        return entry.size if not entry.is_sliced else _BATCH_BYTES
-
-    def _assign_batch(self, pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]]) -> None:
-        keys = [key for _, _, wanted in pending for _, key in wanted]
-        values = iter(self.reader.read_many(keys))
-        for position, trackable, wanted in pending:
+    def _assign_batch(self, batch: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]], list[Entry]]]
+                      ) -> None:
+        values = iter(self.reader.read_entries([e for _, _, _, entries in batch for e in entries]))
+        for position, trackable, wanted, _ in batch:
             tensors = {name: next(values) for name, _ in wanted}
             try:
                 trackable._restore_from_tensors(tensors)
