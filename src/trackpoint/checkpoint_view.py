@@ -288,7 +288,7 @@ def _compare(path: str, attribute: str, a_reader: BundleReader, a_key: str, b_re
             return ValueChange(path, attribute, "value", "strings differ")
         return None
     a_arr, b_arr = np.asarray(a), np.asarray(b)
-    if a_arr.dtype.kind in "fcV" or a_arr.dtype.kind == "f":
+    if a_arr.dtype.kind in "fcV":  # V: ml_dtypes' bfloat16 and float8
         wide = np.complex128 if a_arr.dtype.kind == "c" else np.float64
         x, y = a_arr.astype(wide), b_arr.astype(wide)
         close = np.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True)

@@ -12,7 +12,8 @@ import os
 import secrets
 from collections.abc import Sequence
 
-__all__ = ["TEMP_MARKER", "fsync_directory", "publish", "remove_quietly", "remove_stale_temps", "temp_path"]
+__all__ = ["TEMP_MARKER", "fsync_directory", "prepare_directory", "publish", "remove_quietly", "remove_stale_temps",
+           "temp_path"]
 
 TEMP_MARKER = ".tp-tmp-"
 
@@ -68,6 +69,14 @@ def remove_stale_temps(directory: str) -> None:
         pid_text = name[marker + len(TEMP_MARKER):].split("-", 1)[0]
         if pid_text.isdigit() and not _alive(int(pid_text)):
             remove_quietly(os.path.join(directory or ".", name))
+
+
+def prepare_directory(prefix: str) -> None:
+    """Create the directory of ``prefix`` if needed and clear what killed saves left in it."""
+    directory = os.path.dirname(prefix)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    remove_stale_temps(directory)
 
 
 def publish(data_files: Sequence[tuple[str, str]], index_temp: str, index_final: str) -> None:

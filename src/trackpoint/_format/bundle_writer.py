@@ -235,10 +235,7 @@ class BundleWriter:
     def __init__(self, prefix: str, num_shards: int = 1) -> None:
         if num_shards < 1:
             raise InvalidArgumentError(f"{prefix}: a bundle needs at least one shard, got {num_shards}")
-        directory = os.path.dirname(prefix)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-        atomic.remove_stale_temps(directory)
+        atomic.prepare_directory(prefix)
         self._prefix = prefix
         self._num_shards = num_shards
         self._shards: dict[int, ShardWriter] = {}

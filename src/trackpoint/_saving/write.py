@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format import naming, slices
-from trackpoint._format.atomic import remove_stale_temps
+from trackpoint._format.atomic import prepare_directory
 from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, merge_shards, write_index
 from trackpoint._saving.sharding_policies import (
     LOCAL_DEVICE,
@@ -89,10 +89,7 @@ def _write(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callback: S
     owners = trackables if trackables is not None else [None] * len(tensors)
     shardable = [_shardable(key, value, owner) for (key, value), owner in zip(tensors, owners)]
     shards = validate_shards(sharding_callback(shardable), shardable, sharding_callback.description)
-    directory = os.path.dirname(prefix)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-    remove_stale_temps(directory)
+    prepare_directory(prefix)
     count = len(shards)
     writers = [ShardWriter(naming.data_filename(prefix, i, count), i) for i in range(count)]
     try:
