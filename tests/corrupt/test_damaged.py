@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
+from collections.abc import Iterator
 import shutil
 
 import numpy as np
@@ -36,6 +38,17 @@ def _entry(dtype: int, shape: list[int], offset: int = 0, size: int = 0, shard: 
     for d in shape:
         entry.shape.dim.add().size = d
     return entry
+
+
+@contextlib.contextmanager
+def _address_space_limit(limit: int) -> Iterator[None]:
+    """Any allocation the file cannot justify would fail with MemoryError under this limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def _flip(path: str, offset: int) -> None:
@@ -119,25 +132,15 @@ def test_negative_dimension_and_unknown_dtype(ckpt: str) -> None:
 def test_huge_string_shape_does_not_allocate(ckpt: str) -> None:
     """TF 2.21's reader segfaults on a tiny index declaring a huge string tensor; we refuse it cheaply."""
     _index_with(ckpt, {b"s": _entry(7, [2**40, 2**20], size=8)})
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, hard))
-    try:
-        with pytest.raises(DataLossError, match="strings in 8 bytes"):
-            tp.load_checkpoint(ckpt).get_tensor("s")
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    with _address_space_limit(4 << 30), pytest.raises(DataLossError, match="strings in 8 bytes"):
+        tp.load_checkpoint(ckpt).get_tensor("s")
 
 
 def test_huge_numeric_shape_is_refused_before_allocating(ckpt: str) -> None:
     """Size agrees with the shape (4 TiB), but the shard cannot hold it: no allocation happens."""
     _index_with(ckpt, {b"w": _entry(1, [2**40], size=2**42)})
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, hard))
-    try:
-        with pytest.raises(DataLossError, match="truncated or the index is damaged"):
-            tp.load_checkpoint(ckpt).get_tensor("w")
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    with _address_space_limit(4 << 30), pytest.raises(DataLossError, match="truncated or the index is damaged"):
+        tp.load_checkpoint(ckpt).get_tensor("w")
 
 
 def test_string_lengths_past_the_entry(tmp_path) -> None:

@@ -41,16 +41,22 @@ def test_files_are_byte_identical_to_tf(both_sides: tuple[str, str], name: str) 
         assert filecmp.cmp(os.path.join(theirs, filename), os.path.join(ours, filename), shallow=False), filename
 
 
-def _tf_nested() -> tuple[tf.train.Checkpoint, tf.Module]:
-    m = tf.Module()
-    m.a_var = tf.Variable([0.0, 0.0, 0.0])
-    m.b_var = tf.Variable(np.zeros((2, 3), np.int32))
-    m.s = tf.Variable(b"")
-    m.lst = [tf.Variable(0.0), 7, [tf.Variable(np.float64(0))], []]
-    m.dct = {"k/1": tf.Variable(0), "x.y": tf.Variable([False, False]), "plain": 3}
-    m.tup = Pair(tf.Variable(np.int64(0)), tf.Variable(np.float16(0)))
-    m.sub = tf.Module()
+def _zeroed_nested(Variable, Module, m=None):  # noqa: ANN001, ANN202, N803
+    """The "nested" structure of structures.py with zeros, in TF's or our classes (filling ``m``)."""
+    m = Module() if m is None else m
+    m.a_var = Variable([0.0, 0.0, 0.0])
+    m.b_var = Variable(np.zeros((2, 3), np.int32))
+    m.s = Variable(b"")
+    m.lst = [Variable(0.0), 7, [Variable(np.float64(0))], []]
+    m.dct = {"k/1": Variable(0), "x.y": Variable([False, False]), "plain": 3}
+    m.tup = Pair(Variable(np.int64(0)), Variable(np.float16(0)))
+    m.sub = Module()
     m.sub.shared = m.a_var
+    return m
+
+
+def _tf_nested() -> tuple[tf.train.Checkpoint, tf.Module]:
+    m = _zeroed_nested(tf.Variable, tf.Module)
     return tf.train.Checkpoint(model=m, extra=tf.Variable([9.0])), m
 
 
@@ -112,14 +118,7 @@ def test_we_restore_tf_nested_into_fresh_objects_created_later(both_sides: tuple
     status = ckpt.restore(os.path.join(both_sides[0], "nested", "ckpt-2"))
     m = tp.Module()
     ckpt.model = m
-    m.a_var = tp.Variable([0.0, 0.0, 0.0])
-    m.b_var = tp.Variable(np.zeros((2, 3), np.int32))
-    m.s = tp.Variable(b"")
-    m.lst = [tp.Variable(0.0), 7, [tp.Variable(np.float64(0))], []]
-    m.dct = {"k/1": tp.Variable(0), "x.y": tp.Variable([False, False]), "plain": 3}
-    m.tup = Pair(tp.Variable(np.int64(0)), tp.Variable(np.float16(0)))
-    m.sub = tp.Module()
-    m.sub.shared = m.a_var
+    _zeroed_nested(tp.Variable, tp.Module, m)  # each value arrives as its attribute is assigned
     ckpt.extra = tp.Variable([0.0])
     status.assert_consumed()
     assert m.a_var.numpy().tolist() == [1.0, 2.0, 3.0] and m.s.numpy() == b"hello"
