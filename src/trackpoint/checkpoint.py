@@ -176,7 +176,8 @@ class Checkpoint(AutoTrackable):
         raw = reader.read(OBJECT_GRAPH_KEY)
         if not isinstance(raw, bytes):
             raise InvalidArgumentError(f"{prefix}: {OBJECT_GRAPH_KEY} is not a scalar string")
-        coordinator = RestoreCoordinator(reader, parse_graph(raw, prefix), options.experimental_skip_slot_variables)
+        coordinator = RestoreCoordinator(reader, parse_graph(raw, prefix, validate=False),
+                                         options.experimental_skip_slot_variables)
         root = self._tp_graph_root
         try:
             with gc_paused():
@@ -189,7 +190,7 @@ class Checkpoint(AutoTrackable):
     def _restore_root(self, coordinator: RestoreCoordinator, root: Trackable) -> None:
         """Bind node 0 to the root, then each attached dependency to its edge from node 0."""
         CheckpointPosition(coordinator, 0).restore(root)
-        root_children = {c.local_name: c.node_id for c in coordinator.graph.nodes[0].children}
+        root_children = {name: node_id for node_id, name in coordinator.children(0)}
         for name, obj in self._tp_attached.items():
             if name != "root" and name in root_children:
                 CheckpointPosition(coordinator, root_children[name]).restore(obj)

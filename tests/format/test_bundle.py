@@ -136,7 +136,7 @@ def test_fast_entry_decoder_agrees_with_protobuf(dtype, dims, shard, offset, siz
     for d in dims:
         entry.shape.dim.add().size = d
     fields = _decode_entry(entry.SerializeToString())
-    assert fields == (dtype, tuple(dims), shard, offset, size, crc, [])
+    assert fields == (dtype, tuple(dims), shard, offset, size, crc, ())
 
 
 @settings(max_examples=300, deadline=None)

@@ -20,7 +20,7 @@ import numpy as np
 
 from trackpoint._format import naming, slices, sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
-from trackpoint._format.crc import crc32c, crc32c_combine, unmask
+from trackpoint._format.crc import crc32c, crc32c_combine, mask, raw_crc32c, unmask
 from trackpoint._format.dtypes import DType, enum_name, from_enum
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
@@ -60,84 +60,88 @@ class Entry:
         return pb.BundleEntryProto.FromString(self._raw)
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise ValueError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _decode_entry(buf: bytes) -> tuple[int, tuple[int, ...], int, int, int, int, list[Any]] | None:
+def _decode_entry(buf: bytes) -> tuple[int, tuple[int, ...], int, int, int, int, tuple[Any, ...]] | None:
     """Decode the fields of a plain ``BundleEntryProto`` quickly; None for anything unusual.
 
     Entries with slices, dimension names, unknown rank or unknown fields return None and go
-    through the protobuf parser instead. This path exists because restore parses one entry
-    per variable and protobuf attribute access dominates that cost.
+    through the protobuf parser instead, and so does a truncated entry (IndexError, which
+    the caller catches). This path exists because a restore decodes one entry per variable
+    and protobuf attribute access would dominate that cost.
     """
     dtype = shard = offset = size = crc = 0
     shape: list[int] = []
     pos, end = 0, len(buf)
     while pos < end:
         tag = buf[pos]
-        pos += 1
-        if tag == 0x08:
-            dtype = buf[pos]
-            if dtype < 0x80:
-                pos += 1
+        if tag == 0x12:  # shape: TensorShapeProto { repeated Dim dim = 2 { int64 size = 1 } }
+            length = buf[pos + 1]
+            if length >= 0x80:
+                length, pos = _varint(buf, pos + 1)
             else:
-                dtype, pos = _varint(buf, pos)
-        elif tag == 0x12:
-            length, pos = _varint(buf, pos)
+                pos += 2
             shape_end = pos + length
             if shape_end > end:
                 return None
             while pos < shape_end:
                 if buf[pos] != 0x12:
                     return None
-                dim_len, pos = _varint(buf, pos + 1)
-                dim_end = pos + dim_len
-                dim = 0
-                if dim_len == 2 and buf[pos] == 0x08 and buf[pos + 1] < 0x80:  # one small dimension
-                    dim = buf[pos + 1]
-                    pos = dim_end
-                while pos < dim_end:
-                    if buf[pos] != 0x08:
-                        return None
-                    dim, pos = _varint(buf, pos + 1)
+                dim_len = buf[pos + 1]
+                if dim_len == 0:  # a dimension of size 0
+                    shape.append(0)
+                    pos += 2
+                    continue
+                if dim_len >= 0x80 or buf[pos + 2] != 0x08:
+                    return None
+                dim_end = pos + 2 + dim_len
+                dim, pos = _varint(buf, pos + 3)
+                if pos != dim_end:
+                    return None
                 shape.append(_signed(dim))
             if pos != shape_end:
                 return None
-        elif tag == 0x18:
-            shard, pos = _varint(buf, pos)
-            shard = _signed(shard) if shard >= 1 << 31 else shard
-        elif tag == 0x20:
-            offset, pos = _varint(buf, pos)
-            offset = _signed(offset)
+            continue
+        if tag == 0x35:  # crc32c, fixed32
+            if pos + 5 > end:
+                return None
+            crc = int.from_bytes(buf[pos + 1 : pos + 5], "little")
+            pos += 5
+            continue
+        value = buf[pos + 1]
+        if value < 0x80:
+            pos += 2
+        else:
+            value, pos = _varint(buf, pos + 1)
+        if tag == 0x20:
+            offset = _signed(value)
         elif tag == 0x28:
-            size = buf[pos]
-            if size < 0x80:
-                pos += 1
-            else:
-                size, pos = _varint(buf, pos)
-                size = _signed(size)
-        elif tag == 0x35 and pos + 4 <= end:
-            crc = int.from_bytes(buf[pos : pos + 4], "little")
-            pos += 4
+            size = _signed(value)
+        elif tag == 0x08:
+            dtype = value
+        elif tag == 0x18:
+            shard = _signed(value)
         else:
             return None
     if pos != end:
         return None
-    return dtype, tuple(shape), shard, offset, size, crc, []
+    return dtype, tuple(shape), shard, offset, size, crc, ()
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """A varint at ``buf[pos]`` (IndexError when truncated, ValueError when over-long)."""
+    result = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("over-long varint")
 
 
 class BundleReader:
@@ -191,7 +195,6 @@ class BundleReader:
         self.num_shards = header.num_shards
         self.big_endian = header.endianness == pb.BundleHeaderProto.BIG
         self._raw: dict[bytes, bytes] = dict(items[1:])
-        self._entries: dict[bytes, Entry] = {}
         self._fds: dict[int, tuple[int, int]] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -212,12 +215,13 @@ class BundleReader:
             NotFoundError: No such key.
             DataLossError / InvalidArgumentError: The entry is malformed.
         """
-        raw_key = key if isinstance(key, bytes) else key.encode("utf-8", "surrogateescape")
-        cached = self._entries.get(raw_key)
-        if cached is not None:
-            return cached
+        # Not cached: a restore decodes each entry once, and keeping tens of thousands of
+        # them alive with the reader would only feed the garbage collector.
+        if isinstance(key, bytes):
+            raw_key, name = key, _decode_key(key)
+        else:
+            raw_key, name = key.encode("utf-8", "surrogateescape"), key
         value = self._raw.get(raw_key)
-        name = _decode_key(raw_key)
         if value is None:
             raise NotFoundError(f"Key {name} not found in checkpoint {self.prefix}")
         try:
@@ -235,13 +239,11 @@ class BundleReader:
             fields = (proto.dtype, tuple(d.size for d in proto.shape.dim), proto.shard_id, proto.offset, proto.size,
                       proto.crc32c, list(proto.slices))
         shape = fields[1]
-        if len(shape) > _MAX_RANK:
-            raise DataLossError(f"{self.index_path}: key {name!r} has an invalid shape")
-        if any(d < 0 for d in shape):
+        if shape and (len(shape) > _MAX_RANK or min(shape) < 0):
+            if len(shape) > _MAX_RANK:
+                raise DataLossError(f"{self.index_path}: key {name!r} has an invalid shape")
             raise DataLossError(f"{self.index_path}: key {name!r} has a negative dimension in {list(shape)}")
-        entry = Entry(name, value, fields, from_enum(fields[0]))
-        self._entries[raw_key] = entry
-        return entry
+        return Entry(name, value, fields, from_enum(fields[0]))
 
     # -- data ---------------------------------------------------------------------------
 
@@ -385,48 +387,58 @@ class BundleReader:
         """Read several tensors at once, checksums verified; results in the order of ``entries``.
 
         Small tensors lying next to each other in a shard are fetched with one read and
-        handed out as read-only views of it; each large one is read by a few threads at once,
-        since file reads and crc32c release the GIL. Everything is validated against the
-        files before anything is allocated.
+        handed out as views of it; each large one is read by a few threads at once, since
+        file reads and crc32c release the GIL. Everything is validated against the files
+        before anything is allocated.
         """
         results: list[np.ndarray | bytes | None] = [None] * len(entries)
-        small: dict[int, list[tuple[int, Entry, DType]]] = {}
-        large: list[tuple[int, Entry, DType]] = []
+        small: dict[int, list[tuple[int, Entry]]] = {}
+        large: list[tuple[int, Entry]] = []
+        file_sizes: dict[int, int] = {}
         for i, entry in enumerate(entries):
-            dtype = self._check_numeric(entry)
-            if entry.is_sliced or dtype.is_string or self.big_endian:
+            # The checks of _check_numeric and _check_span, inlined: this loop runs once per variable.
+            dtype = entry.dtype
+            if dtype is None or dtype.is_string or entry.is_sliced or self.big_endian:
                 results[i] = self.read(entry.key)
                 continue
-            self._check_span(entry)
+            if math.prod(entry.shape) * dtype.itemsize != entry.size:
+                self._check_numeric(entry)  # raises, naming the key
+            file_size = file_sizes.get(entry.shard_id)
+            if file_size is None:
+                file_size = file_sizes[entry.shard_id] = self._shard_fd(entry.shard_id, entry.key)[1]
+            if entry.offset < 0 or entry.offset + entry.size > file_size:
+                self._check_span(entry)  # raises, naming the file and the key
             if entry.size >= _PARALLEL_READ_BYTES:
-                large.append((i, entry, dtype))
+                large.append((i, entry))
             else:
-                small.setdefault(entry.shard_id, []).append((i, entry, dtype))
+                small.setdefault(entry.shard_id, []).append((i, entry))
         for shard_id, items in small.items():
             self._read_runs(shard_id, items, results)
-        for i, entry, dtype in large:  # one at a time: each is read by several threads
-            results[i] = self._read_plain(entry, dtype, None)
+        for i, entry in large:  # one at a time: each is read by several threads
+            results[i] = self._read_plain(entry, entry.dtype, None)
         return results  # type: ignore[return-value]
 
-    def _read_runs(self, shard_id: int, items: list[tuple[int, Entry, DType]],
-                   results: list[np.ndarray | bytes | None]) -> None:
+    def _read_runs(self, shard_id: int, items: list[tuple[int, Entry]], results: list[np.ndarray | bytes | None]
+                   ) -> None:
         """Read neighbouring small tensors of one shard with as few reads as possible."""
         items.sort(key=lambda item: item[1].offset)
         fd = self._check_span(items[0][1])
         path = self._data_path(items[0][1])
-        runs: list[list[tuple[int, Entry, DType]]] = []
+        runs: list[list[tuple[int, Entry]]] = []
         run_start = run_end = -1
         for item in items:
             offset, size = item[1].offset, item[1].size
             if runs and offset - run_end <= _RUN_GAP and offset + size - run_start <= _RUN_BYTES:
                 runs[-1].append(item)
-                run_end = max(run_end, offset + size)
+                if offset + size > run_end:
+                    run_end = offset + size
             else:
                 runs.append([item])
                 run_start, run_end = offset, offset + size
+        ndarray = np.ndarray
         for run in runs:
             first = run[0][1].offset
-            buf = bytearray(max(e.offset + e.size for _, e, _ in run) - first)
+            buf = bytearray(max(e.offset + e.size for _, e in run) - first)
             view = memoryview(buf)
             done = 0
             while done < len(buf):
@@ -434,14 +446,14 @@ class BundleReader:
                 if n <= 0:
                     raise DataLossError(f"{path}: unexpected end of file reading key {run[0][1].key!r}")
                 done += n
-            for i, entry, dtype in run:
+            for i, entry in run:
                 lo = entry.offset - first
-                if crc32c(view[lo : lo + entry.size]) != unmask(entry.crc32c):
+                if mask(raw_crc32c(view[lo : lo + entry.size])) != entry.crc32c:
                     raise DataLossError(
                         f"{path}: checksum mismatch for key {entry.key!r}; the data file is damaged. "
                         "Restore from another checkpoint or re-save"
                     )
-                results[i] = np.frombuffer(buf, dtype.numpy, math.prod(entry.shape), lo).reshape(entry.shape)
+                results[i] = ndarray(entry.shape, entry.dtype.numpy, buf, lo)
 
     def _check_out(self, entry: Entry, dtype: DType, out: np.ndarray) -> None:
         if dtype.is_string or out.dtype != dtype.numpy or out.shape != entry.shape:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import crc32c as _crc32c
 
-__all__ = ["MASK_DELTA", "crc32c", "crc32c_combine", "mask", "unmask"]
+__all__ = ["MASK_DELTA", "crc32c", "crc32c_combine", "mask", "raw_crc32c", "unmask"]
 
 MASK_DELTA = 0xA282EAD8
 
@@ -16,6 +16,10 @@ def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
     releases the GIL on large buffers, so shards can be checksummed in parallel.
     """
     return _crc32c.crc32c(data, value)
+
+
+#: The package's function itself, for loops that run once per tensor.
+raw_crc32c = _crc32c.crc32c
 
 
 def mask(crc: int) -> int:

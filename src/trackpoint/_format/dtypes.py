@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
@@ -23,15 +23,18 @@ class DType:
     enum: int
     name: str
     numpy: np.dtype
+    #: Plain fields rather than properties: restores read them once per tensor.
+    is_string: bool = field(init=False)
+    itemsize: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_string", self.enum == 7)
+        object.__setattr__(self, "itemsize", self.numpy.itemsize)
 
     @property
     def enum_name(self) -> str:
         """The ``DT_*`` spelling used by ``debug_string``, e.g. ``"DT_FLOAT"``."""
         return _ENUM_NAMES[self.enum]
-
-    @property
-    def is_string(self) -> bool:
-        return self.enum == 7
 
 
 _TABLE = [

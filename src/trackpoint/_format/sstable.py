@@ -186,19 +186,35 @@ def _block_entries(block: memoryview, what: str) -> list[tuple[bytes, bytes]]:
     limit = len(block) - 4 - 4 * num_restarts
     if num_restarts == 0 or limit < 0:
         raise DataLossError(f"{what}: bad restart array ({num_restarts} restarts in a {len(block)}-byte block)")
+    data = bytes(block[:limit])  # slicing bytes is cheaper than slicing a memoryview and copying
     entries: list[tuple[bytes, bytes]] = []
+    append = entries.append
     key = b""
     pos = 0
+    # One entry per variable: the three lengths are nearly always one-byte varints, so those
+    # are read inline and only longer ones go through varint.decode.
     while pos < limit:
-        shared, pos = varint.decode(block, pos, what, 5)
-        unshared, pos = varint.decode(block, pos, what, 5)
-        value_len, pos = varint.decode(block, pos, what, 5)
-        if shared > len(key) or pos + unshared + value_len > limit:
+        shared = data[pos]
+        if shared < 0x80:
+            pos += 1
+        else:
+            shared, pos = varint.decode(data, pos, what, 5)
+        unshared = data[pos] if pos < limit else 0x80
+        if unshared < 0x80:
+            pos += 1
+        else:
+            unshared, pos = varint.decode(data, pos, what, 5)
+        value_len = data[pos] if pos < limit else 0x80
+        if value_len < 0x80:
+            pos += 1
+        else:
+            value_len, pos = varint.decode(data, pos, what, 5)
+        end = pos + unshared
+        if shared > len(key) or end + value_len > limit:
             raise DataLossError(f"{what}: corrupt block entry at byte {pos}")
-        key = key[:shared] + bytes(block[pos : pos + unshared])
-        pos += unshared
-        entries.append((key, bytes(block[pos : pos + value_len])))
-        pos += value_len
+        key = key[:shared] + data[pos:end] if shared else data[pos:end]
+        pos = end + value_len
+        append((key, data[end:pos]))
     return entries
 
 

@@ -33,8 +33,12 @@ _BATCH_BYTES = 16 << 20
 _MAX_PATH_CHARS = 512
 
 
-def parse_graph(raw: bytes, prefix: str) -> pb.TrackableObjectGraph:
-    """Parse and sanity-check a serialized object graph (ids in range)."""
+def parse_graph(raw: bytes, prefix: str, validate: bool = True) -> pb.TrackableObjectGraph:
+    """Parse a serialized object graph; with ``validate``, check every node reference up front.
+
+    A restore passes ``validate=False``: its coordinator checks each reference as it follows
+    it, which saves a pass over every node of a large graph.
+    """
     graph = pb.TrackableObjectGraph()
     try:
         graph.ParseFromString(raw)
@@ -43,24 +47,35 @@ def parse_graph(raw: bytes, prefix: str) -> pb.TrackableObjectGraph:
     count = len(graph.nodes)
     if count == 0 or count > _MAX_NODES:
         raise DataLossError(f"{prefix}: the object graph has {count} nodes")
-    for node_id, node in enumerate(graph.nodes):
-        for child in node.children:
-            if not 0 <= child.node_id < count:
-                raise DataLossError(f"{prefix}: node {node_id} names child node {child.node_id} of {count}")
-        for slot in node.slot_variables:
-            if not (0 <= slot.original_variable_node_id < count and 0 <= slot.slot_variable_node_id < count):
-                raise DataLossError(f"{prefix}: node {node_id} has a slot reference outside the graph")
+    if validate:
+        for node_id, node in enumerate(graph.nodes):
+            for child in node.children:
+                _check_child(child.node_id, count, node_id, prefix)
+            for slot in node.slot_variables:
+                _check_slot(slot, count, node_id, prefix)
     return graph
+
+
+def _check_child(child_id: int, count: int, node_id: int, prefix: str) -> None:
+    if not 0 <= child_id < count:
+        raise DataLossError(f"{prefix}: node {node_id} names child node {child_id} of {count}")
+
+
+def _check_slot(slot: pb.TrackableObjectGraph.TrackableObject.SlotVariableReference, count: int, node_id: int,
+                prefix: str) -> None:
+    if not (0 <= slot.original_variable_node_id < count and 0 <= slot.slot_variable_node_id < count):
+        raise DataLossError(f"{prefix}: node {node_id} has a slot reference outside the graph")
 
 
 def node_paths(graph: pb.TrackableObjectGraph) -> dict[int, str]:
     """Readable paths ``(root).model.dense.kernel``; slots as ``<opt>'s state 'm' for <var>``."""
     paths = {0: "(root)"}
+    count = len(graph.nodes)
     queue = deque([0])
     while queue:
         node_id = queue.popleft()
         for child in graph.nodes[node_id].children:
-            if child.node_id not in paths:
+            if child.node_id not in paths and 0 <= child.node_id < count:
                 parent = paths[node_id]
                 if len(parent) > _MAX_PATH_CHARS:  # a hostile chain must not cost quadratic memory
                     parent = parent[: _MAX_PATH_CHARS // 2] + "..."
@@ -68,7 +83,7 @@ def node_paths(graph: pb.TrackableObjectGraph) -> dict[int, str]:
                 queue.append(child.node_id)
     for node_id, node in enumerate(graph.nodes):
         for slot in node.slot_variables:
-            if slot.slot_variable_node_id not in paths:
+            if slot.slot_variable_node_id not in paths and 0 <= slot.slot_variable_node_id < count:
                 paths[slot.slot_variable_node_id] = (
                     f"{paths.get(node_id, f'node {node_id}')}'s state '{slot.slot_name}' for "
                     f"{paths.get(slot.original_variable_node_id, f'node {slot.original_variable_node_id}')}"
@@ -84,16 +99,38 @@ def _has_values(node: pb.TrackableObjectGraph.TrackableObject) -> bool:
     return bool(node.children or node.attributes or node.slot_variables or node.HasField("registered_saver"))
 
 
+_NAMES: dict[str, str] = {}  # stored attribute name -> name; there are only a handful ("VARIABLE_VALUE", ...)
+
+
+def _unescape(name: str) -> str:
+    unescaped = _NAMES.get(name)
+    if unescaped is None:
+        unescaped = unescape_local_name(name)
+        if len(_NAMES) < 4096:
+            _NAMES[name] = unescaped
+    return unescaped
+
+
 class RestoreCoordinator:
-    """State of one ``restore()``; see the module docstring."""
+    """State of one ``restore()``; see the module docstring.
+
+    The graph stays a protobuf message and each node is read when the walk reaches it.
+    Copying it into Python lists up front cost a pass over every node, and left the
+    lists for the garbage collector to scan for as long as the restore status lived.
+    """
 
     def __init__(self, reader: BundleReader, graph: pb.TrackableObjectGraph, skip_slot_variables: bool = False) -> None:
         self.reader = reader
         self.prefix = reader.prefix
         self.graph = graph
+        self.nodes = graph.nodes
+        self.node_count = len(self.nodes)
         self.restore_uid = next(_restore_uids)
         self.skip_slot_variables = skip_slot_variables
-        self.object_by_proto_id: weakref.WeakValueDictionary[int, Trackable] = weakref.WeakValueDictionary()
+        # proto id -> weak reference to the bound object. Plain weakref.ref rather than a
+        # WeakValueDictionary: CPython shares one such reference per object, so binding
+        # objects a second time allocates nothing.
+        self.bound: dict[int, weakref.ref[Trackable]] = {}
         self.matched_proto_ids: set[int] = set()
         self.unused_attributes: dict[int, list[str]] = {}
         self.slot_node_ids: set[int] = set()
@@ -101,28 +138,67 @@ class RestoreCoordinator:
         self.deferred_slot_restorations: dict[int, list[tuple[Trackable, int, str]]] = {}
         self.expect_partial = False
         self.deferred_ids: set[int] = set()  # nodes parked on live objects for restore-on-create
-        # The graph as plain lists, read once: protobuf attribute access would otherwise
-        # dominate the walk of a graph with tens of thousands of nodes.
-        self.children: list[list[tuple[int, str]]] = []
-        self.attributes: list[list[tuple[str, str, str]]] = []  # (tensor name, stored name, key)
-        self.has_values: list[bool] = []
-        for node in graph.nodes:
-            self.children.append([(c.node_id, c.local_name) for c in node.children])
-            self.attributes.append([(unescape_local_name(a.name), a.name, a.checkpoint_key) for a in node.attributes])
-            self.has_values.append(_has_values(node))
-        for opt_id, node in enumerate(graph.nodes):
-            for slot in node.slot_variables:
+        for opt_id, node in enumerate(self.nodes):
+            slots = node.slot_variables
+            if not slots:
+                continue
+            for slot in slots:
+                _check_slot(slot, self.node_count, opt_id, self.prefix)
                 self.slot_node_ids.add(slot.slot_variable_node_id)
                 if not skip_slot_variables:
                     self.slot_restorations.setdefault(slot.original_variable_node_id, []).append(
                         (opt_id, slot.slot_variable_node_id, slot.slot_name))
         self._paths: dict[int, str] | None = None
+        self._value_node_ids: list[int] | None = None
 
     @property
     def paths(self) -> dict[int, str]:
         if self._paths is None:
             self._paths = node_paths(self.graph)
         return self._paths
+
+    # -- the graph, one node at a time ------------------------------------------------
+
+    def children(self, node_id: int) -> list[tuple[int, str]]:
+        """``(child id, local name)`` of a node, each id checked to lie inside the graph."""
+        count = self.node_count
+        out = []
+        for child in self.nodes[node_id].children:
+            child_id = child.node_id
+            if not 0 <= child_id < count:
+                _check_child(child_id, count, node_id, self.prefix)
+            out.append((child_id, child.local_name))
+        return out
+
+    def attributes(self, node_id: int) -> list[tuple[str, str, str]]:
+        """``(tensor name, stored name, checkpoint key)`` of a node's values."""
+        return [(_unescape(a.name), a.name, a.checkpoint_key) for a in self.nodes[node_id].attributes]
+
+    def has_values(self, node_id: int) -> bool:
+        return _has_values(self.nodes[node_id])
+
+    def value_node_ids(self) -> list[int]:
+        """Nodes holding values (attributes), in id order."""
+        if self._value_node_ids is None:
+            self._value_node_ids = [i for i, node in enumerate(self.nodes) if node.attributes]
+        return self._value_node_ids
+
+    # -- bound objects ------------------------------------------------------------------
+
+    def bound_object(self, node_id: int) -> Trackable | None:
+        ref = self.bound.get(node_id)
+        return ref() if ref is not None else None
+
+    def bound_objects(self) -> list[tuple[int, Trackable]]:
+        """``(node id, object)`` for every binding whose object is still alive."""
+        out = []
+        for node_id, ref in self.bound.items():
+            obj = ref()
+            if obj is not None:
+                out.append((node_id, obj))
+        return out
+
+    # -- values -------------------------------------------------------------------------
 
     def assign(self, pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]]) -> None:
         """Read the values of gathered nodes in batches and hand each object its tensors.
@@ -131,23 +207,30 @@ class RestoreCoordinator:
         needs no more memory than that beyond the variables: each object drops its old value
         as it takes the new one.
         """
-        batch: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]], list[Entry]]] = []
+        entry = self.reader.entry
+        batch: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]] = []
+        entries: list[Entry] = []
         batch_bytes = 0
-        for position, trackable, wanted in pending:
-            entries = [self.reader.entry(key) for _, key in wanted]
-            size = sum(e.size if not e.is_sliced else _BATCH_BYTES for e in entries)
+        for item in pending:
+            wanted = item[2]
+            if len(wanted) == 1:  # the common case, a variable
+                new = [entry(wanted[0][1])]
+            else:
+                new = [entry(key) for _, key in wanted]
+            size = sum(e.size if not e.is_sliced else _BATCH_BYTES for e in new)
             if batch and batch_bytes + size > _BATCH_BYTES:
-                self._assign_batch(batch)
-                batch, batch_bytes = [], 0
-            batch.append((position, trackable, wanted, entries))
+                self._assign_batch(batch, entries)
+                batch, entries, batch_bytes = [], [], 0
+            batch.append(item)
+            entries.extend(new)
             batch_bytes += size
         if batch:
-            self._assign_batch(batch)
+            self._assign_batch(batch, entries)
 
-    def _assign_batch(self, batch: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]], list[Entry]]]
-                      ) -> None:
-        values = iter(self.reader.read_entries([e for _, _, _, entries in batch for e in entries]))
-        for position, trackable, wanted, _ in batch:
+    def _assign_batch(self, batch: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]],
+                      entries: list[Entry]) -> None:
+        values = iter(self.reader.read_entries(entries))
+        for position, trackable, wanted in batch:
             tensors = {name: next(values) for name, _ in wanted}
             try:
                 trackable._restore_from_tensors(tensors)
@@ -164,10 +247,12 @@ class RestoreCoordinator:
 
     def unrestored_values(self) -> list[int]:
         """Checkpoint nodes holding values that no live object has received."""
-        # matched_proto_ids, not the weak object map: the answer must not change when the
+        # matched_proto_ids, not the bound objects: the answer must not change when the
         # restored objects are garbage-collected (e.g. at interpreter exit).
-        return [i for i, attributes in enumerate(self.attributes) if attributes and i not in self.matched_proto_ids
-                and not (self.skip_slot_variables and i in self.slot_node_ids)]
+        matched = self.matched_proto_ids
+        if self.skip_slot_variables:
+            return [i for i in self.value_node_ids() if i not in matched and i not in self.slot_node_ids]
+        return [i for i in self.value_node_ids() if i not in matched]
 
     def __del__(self) -> None:
         if self.expect_partial:
@@ -191,6 +276,8 @@ class RestoreCoordinator:
 class CheckpointPosition:
     """One node of the checkpoint graph, in the context of one restore."""
 
+    __slots__ = ("coordinator", "proto_id")
+
     def __init__(self, coordinator: RestoreCoordinator, proto_id: int) -> None:
         self.coordinator = coordinator
         self.proto_id = proto_id
@@ -200,21 +287,21 @@ class CheckpointPosition:
         return self.coordinator.restore_uid
 
     def is_simple_variable(self) -> bool:
-        attributes = self.coordinator.attributes[self.proto_id]
+        attributes = self.coordinator.attributes(self.proto_id)
         return (len(attributes) == 1 and attributes[0][1] == VARIABLE_VALUE
-                and not self.coordinator.children[self.proto_id])
+                and not self.coordinator.nodes[self.proto_id].children)
 
     def simple_variable_value(self) -> Any:
         self.coordinator.matched_proto_ids.add(self.proto_id)
-        return self.coordinator.read_tensor(self.coordinator.attributes[self.proto_id][0][2], self.proto_id)
+        return self.coordinator.read_tensor(self.coordinator.attributes(self.proto_id)[0][2], self.proto_id)
 
     def bind_object(self, trackable: Trackable) -> bool:
         """Bind this node to ``trackable``; True if that is a new binding."""
         coordinator = self.coordinator
         coordinator.matched_proto_ids.add(self.proto_id)
-        current = coordinator.object_by_proto_id.get(self.proto_id)
+        current = coordinator.bound_object(self.proto_id)
         if current is None:
-            coordinator.object_by_proto_id[self.proto_id] = trackable
+            coordinator.bound[self.proto_id] = weakref.ref(trackable)
             return True
         if current is not trackable:
             _log.warning("Inconsistent references when restoring %s: %s was already bound to another object",
@@ -228,27 +315,31 @@ class CheckpointPosition:
     def _restore_descendants(self, trackable: Trackable) -> None:
         # Like TF in eager mode: walk and bind first, then read every value in one batch
         # (neighbouring tensors in one read, large ones in parallel) and assign in walk order.
+        coordinator = self.coordinator
         queue: deque[tuple[CheckpointPosition, Trackable]] = deque([(self, trackable)])
         pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]] = []
+        nodes = coordinator.nodes
         while queue:
             position, obj = queue.popleft()
-            position._gather(obj, pending)
-            queue.extend(position._children_to_restore(obj))
-            queue.extend(position._slots_to_restore(obj))
+            node = nodes[position.proto_id]
+            position._gather(obj, node, pending)
+            if node.children:
+                queue.extend(position._children_to_restore(obj))
+            if coordinator.slot_restorations or coordinator.deferred_slot_restorations:
+                queue.extend(position._slots_to_restore(obj))
         if pending:
-            self.coordinator.assign(pending)
+            coordinator.assign(pending)
 
-    def _gather(self, trackable: Trackable, pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]]
-                ) -> None:
+    def _gather(self, trackable: Trackable, node: pb.TrackableObjectGraph.TrackableObject,
+                pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]]) -> None:
         """Note which of this node's values ``trackable`` takes (unless a later restore already assigned it)."""
         coordinator = self.coordinator
         if coordinator.restore_uid <= trackable._tp_update_uid:
             return
-        attributes = coordinator.attributes[self.proto_id]
-        if attributes:
+        if node.attributes:
             live = trackable._checkpoint_tensor_names()
             wanted = []
-            for name, stored_name, key in attributes:
+            for name, stored_name, key in coordinator.attributes(self.proto_id):
                 if name in live:
                     wanted.append((name, key))
                 else:
@@ -259,17 +350,18 @@ class CheckpointPosition:
 
     def _children_to_restore(self, trackable: Trackable) -> list[tuple[CheckpointPosition, Trackable]]:
         coordinator = self.coordinator
-        bound = coordinator.object_by_proto_id
+        bound = coordinator.bound
+        lookup = trackable._lookup_dependency
         out = []
-        for child_id, local_name in coordinator.children[self.proto_id]:
-            if child_id in bound:
+        for child_id, local_name in coordinator.children(self.proto_id):
+            if child_id in bound and bound[child_id]() is not None:
                 continue
             position = CheckpointPosition(coordinator, child_id)
-            local = trackable._lookup_dependency(local_name)
+            local = lookup(local_name)
             if local is not None:
                 if position.bind_object(local):
                     out.append((position, local))
-            elif coordinator.has_values[child_id]:
+            elif coordinator.has_values(child_id):
                 trackable._defer_restore(local_name, position)
                 coordinator.deferred_ids.add(child_id)
         return out
@@ -282,7 +374,7 @@ class CheckpointPosition:
             out.extend(self._create_or_restore_slot(trackable, variable, slot_id, slot_name))
         # This node is a variable with slots.
         for opt_id, slot_id, slot_name in coordinator.slot_restorations.pop(self.proto_id, ()):
-            optimizer = coordinator.object_by_proto_id.get(opt_id)
+            optimizer = coordinator.bound_object(opt_id)
             if optimizer is None:
                 coordinator.deferred_slot_restorations.setdefault(opt_id, []).append((trackable, slot_id, slot_name))
             else:

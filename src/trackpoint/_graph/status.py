@@ -88,10 +88,11 @@ class CheckpointLoadStatus:
     def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
         """Every live object with values was bound to, and received, a checkpoint value."""
         coordinator = self._coordinator
-        for node_id, obj in list(coordinator.object_by_proto_id.items()):
+        bound_objects = coordinator.bound_objects()
+        for node_id, obj in bound_objects:
             if obj._tp_update_uid < coordinator.restore_uid and _has_values(obj):
                 raise AssertionError(f"Object {coordinator.paths[node_id]} not assigned a value from checkpoint.")
-        bound = {id(o) for o in coordinator.object_by_proto_id.values()}
+        bound = {id(o) for _, o in bound_objects}
         objects, path = self._live_objects()
         unmatched = [path(i) for i, obj in enumerate(objects) if id(obj) not in bound and _has_values(obj)]
         unmatched = [p for p in unmatched if not (coordinator.skip_slot_variables and "'s state '" in p)]
@@ -109,7 +110,7 @@ class CheckpointLoadStatus:
         coordinator = self._coordinator
         for node_id in coordinator.unrestored_values():
             raise AssertionError(f"Unresolved object in checkpoint {coordinator.paths[node_id]}: "
-                                 f"{coordinator.graph.nodes[node_id]}".strip())
+                                 f"{coordinator.nodes[node_id]}".strip())
         if coordinator.slot_restorations:
             raise AssertionError(f"Unresolved slot restorations: {coordinator.slot_restorations}")
         if coordinator.unused_attributes:
@@ -120,7 +121,7 @@ class CheckpointLoadStatus:
 
     def assert_nontrivial_match(self) -> CheckpointLoadStatus:
         """Something besides the root matched."""
-        if len(self._coordinator.object_by_proto_id) <= 1:
+        if len(self._coordinator.bound_objects()) <= 1:
             raise AssertionError(f"Nothing except the root object matched a checkpointed value from "
                                  f"{self._coordinator.prefix}. Typically this means the checkpoint does not match "
                                  "the Python program.")
@@ -147,7 +148,7 @@ class CheckpointLoadStatus:
         waiting: set[int] = set()
         for node_id in coordinator.deferred_ids - coordinator.matched_proto_ids:
             waiting.update(_subtree(coordinator, node_id))
-        for opt_id, node in enumerate(coordinator.graph.nodes):
+        for opt_id, node in enumerate(coordinator.nodes):
             for slot in node.slot_variables:
                 if opt_id in waiting or slot.original_variable_node_id in waiting:
                     waiting.add(slot.slot_variable_node_id)
@@ -155,11 +156,12 @@ class CheckpointLoadStatus:
             waiting.update(slot_id for _, slot_id, _ in entries)
         for node_id in coordinator.unrestored_values():
             pending[paths[node_id]] = node_id in waiting
-        bound = {id(o) for o in coordinator.object_by_proto_id.values()}
+        bound_objects = coordinator.bound_objects()
+        bound = {id(o) for _, o in bound_objects}
         objects, path = self._live_objects()
         missing = tuple(path(i) for i, obj in enumerate(objects) if id(obj) not in bound and _has_values(obj))
         return RestoreReport(
-            matched=tuple(paths[i] for i in sorted(coordinator.object_by_proto_id.keys())),
+            matched=tuple(paths[i] for i in sorted(node_id for node_id, _ in bound_objects)),
             pending=pending,
             missing_from_checkpoint=missing,
             unused_attributes={paths[i]: tuple(n) for i, n in coordinator.unused_attributes.items()},
@@ -187,7 +189,7 @@ def _subtree(coordinator: RestoreCoordinator, node_id: int) -> set[int]:
     seen = {node_id}
     todo = [node_id]
     while todo:
-        for child_id, _ in coordinator.children[todo.pop()]:
+        for child_id, _ in coordinator.children(todo.pop()):
             if child_id not in seen:
                 seen.add(child_id)
                 todo.append(child_id)
