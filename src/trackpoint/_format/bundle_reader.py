@@ -438,14 +438,15 @@ class BundleReader:
         ndarray = np.ndarray
         for run in runs:
             first = run[0][1].offset
-            buf = bytearray(max(e.offset + e.size for _, e in run) - first)
-            view = memoryview(buf)
-            done = 0
-            while done < len(buf):
-                n = os.preadv(fd, [view[done:]], first + done)
-                if n <= 0:
+            length = max(e.offset + e.size for _, e in run) - first
+            # Immutable bytes, so the arrays handed out are read-only views from the start.
+            buf = os.pread(fd, length, first)
+            while len(buf) < length:  # a short read: only a file shrinking under us ends this
+                more = os.pread(fd, length - len(buf), first + len(buf))
+                if not more:
                     raise DataLossError(f"{path}: unexpected end of file reading key {run[0][1].key!r}")
-                done += n
+                buf += more
+            view = memoryview(buf)
             for i, entry in run:
                 lo = entry.offset - first
                 if mask(raw_crc32c(view[lo : lo + entry.size])) != entry.crc32c:

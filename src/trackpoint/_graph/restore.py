@@ -21,7 +21,7 @@ from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._graph.keys import unescape_local_name
 from trackpoint._tracking.base import Trackable
-from trackpoint._tracking.variables import VARIABLE_VALUE
+from trackpoint._tracking.variables import VARIABLE_VALUE, Variable
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError
 
 __all__ = ["CheckpointPosition", "RestoreCoordinator", "node_paths", "parse_graph"]
@@ -200,7 +200,29 @@ class RestoreCoordinator:
 
     # -- values -------------------------------------------------------------------------
 
-    def assign(self, pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]]) -> None:
+    def wanted(self, node_id: int, trackable: Trackable, attributes: Any) -> list[tuple[str, str]]:
+        """``(tensor name, checkpoint key)`` of the node's values that ``trackable`` takes.
+
+        The others are recorded as unused attributes.
+        """
+        live = trackable._checkpoint_tensor_names()
+        if len(attributes) == 1:  # a variable, most of the time
+            attribute = attributes[0]
+            stored_name = attribute.name
+            name = _NAMES.get(stored_name) or _unescape(stored_name)
+            if name in live:
+                return [(name, attribute.checkpoint_key)]
+            self.unused_attributes.setdefault(node_id, []).append(stored_name)
+            return []
+        wanted = []
+        for name, stored_name, key in self.attributes(node_id):
+            if name in live:
+                wanted.append((name, key))
+            else:
+                self.unused_attributes.setdefault(node_id, []).append(stored_name)
+        return wanted
+
+    def assign(self, pending: list[tuple[int, Trackable, list[tuple[str, str]]]]) -> None:
         """Read the values of gathered nodes in batches and hand each object its tensors.
 
         A batch holds at most ``_BATCH_BYTES`` of tensors (or one larger tensor), so a restore
@@ -208,7 +230,7 @@ class RestoreCoordinator:
         as it takes the new one.
         """
         entry = self.reader.entry
-        batch: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]] = []
+        batch: list[tuple[int, Trackable, list[tuple[str, str]]]] = []
         entries: list[Entry] = []
         batch_bytes = 0
         for item in pending:
@@ -227,17 +249,18 @@ class RestoreCoordinator:
         if batch:
             self._assign_batch(batch, entries)
 
-    def _assign_batch(self, batch: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]],
-                      entries: list[Entry]) -> None:
+    def _assign_batch(self, batch: list[tuple[int, Trackable, list[tuple[str, str]]]], entries: list[Entry]) -> None:
         values = iter(self.reader.read_entries(entries))
-        for position, trackable, wanted in batch:
-            tensors = {name: next(values) for name, _ in wanted}
+        for node_id, trackable, wanted in batch:
             try:
-                trackable._restore_from_tensors(tensors)
+                if type(trackable) is Variable:  # skip building the dict for the common case
+                    trackable._restore_value(next(values))
+                else:
+                    trackable._restore_from_tensors({name: next(values) for name, _ in wanted})
             except InvalidArgumentError as exc:
                 keys_text = ", ".join(key for _, key in wanted)
                 raise InvalidArgumentError(f"{self.prefix}: cannot restore checkpoint key {keys_text} into "
-                                           f"{self.paths[position.proto_id]}: {exc}") from exc
+                                           f"{self.paths[node_id]}: {exc}") from exc
 
     def read_tensor(self, key: str, node_id: int) -> Any:
         try:
@@ -313,58 +336,56 @@ class CheckpointPosition:
             self._restore_descendants(trackable)
 
     def _restore_descendants(self, trackable: Trackable) -> None:
-        # Like TF in eager mode: walk and bind first, then read every value in one batch
-        # (neighbouring tensors in one read, large ones in parallel) and assign in walk order.
+        """Bind every node below this one that has a live counterpart, then assign their values.
+
+        Like TF in eager mode: walk and bind first, then read every value in batches
+        (neighbouring tensors in one read, large ones in parallel) and assign in walk order.
+        The loop runs once per object of the model, so binding is inlined and a child that
+        does not exist yet is the only case that builds a position (to wait on its parent).
+        """
         coordinator = self.coordinator
-        queue: deque[tuple[CheckpointPosition, Trackable]] = deque([(self, trackable)])
-        pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]] = []
         nodes = coordinator.nodes
+        count = coordinator.node_count
+        bound = coordinator.bound
+        matched = coordinator.matched_proto_ids
+        uid = coordinator.restore_uid
+        make_ref = weakref.ref
+        queue: deque[tuple[int, Trackable]] = deque([(self.proto_id, trackable)])
+        pending: list[tuple[int, Trackable, list[tuple[str, str]]]] = []
         while queue:
-            position, obj = queue.popleft()
-            node = nodes[position.proto_id]
-            position._gather(obj, node, pending)
-            if node.children:
-                queue.extend(position._children_to_restore(obj))
+            node_id, obj = queue.popleft()
+            node = nodes[node_id]
+            if uid > obj._tp_update_uid:  # else a later restore already assigned it
+                attributes = node.attributes
+                if attributes:
+                    wanted = coordinator.wanted(node_id, obj, attributes)
+                    if wanted:
+                        pending.append((node_id, obj, wanted))
+                obj._tp_update_uid = uid
+            children = node.children
+            if children:
+                lookup = obj._lookup_dependency
+                for child in children:
+                    child_id = child.node_id
+                    if not 0 <= child_id < count:
+                        _check_child(child_id, count, node_id, coordinator.prefix)
+                    ref = bound.get(child_id)
+                    if ref is not None and ref() is not None:
+                        continue  # reached by another path
+                    local_name = child.local_name
+                    local = lookup(local_name)
+                    if local is not None:
+                        matched.add(child_id)
+                        bound[child_id] = make_ref(local)
+                        queue.append((child_id, local))
+                    elif _has_values(nodes[child_id]):
+                        obj._defer_restore(local_name, CheckpointPosition(coordinator, child_id))
+                        coordinator.deferred_ids.add(child_id)
             if coordinator.slot_restorations or coordinator.deferred_slot_restorations:
-                queue.extend(position._slots_to_restore(obj))
+                for position, slot in CheckpointPosition(coordinator, node_id)._slots_to_restore(obj):
+                    queue.append((position.proto_id, slot))
         if pending:
             coordinator.assign(pending)
-
-    def _gather(self, trackable: Trackable, node: pb.TrackableObjectGraph.TrackableObject,
-                pending: list[tuple[CheckpointPosition, Trackable, list[tuple[str, str]]]]) -> None:
-        """Note which of this node's values ``trackable`` takes (unless a later restore already assigned it)."""
-        coordinator = self.coordinator
-        if coordinator.restore_uid <= trackable._tp_update_uid:
-            return
-        if node.attributes:
-            live = trackable._checkpoint_tensor_names()
-            wanted = []
-            for name, stored_name, key in coordinator.attributes(self.proto_id):
-                if name in live:
-                    wanted.append((name, key))
-                else:
-                    coordinator.unused_attributes.setdefault(self.proto_id, []).append(stored_name)
-            if wanted:
-                pending.append((self, trackable, wanted))
-        trackable._tp_update_uid = coordinator.restore_uid
-
-    def _children_to_restore(self, trackable: Trackable) -> list[tuple[CheckpointPosition, Trackable]]:
-        coordinator = self.coordinator
-        bound = coordinator.bound
-        lookup = trackable._lookup_dependency
-        out = []
-        for child_id, local_name in coordinator.children(self.proto_id):
-            if child_id in bound and bound[child_id]() is not None:
-                continue
-            position = CheckpointPosition(coordinator, child_id)
-            local = lookup(local_name)
-            if local is not None:
-                if position.bind_object(local):
-                    out.append((position, local))
-            elif coordinator.has_values(child_id):
-                trackable._defer_restore(local_name, position)
-                coordinator.deferred_ids.add(child_id)
-        return out
 
     def _slots_to_restore(self, trackable: Trackable) -> list[tuple[CheckpointPosition, Trackable]]:
         coordinator = self.coordinator

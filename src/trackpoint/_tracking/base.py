@@ -116,10 +116,12 @@ class Trackable:
 
     def _trackable_children(self) -> dict[str, Trackable]:
         """Named children in the order they were first tracked."""
-        return dict(self._tp_state()["children"])
+        state = self.__dict__.get("_tp")  # not _tp_state(): leaves need no state of their own
+        return dict(state["children"]) if state is not None else {}
 
     def _lookup_dependency(self, name: str) -> Trackable | None:
-        return self._tp_state()["children"].get(name)
+        state = self.__dict__.get("_tp")
+        return state["children"].get(name) if state is not None else None
 
     def _track_trackable(self, trackable: Trackable, name: str, overwrite: bool = False) -> Trackable:
         """Make ``trackable`` the child ``name`` and give it any pending checkpoint value.
@@ -173,7 +175,7 @@ class Trackable:
         """Take back the tensors :meth:`_serialize_to_tensors` produced."""
         del restored_tensors
 
-    def _checkpoint_tensor_names(self) -> list[str]:
+    def _checkpoint_tensor_names(self) -> Sequence[str]:
         """Names :meth:`_serialize_to_tensors` would return, without computing values."""
         return list(self._serialize_to_tensors())
 

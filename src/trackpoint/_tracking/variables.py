@@ -13,6 +13,7 @@ from trackpoint.errors import InvalidArgumentError
 __all__ = ["VARIABLE_VALUE", "Variable", "infer_value"]
 
 VARIABLE_VALUE = "VARIABLE_VALUE"
+_TENSOR_NAMES = (VARIABLE_VALUE,)
 _INT32 = np.iinfo(np.int32)
 
 
@@ -192,16 +193,20 @@ class Variable(Trackable):
     def _serialize_to_tensors(self) -> dict[str, Any]:
         return {VARIABLE_VALUE: self._value}
 
-    def _checkpoint_tensor_names(self) -> list[str]:
-        return [VARIABLE_VALUE]
+    def _checkpoint_tensor_names(self) -> tuple[str, ...]:
+        return _TENSOR_NAMES
 
     def _checkpoint_full_name(self) -> str:
         return self._name
 
     def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
-        value = restored_tensors[VARIABLE_VALUE]
+        self._restore_value(restored_tensors[VARIABLE_VALUE])
+
+    def _restore_value(self, value: Any) -> None:
+        """Take a checkpoint value (an array the variable may keep, or ``bytes``); check dtype and shape."""
         array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object if isinstance(value, bytes) else None)
-        if array.dtype != self.dtype or array.shape != self.shape:
+        current = self._value
+        if array.dtype != current.dtype or array.shape != current.shape:
             raise InvalidArgumentError(
                 f"variable {self._name!r} is {_describe(self.dtype, self.shape)} but the checkpoint holds "
                 f"{_describe(array.dtype, array.shape)}"
