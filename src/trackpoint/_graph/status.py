@@ -58,14 +58,13 @@ class CheckpointLoadStatus:
 
         Paths are only spelled out for the few objects a message mentions.
         """
-        objects, parents = _reachable(self._root, self._attached)
+        objects, parents, names = _reachable(self._root, self._attached)
         count = len(objects)
         slots: list[tuple[int, str, int]] = []
-        for opt_index in range(count):
-            get_slot_names = getattr(objects[opt_index], "get_slot_names", None)
-            if get_slot_names is None:
-                continue
+        optimizers = [i for i, obj in enumerate(objects) if hasattr(type(obj), "get_slot_names")]
+        for opt_index in optimizers:
             optimizer = objects[opt_index]
+            get_slot_names = optimizer.get_slot_names
             for name in get_slot_names():
                 for var_index in range(count):
                     slot = optimizer.get_slot(objects[var_index], name)
@@ -77,22 +76,26 @@ class CheckpointLoadStatus:
             if index >= count:
                 opt_index, name, var_index = slots[index - count]
                 return f"{path(opt_index)}'s state '{name}' for {path(var_index)}"
-            names = []
+            parts = []
             while index > 0:
-                index, name = parents[index]
-                names.append(name)
-            return ".".join(["(root)"] + names[::-1])
+                parts.append(names[index])
+                index = parents[index]
+            return ".".join(["(root)"] + parts[::-1])
 
         return objects, path
 
     def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
         """Every live object with values was bound to, and received, a checkpoint value."""
         coordinator = self._coordinator
-        bound_objects = coordinator.bound_objects()
-        for node_id, obj in bound_objects:
-            if obj._tp_update_uid < coordinator.restore_uid and _has_values(obj):
+        uid = coordinator.restore_uid
+        bound = set()
+        for node_id, ref in coordinator.bound.items():
+            obj = ref()
+            if obj is None:
+                continue
+            if obj._tp_update_uid < uid and _has_values(obj):
                 raise AssertionError(f"Object {coordinator.paths[node_id]} not assigned a value from checkpoint.")
-        bound = {id(o) for _, o in bound_objects}
+            bound.add(id(obj))
         objects, path = self._live_objects()
         unmatched = [path(i) for i, obj in enumerate(objects) if id(obj) not in bound and _has_values(obj)]
         unmatched = [p for p in unmatched if not (coordinator.skip_slot_variables and "'s state '" in p)]
@@ -168,21 +171,24 @@ class CheckpointLoadStatus:
         )
 
 
-def _reachable(root: Trackable, attached: Mapping[str, Trackable]) -> tuple[list[Trackable], list[tuple[int, str]]]:
-    """Objects reachable from ``root`` breadth first, with (parent index, name) to rebuild paths."""
+def _reachable(root: Trackable, attached: Mapping[str, Trackable]) -> tuple[list[Trackable], list[int], list[str]]:
+    """Objects reachable from ``root`` breadth first, with each one's parent index and name (for paths)."""
     objects = [root]
-    parents: list[tuple[int, str]] = [(-1, "")]
+    parents = [-1]
+    names = [""]
     seen = {id(root)}
     index = 0
     while index < len(objects):
-        children = children_with_attached(objects[index], root, attached)
+        obj = objects[index]
+        children = children_with_attached(obj, root, attached) if obj is root else obj._trackable_children()
         for name, child in children.items():
             if id(child) not in seen:
                 seen.add(id(child))
                 objects.append(child)
-                parents.append((index, name))
+                parents.append(index)
+                names.append(name)
         index += 1
-    return objects, parents
+    return objects, parents, names
 
 
 def _subtree(coordinator: RestoreCoordinator, node_id: int) -> set[int]:
