@@ -89,3 +89,12 @@ def test_damaged_tables() -> None:
     flipped[4] ^= 0x01
     with pytest.raises(DataLossError, match="checksum"):
         sstable.read_table(bytes(flipped), "t")
+
+
+@given(st.binary(max_size=12), st.binary(max_size=12))
+def test_shared_prefix_is_the_longest_common_prefix(a: bytes, b: bytes) -> None:
+    from trackpoint._format.sstable import _shared_prefix
+
+    n = _shared_prefix(a, b)
+    assert a[:n] == b[:n]
+    assert n == min(len(a), len(b)) or a[n] != b[n]

@@ -23,6 +23,7 @@ from trackpoint.errors import InvalidArgumentError
 __all__ = ["BundleWriter", "ShardWriter", "dtype_of", "header_bytes", "merge_shards", "write_index"]
 
 TENSOR_BUNDLE_VERSION = 1
+_WRITE_BUFFER = 1 << 20
 
 
 def dtype_of(array: object, key: str) -> DType:
@@ -50,14 +51,25 @@ def _dim(size: int) -> bytes:
     return b"\x12" + bytes((len(inner),)) + inner
 
 
+_HEADS: dict[tuple[int, tuple[int, ...]], bytes] = {}  # (dtype, shape) -> the entry's dtype and shape fields
+_MAX_HEADS = 4096
+
+
 def encode_entry(dtype: int, shape: Sequence[int], shard_id: int, offset: int, size: int, crc: int) -> bytes:
     """A serialized ``BundleEntryProto`` for a plain tensor, as protobuf would encode it.
 
     Written by hand because saving many small variables spends its time building messages;
-    the tests check it against protobuf's encoding.
+    the tests check it against protobuf's encoding. Models repeat a few shapes, so the
+    dtype-and-shape part is built once per pair.
     """
-    dims = b"".join(_dim(int(d)) for d in shape)
-    out = [b"\x08", varint.encode(dtype), b"\x12", varint.encode(len(dims)), dims]  # shape is always present
+    head_key = (dtype, shape if type(shape) is tuple else tuple(shape))
+    head = _HEADS.get(head_key)
+    if head is None:
+        dims = b"".join(_dim(int(d)) for d in shape)
+        head = b"\x08" + varint.encode(dtype) + b"\x12" + varint.encode(len(dims)) + dims  # shape is always present
+        if len(_HEADS) < _MAX_HEADS:
+            _HEADS[head_key] = head
+    out = [head]
     if shard_id:
         out += [b"\x18", varint.encode(shard_id)]
     if offset:
@@ -113,7 +125,8 @@ class ShardWriter:
         self.entries: dict[bytes, bytes] = {}  # key -> serialized BundleEntryProto
         # full key -> (name, dtype, full shape, extents of each slice in write order)
         self.sliced: dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]] = {}
-        self._file: BinaryIO = open(self.temp_path, "wb")  # noqa: SIM115 - closed by close()
+        # A large buffer: saving many small tensors otherwise costs a system call every 8 KiB.
+        self._file: BinaryIO = open(self.temp_path, "wb", buffering=_WRITE_BUFFER)  # noqa: SIM115 - closed by close()
         self._offset = 0
 
     def _append(self, buffer: bytes | memoryview) -> tuple[int, int, int]:

@@ -9,7 +9,6 @@ and every block checksum is verified.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Iterable
 
@@ -45,16 +44,12 @@ class _BlockBuilder:
     def add(self, key: bytes, value: bytes) -> None:
         shared = 0
         if self._counter < self._interval:
-            shared = len(os.path.commonprefix((self._last_key, key)))
+            shared = _shared_prefix(self._last_key, key)
         else:
             self._restarts.append(len(self._buf))
             self._counter = 0
-        buf = self._buf
-        buf += varint.encode(shared)
-        buf += varint.encode(len(key) - shared)
-        buf += varint.encode(len(value))
-        buf += key[shared:]
-        buf += value
+        encode = varint.encode
+        self._buf += b"".join((encode(shared), encode(len(key) - shared), encode(len(value)), key[shared:], value))
         self._last_key = key
         self._counter += 1
         self.empty = False
@@ -65,6 +60,25 @@ class _BlockBuilder:
     def finish(self) -> bytes:
         tail = struct.pack(f"<{len(self._restarts) + 1}I", *self._restarts, len(self._restarts))
         return bytes(self._buf) + tail
+
+
+def _shared_prefix(a: bytes, b: bytes) -> int:
+    """Length of the common prefix of ``a`` and ``b``.
+
+    A binary search over slice comparisons (done in C) rather than a byte loop in Python:
+    an index holds one key per tensor, and neighbouring keys share most of their bytes.
+    """
+    low, high = 0, min(len(a), len(b))
+    if a[:high] == b[:high]:
+        return high
+    high -= 1
+    while low < high:  # invariant: a[:low] == b[:low], and a[:k] != b[:k] for every k > high
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _shortest_separator(start: bytes, limit: bytes) -> bytes:

@@ -36,9 +36,30 @@ def children_with_attached(obj: Trackable, root: Trackable, attached: Mapping[st
     return children
 
 
-# The object graph as plain lists: per node its child references, its attributes and the
-# slot variables it owns.
-_Graph = tuple[list[list[tuple[int, str]]], list[list[tuple[str, str, str]]], list[list[tuple[int, str, int]]]]
+class _Graph:
+    """The object graph as plain lists, encoded on first use.
+
+    Per node: its child references, its attributes and the slot variables it owns. Saves
+    that replay a plan share one instance, so the graph is encoded once per layout.
+    """
+
+    __slots__ = ("_encoded", "attributes", "references", "slots")
+
+    def __init__(self, references: list[list[tuple[int, str]]], attributes: list[list[tuple[str, str, str]]],
+                 slots: list[list[tuple[int, str, int]]]) -> None:
+        self.references = references
+        self.attributes = attributes
+        self.slots = slots
+        self._encoded: bytes | None = None
+
+    def encoded(self) -> bytes:
+        """The serialized ``TrackableObjectGraph``."""
+        if self._encoded is None:  # a race between two writer threads only computes it twice
+            references, attributes, slots = self.references, self.attributes, self.slots
+            has_values = _checkpoint_values(references, attributes, slots)
+            self._encoded = b"".join(_field(1, _encode_node(references[i], attributes[i], slots[i], has_values[i]))
+                                     for i in range(len(references)))
+        return self._encoded
 
 
 @dataclass(frozen=True)
@@ -100,11 +121,7 @@ class SerializedCheckpoint:
 
     def with_graph(self) -> tuple[list[tuple[str, Any]], list[Trackable | None]]:
         """All tensors to write, the encoded object graph last, and their owners."""
-        references, attributes, slot_refs = self._graph
-        has_values = _checkpoint_values(references, attributes, slot_refs)
-        graph = b"".join(_field(1, _encode_node(references[i], attributes[i], slot_refs[i], has_values[i]))
-                         for i in range(len(references)))
-        return self.values + [(OBJECT_GRAPH_KEY, graph)], list(self.owners) + [None]
+        return self.values + [(OBJECT_GRAPH_KEY, self._graph.encoded())], list(self.owners) + [None]
 
 
 _LENGTH_TAGS = [bytes((n << 3 | 2,)) for n in range(6)]
@@ -264,7 +281,7 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
 
     tensors.extend(python_tensors)
     owners.extend(python_owners)
-    graph = (references, attributes, slot_refs)
+    graph = _Graph(references, attributes, slot_refs)
     plan = None
     if _layout_is_tracked(objects):
         all_entries = entries + python_entries
