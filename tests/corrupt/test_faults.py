@@ -34,17 +34,32 @@ def _assert_survived(tmp_path, first: str, state: bytes) -> None:
     assert fresh.w.numpy()[999] == 999
 
 
+class _FailingFile:
+    """A data file whose ``write`` raises ``error`` once ``after`` writes went through."""
+
+    def __init__(self, file, calls: list[int], after: int, error: int) -> None:  # noqa: ANN001
+        self._file, self._calls, self._after, self._error = file, calls, after, error
+
+    def write(self, buffer) -> int:  # noqa: ANN001
+        self._calls[0] += 1
+        if self._calls[0] > self._after:
+            raise OSError(self._error, os.strerror(self._error))
+        return self._file.write(buffer)
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self._file, name)
+
+
 def _failing(after: int, error: int):  # noqa: ANN202
+    """A ShardWriter.__init__ whose data file fails after ``after`` writes (counted over all shards)."""
     calls = [0]
-    real = bundle_writer.ShardWriter._append
+    real = bundle_writer.ShardWriter.__init__
 
-    def append(self, buffer):  # noqa: ANN001, ANN202
-        calls[0] += 1
-        if calls[0] > after:
-            raise OSError(error, os.strerror(error))
-        return real(self, buffer)
+    def init(self, path, shard_id):  # noqa: ANN001, ANN202
+        real(self, path, shard_id)
+        self._file = _FailingFile(self._file, calls, after, error)
 
-    return append
+    return init
 
 
 @pytest.mark.parametrize("error", [errno.ENOSPC, errno.EACCES, errno.EROFS])
@@ -52,7 +67,7 @@ def _failing(after: int, error: int):  # noqa: ANN202
 def test_sync_save_failing_mid_write(tmp_path, monkeypatch, error: int, after: int) -> None:
     ckpt, model, first, state = _setup(tmp_path)
     model.w.assign_add(np.ones(1000, np.float32))
-    monkeypatch.setattr(bundle_writer.ShardWriter, "_append", _failing(after, error))
+    monkeypatch.setattr(bundle_writer.ShardWriter, "__init__", _failing(after, error))
     with pytest.raises(tp.errors.WriteError, match=r"could not write checkpoint .*ckpt-2.*earlier checkpoints are untouched") as info:
         ckpt.save(str(tmp_path / "ckpt"))
     assert info.value.__cause__.errno == error and isinstance(info.value, OSError)
@@ -88,7 +103,7 @@ def test_failing_fsync_and_rename(tmp_path, monkeypatch) -> None:
 
 def test_async_failure_surfaces_on_sync_and_next_save(tmp_path, monkeypatch) -> None:
     ckpt, _, first, state = _setup(tmp_path)
-    monkeypatch.setattr(bundle_writer.ShardWriter, "_append", _failing(1, errno.ENOSPC))
+    monkeypatch.setattr(bundle_writer.ShardWriter, "__init__", _failing(1, errno.ENOSPC))
     options = tp.CheckpointOptions(enable_async=True)
     ckpt.save(str(tmp_path / "ckpt"), options)
     with pytest.raises(tp.errors.WriteError, match="No space left"):
@@ -105,7 +120,7 @@ def test_manager_failure_keeps_its_list(tmp_path, monkeypatch) -> None:
     model.w = tp.Variable([1.0])
     manager = tp.CheckpointManager(tp.Checkpoint(model=model), str(tmp_path), max_to_keep=2)
     first = manager.save()
-    monkeypatch.setattr(bundle_writer.ShardWriter, "_append", _failing(0, errno.ENOSPC))
+    monkeypatch.setattr(bundle_writer.ShardWriter, "__init__", _failing(0, errno.ENOSPC))
     with pytest.raises(tp.errors.WriteError):
         manager.save()
     monkeypatch.undo()

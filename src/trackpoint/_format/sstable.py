@@ -42,17 +42,43 @@ class _BlockBuilder:
         self.empty = True
 
     def add(self, key: bytes, value: bytes) -> None:
-        shared = 0
-        if self._counter < self._interval:
-            shared = _shared_prefix(self._last_key, key)
-        else:
-            self._restarts.append(len(self._buf))
-            self._counter = 0
-        encode = varint.encode
-        self._buf += b"".join((encode(shared), encode(len(key) - shared), encode(len(value)), key[shared:], value))
-        self._last_key = key
-        self._counter += 1
-        self.empty = False
+        self.add_many([(key, value)], 0)
+
+    def add_many(self, items: list[tuple[bytes, bytes]], start: int, limit: int = 1 << 62,
+                 huge: int = 1 << 62) -> int:
+        """Add ``items[start]`` and those after it; return the index of the first one not added.
+
+        Stops once the block's size estimate reaches ``limit``, or before an entry of
+        ``huge`` bytes or more (other than the first), which the caller puts in a block of
+        its own. One loop over many entries rather than a call per entry: an index holds
+        one entry per tensor.
+        """
+        buf, restarts, interval, encode = self._buf, self._restarts, self._interval, varint.encode
+        counter, last_key = self._counter, self._last_key
+        end = len(items)
+        i = start
+        try:
+            while i < end:
+                key, value = items[i]
+                if i > start and len(key) + len(value) >= huge:
+                    break
+                i += 1
+                if counter < interval:
+                    n = min(len(last_key), len(key))  # the shared prefix, as in _shared_prefix
+                    diff = int.from_bytes(last_key[:n], "big") ^ int.from_bytes(key[:n], "big")
+                    shared = n - (diff.bit_length() + 7) // 8
+                else:
+                    restarts.append(len(buf))
+                    counter = shared = 0
+                buf += b"".join((encode(shared), encode(len(key) - shared), encode(len(value)), key[shared:], value))
+                last_key = key
+                counter += 1
+                if len(buf) + 4 * len(restarts) + 4 >= limit:
+                    break
+        finally:
+            self._counter, self._last_key = counter, last_key
+            self.empty = self.empty and i == start
+        return i
 
     def size_estimate(self) -> int:
         return len(self._buf) + 4 * len(self._restarts) + 4
@@ -65,20 +91,13 @@ class _BlockBuilder:
 def _shared_prefix(a: bytes, b: bytes) -> int:
     """Length of the common prefix of ``a`` and ``b``.
 
-    A binary search over slice comparisons (done in C) rather than a byte loop in Python:
-    an index holds one key per tensor, and neighbouring keys share most of their bytes.
+    Computed in C rather than byte by byte in Python, since an index holds one key per
+    tensor: read as big-endian integers, the two prefixes differ first in the highest
+    byte where their XOR has a bit set.
     """
-    low, high = 0, min(len(a), len(b))
-    if a[:high] == b[:high]:
-        return high
-    high -= 1
-    while low < high:  # invariant: a[:low] == b[:low], and a[:k] != b[:k] for every k > high
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
+    n = min(len(a), len(b))
+    diff = int.from_bytes(a[:n], "big") ^ int.from_bytes(b[:n], "big")
+    return n - (diff.bit_length() + 7) // 8
 
 
 def _shortest_separator(start: bytes, limit: bytes) -> bytes:
@@ -123,7 +142,6 @@ def build_table(items: Iterable[tuple[bytes, bytes]]) -> bytes:
     data = _BlockBuilder(RESTART_INTERVAL)
     index = _BlockBuilder(1)
     pending_handle: bytes | None = None
-    last_key: bytes | None = None
 
     def write_block(contents: bytes) -> bytes:
         handle = _encode_handle(len(out), len(contents))
@@ -141,19 +159,22 @@ def build_table(items: Iterable[tuple[bytes, bytes]]) -> bytes:
         data = _BlockBuilder(RESTART_INTERVAL)
         return handle
 
-    for key, value in items:
-        if last_key is not None:
-            if key <= last_key:
-                raise ValueError(f"table keys must be strictly increasing: {key!r} after {last_key!r}")
-            if len(key) + len(value) >= 2 * BLOCK_SIZE:
-                pending_handle = flush() or pending_handle
-        if pending_handle is not None and last_key is not None:
-            index.add(_shortest_separator(last_key, key), pending_handle)
+    items = list(items)
+    for (before, _), (key, _) in zip(items, items[1:]):
+        if key <= before:
+            raise ValueError(f"table keys must be strictly increasing: {key!r} after {before!r}")
+    i = 0
+    while i < len(items):
+        key, value = items[i]
+        if i and len(key) + len(value) >= 2 * BLOCK_SIZE:
+            pending_handle = flush() or pending_handle
+        if pending_handle is not None and i:
+            index.add(_shortest_separator(items[i - 1][0], key), pending_handle)
             pending_handle = None
-        data.add(key, value)
-        last_key = key
+        i = data.add_many(items, i, BLOCK_SIZE, 2 * BLOCK_SIZE)
         if data.size_estimate() >= BLOCK_SIZE:
             pending_handle = flush()
+    last_key = items[-1][0] if items else None
 
     pending_handle = flush() or pending_handle
     metaindex_handle = write_block(_BlockBuilder(RESTART_INTERVAL).finish())

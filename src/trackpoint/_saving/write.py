@@ -41,13 +41,17 @@ def _shardable(key: str, value: Any, trackable: Any) -> ShardableTensor:
 
 
 def _write_shard(writer: ShardWriter, shard: Shard) -> None:
+    whole: list[tuple[str, Any]] = []  # runs of whole tensors go through add_many
     for key, parts in shard.items():
         for spec, value in parts.items():
             if spec:
+                writer.add_many(whole)
+                whole.clear()
                 full_shape, extents = slices.parse_spec(spec)
                 writer.add_slice(key, full_shape, extents, value)
             else:
-                writer.add(key, value)
+                whole.append((key, value))
+    writer.add_many(whole)
     writer.close()
 
 
@@ -79,8 +83,7 @@ def _write(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callback: S
     if sharding_callback is None or type(sharding_callback) is ShardByTaskPolicy:
         writer = BundleWriter(prefix)
         try:
-            for key, value in tensors:
-                writer.add(key, value)
+            writer.add_many(tensors)
         except BaseException:
             writer.abort()
             raise
