@@ -19,9 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from trackpoint._format import naming, slices, sstable
+from trackpoint._format.entry_columns import EntryColumns, decode_entries
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
-from trackpoint._format.crc import crc32c, crc32c_combine, mask, raw_crc32c, unmask
-from trackpoint._format.dtypes import DType, enum_name, from_enum
+from trackpoint._format.crc import MASK_DELTA, crc32c, crc32c_combine, raw_crc32c, unmask
+from trackpoint._format.dtypes import DTYPES, DType, enum_name, from_enum
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 
@@ -380,81 +381,80 @@ class BundleReader:
         return self._read_plain(entry, dtype, out)
 
     def read_many(self, keys: Sequence[str]) -> list[np.ndarray | bytes]:
-        """Read several tensors at once (see :meth:`read_entries`); results in the order of ``keys``."""
-        return self.read_entries([self.entry(key) for key in keys])
+        """Read several tensors at once (see :meth:`read_batches`); results in the order of ``keys``."""
+        return [value for batch in self.read_batches(keys, 1 << 62) for value in batch]
 
-    def read_entries(self, entries: Sequence[Entry]) -> list[np.ndarray | bytes]:
-        """Read several tensors at once, checksums verified; results in the order of ``entries``.
+    def read_batches(self, keys: Sequence[str], batch_bytes: int) -> Iterator[list[np.ndarray | bytes]]:
+        """Read tensors, checksums verified, yielding their values in order batch by batch.
 
-        Small tensors lying next to each other in a shard are fetched with one read and
-        handed out as views of it; each large one is read by a few threads at once, since
-        file reads and crc32c release the GIL. Everything is validated against the files
-        before anything is allocated.
+        A batch holds at most ``batch_bytes`` of tensors (or one larger tensor); it is read
+        only when the previous one has been consumed, so a caller that stores the values as
+        they come needs no more memory than one batch. Every entry is decoded and checked
+        against the files before the first batch is read.
+
+        Small plain tensors lying next to each other in a shard are fetched with one read and
+        handed out as read-only views of it; each large one is read by a few threads at once,
+        since file reads and crc32c release the GIL.
         """
-        results: list[np.ndarray | bytes | None] = [None] * len(entries)
-        small: dict[int, list[tuple[int, Entry]]] = {}
-        large: list[tuple[int, Entry]] = []
-        file_sizes: dict[int, int] = {}
-        for i, entry in enumerate(entries):
-            # The checks of _check_numeric and _check_span, inlined: this loop runs once per variable.
-            dtype = entry.dtype
-            if dtype is None or dtype.is_string or entry.is_sliced or self.big_endian:
-                results[i] = self.read(entry.key)
-                continue
-            if math.prod(entry.shape) * dtype.itemsize != entry.size:
-                self._check_numeric(entry)  # raises, naming the key
-            file_size = file_sizes.get(entry.shard_id)
-            if file_size is None:
-                file_size = file_sizes[entry.shard_id] = self._shard_fd(entry.shard_id, entry.key)[1]
-            if entry.offset < 0 or entry.offset + entry.size > file_size:
-                self._check_span(entry)  # raises, naming the file and the key
-            if entry.size >= _PARALLEL_READ_BYTES:
-                large.append((i, entry))
-            else:
-                small.setdefault(entry.shard_id, []).append((i, entry))
-        for shard_id, items in small.items():
-            self._read_runs(shard_id, items, results)
-        for i, entry in large:  # one at a time: each is read by several threads
-            results[i] = self._read_plain(entry, entry.dtype, None)
-        return results  # type: ignore[return-value]
+        plan = _ReadPlan(self, keys)
+        for start, stop in plan.batches(batch_bytes):
+            yield plan.read(start, stop)
 
-    def _read_runs(self, shard_id: int, items: list[tuple[int, Entry]], results: list[np.ndarray | bytes | None]
-                   ) -> None:
+    def _fast_rows(self, columns: EntryColumns, keys: Sequence[str]) -> np.ndarray:
+        """Rows that are plain, numeric, small, valid and inside their shard file (see _ReadPlan)."""
+        if self.big_endian:
+            return np.zeros(len(columns.plain), bool)
+        dtype = np.clip(columns.dtype, 0, len(_ITEMSIZES) - 1)
+        itemsize = _ITEMSIZES[dtype]
+        in_rank = np.arange(columns.dims.shape[1])[None, :] < columns.ndim[:, None]
+        elements = np.prod(np.where(in_rank, columns.dims, 1).astype(np.float64), axis=1)  # exact below 2**53
+        fast = (columns.plain & (itemsize > 0) & (columns.dtype == dtype) & (columns.ndim <= _MAX_RANK)
+                & ~(in_rank & (columns.dims < 0)).any(axis=1) & (elements * itemsize == columns.size)
+                & (columns.size < _PARALLEL_READ_BYTES) & (columns.offset >= 0)
+                & (columns.shard_id >= 0) & (columns.shard_id < self.num_shards))
+        for shard_id in np.unique(columns.shard_id[fast]).tolist():
+            rows = fast & (columns.shard_id == shard_id)
+            file_size = self._shard_fd(shard_id, keys[int(np.argmax(rows))])[1]
+            fast[rows] = columns.offset[rows] + columns.size[rows] <= file_size
+        return fast
+
+    def _read_runs(self, shard_id: int, rows: list[int], plan: _ReadPlan, results: list[Any], base: int) -> None:
         """Read neighbouring small tensors of one shard with as few reads as possible."""
-        items.sort(key=lambda item: item[1].offset)
-        fd = self._check_span(items[0][1])
-        path = self._data_path(items[0][1])
-        runs: list[list[tuple[int, Entry]]] = []
+        offsets, sizes = plan.offsets, plan.sizes
+        rows.sort(key=offsets.__getitem__)
+        fd = self._shard_fd(shard_id, plan.keys[rows[0]])[0]
+        path = naming.data_filename(self.prefix, shard_id, self.num_shards)
+        runs: list[list[int]] = []
         run_start = run_end = -1
-        for item in items:
-            offset, size = item[1].offset, item[1].size
-            if runs and offset - run_end <= _RUN_GAP and offset + size - run_start <= _RUN_BYTES:
-                runs[-1].append(item)
-                if offset + size > run_end:
-                    run_end = offset + size
+        for row in rows:
+            offset, end = offsets[row], offsets[row] + sizes[row]
+            if runs and offset - run_end <= _RUN_GAP and end - run_start <= _RUN_BYTES:
+                runs[-1].append(row)
+                if end > run_end:
+                    run_end = end
             else:
-                runs.append([item])
-                run_start, run_end = offset, offset + size
-        ndarray = np.ndarray
+                runs.append([row])
+                run_start, run_end = offset, end
+        ndarray, crcs, shapes, dtypes = np.ndarray, plan.crcs, plan.shapes, plan.dtypes
         for run in runs:
-            first = run[0][1].offset
-            length = max(e.offset + e.size for _, e in run) - first
+            first = offsets[run[0]]
+            length = max(offsets[row] + sizes[row] for row in run) - first
             # Immutable bytes, so the arrays handed out are read-only views from the start.
             buf = os.pread(fd, length, first)
             while len(buf) < length:  # a short read: only a file shrinking under us ends this
                 more = os.pread(fd, length - len(buf), first + len(buf))
                 if not more:
-                    raise DataLossError(f"{path}: unexpected end of file reading key {run[0][1].key!r}")
+                    raise DataLossError(f"{path}: unexpected end of file reading key {plan.keys[run[0]]!r}")
                 buf += more
             view = memoryview(buf)
-            for i, entry in run:
-                lo = entry.offset - first
-                if mask(raw_crc32c(view[lo : lo + entry.size])) != entry.crc32c:
+            for row in run:
+                lo = offsets[row] - first
+                if raw_crc32c(view[lo : lo + sizes[row]]) != crcs[row]:
                     raise DataLossError(
-                        f"{path}: checksum mismatch for key {entry.key!r}; the data file is damaged. "
+                        f"{path}: checksum mismatch for key {plan.keys[row]!r}; the data file is damaged. "
                         "Restore from another checkpoint or re-save"
                     )
-                results[i] = ndarray(entry.shape, entry.dtype.numpy, buf, lo)
+                results[row - base] = ndarray(shapes[row], dtypes[row], buf, lo)
 
     def _check_out(self, entry: Entry, dtype: DType, out: np.ndarray) -> None:
         if dtype.is_string or out.dtype != dtype.numpy or out.shape != entry.shape:
@@ -548,6 +548,84 @@ class BundleReader:
             self.close()
         except Exception:
             pass
+
+
+class _ReadPlan:
+    """Keys to read, decoded and checked all at once; see :meth:`BundleReader.read_batches`.
+
+    Plain numeric entries are decoded as numpy columns (:mod:`.entry_columns`) and checked
+    together; "fast" rows are the small ones found valid and inside their file. Every other
+    row (strings, slices, large tensors, big-endian files, anything unusual or damaged) is
+    decoded and checked one by one here, which raises the precise error, and is read by
+    :meth:`BundleReader.read` when its batch comes.
+    """
+
+    def __init__(self, reader: BundleReader, keys: Sequence[str]) -> None:
+        self.reader = reader
+        self.keys = keys
+        raw = reader._raw
+        values = []
+        for key in keys:
+            value = raw.get(key.encode("utf-8", "surrogateescape"))
+            if value is None:
+                reader.entry(key)  # raises NotFoundError
+            values.append(value)
+        columns = decode_entries(values)
+        fast = reader._fast_rows(columns, keys)
+        self.fast = fast.tolist()
+        self.offsets = columns.offset.tolist()
+        self.sizes = columns.size.tolist()
+        self.crcs = _unmask_all(columns.crc32c).tolist()
+        self.shard_ids = columns.shard_id.tolist()
+        self.shapes = columns.shapes()
+        self.dtypes = [_NUMPY_BY_ENUM.get(e) for e in columns.dtype.tolist()]
+        for row in np.flatnonzero(~fast).tolist():
+            entry = reader.entry(keys[row])
+            reader._check_numeric(entry)
+            if not (entry.is_sliced or entry.dtype.is_string):
+                reader._check_span(entry)
+            self.sizes[row] = entry.size if not entry.is_sliced else 1 << 62  # a sliced tensor is a batch of its own
+
+    def batches(self, batch_bytes: int) -> Iterator[tuple[int, int]]:
+        """``(start, stop)`` row ranges of at most ``batch_bytes`` (or one larger row)."""
+        start, total = 0, 0
+        for row, size in enumerate(self.sizes):
+            if row > start and total + size > batch_bytes:
+                yield start, row
+                start, total = row, 0
+            total += size
+        if start < len(self.sizes):
+            yield start, len(self.sizes)
+
+    def read(self, start: int, stop: int) -> list[Any]:
+        """The values of rows ``start:stop``, in order."""
+        reader = self.reader
+        results: list[Any] = [None] * (stop - start)
+        small: dict[int, list[int]] = {}
+        fast, shard_ids = self.fast, self.shard_ids
+        for row in range(start, stop):
+            if fast[row]:
+                shard_rows = small.get(shard_ids[row])
+                if shard_rows is None:
+                    shard_rows = small[shard_ids[row]] = []
+                shard_rows.append(row)
+            else:
+                results[row - start] = reader.read(self.keys[row])
+        for shard_id, rows in small.items():
+            reader._read_runs(shard_id, rows, self, results, start)
+        return results
+
+
+def _unmask_all(masked: np.ndarray) -> np.ndarray:
+    """:func:`unmask` over a column of stored checksums."""
+    rot = (masked.astype(np.uint64) - np.uint64(MASK_DELTA)) & np.uint64(0xFFFFFFFF)
+    return ((rot >> np.uint64(17)) | (rot << np.uint64(15))) & np.uint64(0xFFFFFFFF)
+
+
+_NUMPY_BY_ENUM = {enum: d.numpy for enum, d in DTYPES.items() if not d.is_string}
+_ITEMSIZES = np.zeros(max(DTYPES) + 1, np.int64)  # 0: not a numeric dtype read here
+for _enum, _numpy in _NUMPY_BY_ENUM.items():
+    _ITEMSIZES[_enum] = _numpy.itemsize
 
 
 def _check_disjoint(boxes: list[tuple[tuple[int, int], ...]], key: str, path: str) -> None:

@@ -18,7 +18,7 @@ from collections import deque
 from typing import Any
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
-from trackpoint._format.bundle_reader import BundleReader, Entry
+from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import unescape_local_name
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.variables import VARIABLE_VALUE, Variable
@@ -223,35 +223,15 @@ class RestoreCoordinator:
         return wanted
 
     def assign(self, pending: list[tuple[int, Trackable, list[tuple[str, str]]]]) -> None:
-        """Read the values of gathered nodes in batches and hand each object its tensors.
+        """Read the values of gathered nodes and hand each object its tensors, in order.
 
-        A batch holds at most ``_BATCH_BYTES`` of tensors (or one larger tensor), so a restore
-        needs no more memory than that beyond the variables: each object drops its old value
-        as it takes the new one.
+        Values arrive in batches of at most ``_BATCH_BYTES`` (or one larger tensor), so a
+        restore needs no more memory than that beyond the variables: each object drops its
+        old value as it takes the new one.
         """
-        entry = self.reader.entry
-        batch: list[tuple[int, Trackable, list[tuple[str, str]]]] = []
-        entries: list[Entry] = []
-        batch_bytes = 0
-        for item in pending:
-            wanted = item[2]
-            if len(wanted) == 1:  # the common case, a variable
-                new = [entry(wanted[0][1])]
-            else:
-                new = [entry(key) for _, key in wanted]
-            size = sum(e.size if not e.is_sliced else _BATCH_BYTES for e in new)
-            if batch and batch_bytes + size > _BATCH_BYTES:
-                self._assign_batch(batch, entries)
-                batch, entries, batch_bytes = [], [], 0
-            batch.append(item)
-            entries.extend(new)
-            batch_bytes += size
-        if batch:
-            self._assign_batch(batch, entries)
-
-    def _assign_batch(self, batch: list[tuple[int, Trackable, list[tuple[str, str]]]], entries: list[Entry]) -> None:
-        values = iter(self.reader.read_entries(entries))
-        for node_id, trackable, wanted in batch:
+        keys = [key for _, _, wanted in pending for _, key in wanted]
+        values = itertools.chain.from_iterable(self.reader.read_batches(keys, _BATCH_BYTES))
+        for node_id, trackable, wanted in pending:
             try:
                 if type(trackable) is Variable:  # skip building the dict for the common case
                     trackable._restore_value(next(values))
