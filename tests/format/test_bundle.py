@@ -164,3 +164,25 @@ def test_save_tensors_with_options(tmp_path) -> None:
     assert tp.load_variable(prefix, "a").tolist() == list(range(40))
     with pytest.raises(tp.errors.InvalidArgumentError, match="synchronously"):
         tp.save_tensors(prefix, {"a": np.zeros(1)}, tp.CheckpointOptions(enable_async=True))
+
+
+@settings(max_examples=60, deadline=None)
+@given(tensor_dicts)
+def test_add_many_writes_what_add_writes(tmp_path_factory, tensors: dict[str, object]) -> None:
+    """The batched fast path is byte for byte the per-tensor path, whatever the tensors."""
+    from trackpoint._format.bundle_writer import ShardWriter
+
+    directory = tmp_path_factory.mktemp("many")
+    extra = {"strided": np.arange(12, dtype=np.float32)[::2], "big-endian": np.arange(3, dtype=">i4"),
+             "empty1d": np.zeros(0, np.uint64), "empty2d": np.zeros((0, 3), np.float64), "scalar": np.float32(2)}
+    items = list(tensors.items()) + list(extra.items())
+    one, many = ShardWriter(str(directory / "one"), 0), ShardWriter(str(directory / "many"), 0)
+    for key, value in items:
+        one.add(key, value)
+    many.add_many(items)
+    one.close()
+    many.close()
+    assert one.entries == many.entries
+    assert open(one.temp_path, "rb").read() == open(many.temp_path, "rb").read()
+    with pytest.raises(tp.errors.InvalidArgumentError, match="duplicate"):
+        many.add_many([items[0]])

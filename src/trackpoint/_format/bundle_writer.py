@@ -16,7 +16,7 @@ import numpy as np
 
 from trackpoint._format import atomic, naming, slices, sstable, varint
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
-from trackpoint._format.crc import crc32c, mask, raw_crc32c
+from trackpoint._format.crc import MASK_DELTA, crc32c, mask, raw_crc32c
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
 from trackpoint.errors import InvalidArgumentError
@@ -167,19 +167,32 @@ class ShardWriter:
         entries, sliced, shard_id = self.entries, self.sliced, self.shard_id
         write = self._file.write
         offset = self._offset
+        heads, encode = _HEADS, varint.encode
         try:
             for name, array in tensors:
                 dtype = _NUMPY_DTYPES.get(array.dtype) if type(array) is np.ndarray else None
                 key = name.encode("utf-8", "surrogateescape")
-                if dtype is None or key in entries or key in sliced or not array.flags.c_contiguous:
+                view = None
+                if dtype is not None and key not in entries and key not in sliced:
+                    try:
+                        view = memoryview(array).cast("B")
+                    except (TypeError, ValueError):
+                        pass  # not C-contiguous, or empty: the general path below
+                if view is None:
                     self._offset = offset
                     self._write(key, name, array)  # anything unusual, errors included
                     offset = self._offset
                     continue
-                view = numeric_bytes_view(array)
                 write(view)
                 size = view.nbytes
-                entries[key] = encode_entry(dtype.enum, array.shape, shard_id, offset, size, mask(raw_crc32c(view)))
+                crc = raw_crc32c(view)
+                crc = ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + MASK_DELTA) & 0xFFFFFFFF  # mask(), inlined
+                head = heads.get((dtype.enum, array.shape))
+                if head is None or shard_id or not (offset and size and crc):
+                    entries[key] = encode_entry(dtype.enum, array.shape, shard_id, offset, size, crc)
+                else:  # encode_entry, inlined for the common case (shard 0, nonzero offset, size and crc)
+                    entries[key] = b"".join((head, b"\x20", encode(offset), b"\x28", encode(size), b"\x35",
+                                             crc.to_bytes(4, "little")))
                 offset += size
         finally:
             self._offset = offset

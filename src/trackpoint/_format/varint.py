@@ -18,6 +18,10 @@ def encode(value: int) -> bytes:
         raise ValueError(f"varint of a negative number: {value}")
     if value < 0x4000:
         return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x10000000:  # data offsets below 256 MiB: one per tensor in every index
+        if value < 0x200000:
+            return bytes((value & 0x7F | 0x80, (value >> 7) & 0x7F | 0x80, value >> 14))
+        return bytes((value & 0x7F | 0x80, (value >> 7) & 0x7F | 0x80, (value >> 14) & 0x7F | 0x80, value >> 21))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
