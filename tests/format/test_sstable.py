@@ -98,3 +98,13 @@ def test_shared_prefix_is_the_longest_common_prefix(a: bytes, b: bytes) -> None:
     n = _shared_prefix(a, b)
     assert a[:n] == b[:n]
     assert n == min(len(a), len(b)) or a[n] != b[n]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=12), st.binary(min_size=250, max_size=300)), max_size=30, unique=True)
+       .map(sorted), st.binary(min_size=1, max_size=400))
+def test_shared_prefixes_match_pairwise(keys: list[bytes], common: bytes) -> None:
+    from trackpoint._format.sstable import _shared_prefix, _shared_prefixes
+
+    for variant in (keys, sorted({common + k for k in keys})):  # long common prefixes past the vector width
+        assert _shared_prefixes(variant) == [0] + [_shared_prefix(a, b) for a, b in zip(variant, variant[1:])]

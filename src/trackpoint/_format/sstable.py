@@ -13,6 +13,7 @@ import struct
 from collections.abc import Iterable
 
 import cramjam
+import numpy as np
 
 from trackpoint._format import varint
 from trackpoint._format.crc import crc32c, mask, unmask
@@ -35,7 +36,8 @@ class _BlockBuilder:
 
     def __init__(self, restart_interval: int) -> None:
         self._interval = restart_interval
-        self._buf = bytearray()
+        self._parts: list[bytes] = []
+        self._size = 0  # bytes in _parts
         self._restarts = [0]
         self._counter = 0
         self._last_key = b""
@@ -45,47 +47,63 @@ class _BlockBuilder:
         self.add_many([(key, value)], 0)
 
     def add_many(self, items: list[tuple[bytes, bytes]], start: int, limit: int = 1 << 62,
-                 huge: int = 1 << 62) -> int:
+                 huge: int = 1 << 62, shared_prefixes: list[int] | None = None) -> int:
         """Add ``items[start]`` and those after it; return the index of the first one not added.
 
         Stops once the block's size estimate reaches ``limit``, or before an entry of
         ``huge`` bytes or more (other than the first), which the caller puts in a block of
         its own. One loop over many entries rather than a call per entry: an index holds
-        one entry per tensor.
+        one entry per tensor. ``shared_prefixes[i]``, if given, is the length of the prefix
+        item ``i``'s key shares with item ``i - 1``'s.
         """
-        buf, restarts, interval, encode = self._buf, self._restarts, self._interval, varint.encode
-        counter, last_key = self._counter, self._last_key
+        parts, restarts, interval, encode = self._parts, self._restarts, self._interval, varint.encode
+        append = parts.append
+        counter, last_key, size = self._counter, self._last_key, self._size
+        limit -= 4 * len(restarts) + 4  # the restart array grows by 4 bytes per restart, handled below
         end = len(items)
         i = start
         try:
             while i < end:
                 key, value = items[i]
-                if i > start and len(key) + len(value) >= huge:
+                key_len, value_len = len(key), len(value)
+                if i > start and key_len + value_len >= huge:
                     break
                 i += 1
-                if counter < interval:
-                    n = min(len(last_key), len(key))  # the shared prefix, as in _shared_prefix
-                    diff = int.from_bytes(last_key[:n], "big") ^ int.from_bytes(key[:n], "big")
-                    shared = n - (diff.bit_length() + 7) // 8
+                if counter == 0:  # the block's first entry
+                    shared = 0
+                elif counter < interval:
+                    if shared_prefixes is not None:
+                        shared = shared_prefixes[i - 1]  # i was advanced above
+                    else:
+                        shared = _shared_prefix(last_key, key)
                 else:
-                    restarts.append(len(buf))
+                    restarts.append(size)
+                    limit -= 4
                     counter = shared = 0
-                buf += b"".join((encode(shared), encode(len(key) - shared), encode(len(value)), key[shared:], value))
+                unshared = key_len - shared
+                if unshared < 0x80 and value_len < 0x80 and shared < 0x80:
+                    header = bytes((shared, unshared, value_len))
+                else:
+                    header = encode(shared) + encode(unshared) + encode(value_len)
+                append(header)
+                append(key[shared:] if shared else key)
+                append(value)
+                size += len(header) + unshared + value_len
                 last_key = key
                 counter += 1
-                if len(buf) + 4 * len(restarts) + 4 >= limit:
+                if size >= limit:
                     break
         finally:
-            self._counter, self._last_key = counter, last_key
+            self._counter, self._last_key, self._size = counter, last_key, size
             self.empty = self.empty and i == start
         return i
 
     def size_estimate(self) -> int:
-        return len(self._buf) + 4 * len(self._restarts) + 4
+        return self._size + 4 * len(self._restarts) + 4
 
     def finish(self) -> bytes:
         tail = struct.pack(f"<{len(self._restarts) + 1}I", *self._restarts, len(self._restarts))
-        return bytes(self._buf) + tail
+        return b"".join(self._parts) + tail
 
 
 def _shared_prefix(a: bytes, b: bytes) -> int:
@@ -98,6 +116,31 @@ def _shared_prefix(a: bytes, b: bytes) -> int:
     n = min(len(a), len(b))
     diff = int.from_bytes(a[:n], "big") ^ int.from_bytes(b[:n], "big")
     return n - (diff.bit_length() + 7) // 8
+
+
+_VECTOR_KEY_BYTES = 256  # keys are compared in numpy up to this length, longer ones in _shared_prefix
+
+
+def _shared_prefixes(keys: list[bytes]) -> list[int]:
+    """``[0] + [shared prefix length of keys[i - 1] and keys[i]]``, for all keys at once.
+
+    The keys are laid out as the rows of a zero-padded byte matrix; each row's first
+    difference from the row above is an argmax. Keys longer than the matrix's width that
+    agree over all of it are finished one by one.
+    """
+    n = len(keys)
+    if n < 2:
+        return [0] * n
+    lengths = np.fromiter(map(len, keys), np.int64, n)
+    width = int(min(lengths.max(), _VECTOR_KEY_BYTES))
+    matrix = np.frombuffer(b"".join(k[:width].ljust(width, b"\0") for k in keys), np.uint8).reshape(n, width)
+    differs = matrix[1:] != matrix[:-1]
+    first = np.where(differs.any(axis=1), differs.argmax(axis=1), width)
+    shared = np.minimum(first, np.minimum(lengths[1:], lengths[:-1]))
+    out = [0] + shared.tolist()
+    for i in np.flatnonzero(shared == width).tolist():  # equal over the whole width: look further
+        out[i + 1] = _shared_prefix(keys[i], keys[i + 1])
+    return out
 
 
 def _shortest_separator(start: bytes, limit: bytes) -> bytes:
@@ -163,6 +206,7 @@ def build_table(items: Iterable[tuple[bytes, bytes]]) -> bytes:
     for (before, _), (key, _) in zip(items, items[1:]):
         if key <= before:
             raise ValueError(f"table keys must be strictly increasing: {key!r} after {before!r}")
+    shared_prefixes = _shared_prefixes([key for key, _ in items])
     i = 0
     while i < len(items):
         key, value = items[i]
@@ -171,7 +215,7 @@ def build_table(items: Iterable[tuple[bytes, bytes]]) -> bytes:
         if pending_handle is not None and i:
             index.add(_shortest_separator(items[i - 1][0], key), pending_handle)
             pending_handle = None
-        i = data.add_many(items, i, BLOCK_SIZE, 2 * BLOCK_SIZE)
+        i = data.add_many(items, i, BLOCK_SIZE, 2 * BLOCK_SIZE, shared_prefixes)
         if data.size_estimate() >= BLOCK_SIZE:
             pending_handle = flush()
     last_key = items[-1][0] if items else None
