@@ -107,4 +107,5 @@ def test_shared_prefixes_match_pairwise(keys: list[bytes], common: bytes) -> Non
     from trackpoint._format.sstable import _shared_prefix, _shared_prefixes
 
     for variant in (keys, sorted({common + k for k in keys})):  # long common prefixes past the vector width
-        assert _shared_prefixes(variant) == [0] + [_shared_prefix(a, b) for a, b in zip(variant, variant[1:])]
+        expected = [0] + [_shared_prefix(a, b) for a, b in zip(variant, variant[1:])] if variant else []
+        assert _shared_prefixes(variant) == expected
