@@ -200,20 +200,17 @@ class RestoreCoordinator:
 
     # -- values -------------------------------------------------------------------------
 
-    def wanted(self, node_id: int, trackable: Trackable, attributes: Any) -> list[tuple[str, str]]:
-        """``(tensor name, checkpoint key)`` of the node's values that ``trackable`` takes.
+    def wanted(self, node_id: int, trackable: Trackable, attributes: Any) -> str | list[tuple[str, str]]:
+        """What of the node's values ``trackable`` takes: its checkpoint key alone for a plain
+        variable, else ``(tensor name, checkpoint key)`` pairs (possibly none).
 
-        The others are recorded as unused attributes.
+        Values the object does not take are recorded as unused attributes.
         """
-        live = trackable._checkpoint_tensor_names()
-        if len(attributes) == 1:  # a variable, most of the time
+        if len(attributes) == 1 and type(trackable) is Variable:
             attribute = attributes[0]
-            stored_name = attribute.name
-            name = _NAMES.get(stored_name) or _unescape(stored_name)
-            if name in live:
-                return [(name, attribute.checkpoint_key)]
-            self.unused_attributes.setdefault(node_id, []).append(stored_name)
-            return []
+            if attribute.name == VARIABLE_VALUE:  # the common case, by far
+                return attribute.checkpoint_key
+        live = trackable._checkpoint_tensor_names()
         wanted = []
         for name, stored_name, key in self.attributes(node_id):
             if name in live:
@@ -222,23 +219,28 @@ class RestoreCoordinator:
                 self.unused_attributes.setdefault(node_id, []).append(stored_name)
         return wanted
 
-    def assign(self, pending: list[tuple[int, Trackable, list[tuple[str, str]]]]) -> None:
+    def assign(self, pending: list[tuple[int, Trackable, str | list[tuple[str, str]]]]) -> None:
         """Read the values of gathered nodes and hand each object its tensors, in order.
 
         Values arrive in batches of at most ``_BATCH_BYTES`` (or one larger tensor), so a
         restore needs no more memory than that beyond the variables: each object drops its
         old value as it takes the new one.
         """
-        keys = [key for _, _, wanted in pending for _, key in wanted]
+        keys: list[str] = []
+        for _, _, wanted in pending:
+            if type(wanted) is str:
+                keys.append(wanted)
+            else:
+                keys.extend(key for _, key in wanted)
         values = itertools.chain.from_iterable(self.reader.read_batches(keys, _BATCH_BYTES))
         for node_id, trackable, wanted in pending:
             try:
-                if type(trackable) is Variable:  # skip building the dict for the common case
-                    trackable._restore_value(next(values))
+                if type(wanted) is str:  # a plain variable: no dict to build
+                    trackable._restore_value(next(values))  # type: ignore[attr-defined]
                 else:
                     trackable._restore_from_tensors({name: next(values) for name, _ in wanted})
             except InvalidArgumentError as exc:
-                keys_text = ", ".join(key for _, key in wanted)
+                keys_text = wanted if type(wanted) is str else ", ".join(key for _, key in wanted)
                 raise InvalidArgumentError(f"{self.prefix}: cannot restore checkpoint key {keys_text} into "
                                            f"{self.paths[node_id]}: {exc}") from exc
 
@@ -328,17 +330,20 @@ class CheckpointPosition:
         count = coordinator.node_count
         bound = coordinator.bound
         matched = coordinator.matched_proto_ids
+        slot_restorations = coordinator.slot_restorations
+        deferred_slots = coordinator.deferred_slot_restorations
         uid = coordinator.restore_uid
+        wanted_of = coordinator.wanted
         make_ref = weakref.ref
         queue: deque[tuple[int, Trackable]] = deque([(self.proto_id, trackable)])
-        pending: list[tuple[int, Trackable, list[tuple[str, str]]]] = []
+        pending: list[tuple[int, Trackable, str | list[tuple[str, str]]]] = []
         while queue:
             node_id, obj = queue.popleft()
             node = nodes[node_id]
             if uid > obj._tp_update_uid:  # else a later restore already assigned it
                 attributes = node.attributes
                 if attributes:
-                    wanted = coordinator.wanted(node_id, obj, attributes)
+                    wanted = wanted_of(node_id, obj, attributes)
                     if wanted:
                         pending.append((node_id, obj, wanted))
                 obj._tp_update_uid = uid
@@ -354,14 +359,26 @@ class CheckpointPosition:
                         continue  # reached by another path
                     local_name = child.local_name
                     local = lookup(local_name)
-                    if local is not None:
-                        matched.add(child_id)
-                        bound[child_id] = make_ref(local)
+                    if local is None:
+                        if _has_values(nodes[child_id]):
+                            obj._defer_restore(local_name, CheckpointPosition(coordinator, child_id))
+                            coordinator.deferred_ids.add(child_id)
+                        continue
+                    matched.add(child_id)
+                    bound[child_id] = make_ref(local)
+                    child_node = nodes[child_id]
+                    if child_node.children or child_id in slot_restorations or child_id in deferred_slots:
                         queue.append((child_id, local))
-                    elif _has_values(nodes[child_id]):
-                        obj._defer_restore(local_name, CheckpointPosition(coordinator, child_id))
-                        coordinator.deferred_ids.add(child_id)
-            if coordinator.slot_restorations or coordinator.deferred_slot_restorations:
+                    elif uid > local._tp_update_uid:
+                        # A leaf, most of the model: gathered here rather than queued (the
+                        # same work as the top of this loop).
+                        attributes = child_node.attributes
+                        if attributes:
+                            wanted = wanted_of(child_id, local, attributes)
+                            if wanted:
+                                pending.append((child_id, local, wanted))
+                        local._tp_update_uid = uid
+            if slot_restorations or deferred_slots:
                 for position, slot in CheckpointPosition(coordinator, node_id)._slots_to_restore(obj):
                     queue.append((position.proto_id, slot))
         if pending:
