@@ -186,3 +186,40 @@ def test_add_many_writes_what_add_writes(tmp_path_factory, tensors: dict[str, ob
     assert open(one.temp_path, "rb").read() == open(many.temp_path, "rb").read()
     with pytest.raises(tp.errors.InvalidArgumentError, match="duplicate"):
         many.add_many([items[0]])
+
+
+@settings(max_examples=80, deadline=None)
+@given(tensor_dicts, st.data(), st.integers(1, 400), st.integers(0, 64), st.integers(1, 300), st.integers(1, 1000))
+def test_read_batches_matches_single_reads(tmp_path_factory, tensors: dict[str, object], data, batch_bytes: int,
+                                           run_gap: int, run_bytes: int, parallel_bytes: int) -> None:
+    """Batches, runs and their splits (made tiny here) give exactly what one read per key gives."""
+    import trackpoint._format.bundle_reader as bundle_reader
+
+    prefix = str(tmp_path_factory.mktemp("batches") / "ckpt")
+    sizes = data.draw(st.lists(st.integers(0, 40), min_size=1, max_size=20))
+    tensors = {**tensors, **{f"n{i}": np.arange(n, dtype=np.float32) for i, n in enumerate(sizes)}}
+    tp.save_tensors(prefix, tensors)
+    keys = data.draw(st.lists(st.sampled_from(sorted(tensors)), min_size=1, max_size=30))  # any order, repeats
+    reader = BundleReader(prefix)
+    reads: list[int] = []
+    real_pread = os.pread
+
+    def pread(fd: int, length: int, offset: int) -> bytes:
+        reads.append(length)
+        return real_pread(fd, length, offset)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bundle_reader, "_RUN_GAP", run_gap)
+        patch.setattr(bundle_reader, "_RUN_BYTES", run_bytes)
+        patch.setattr(bundle_reader, "_PARALLEL_READ_BYTES", parallel_bytes)
+        patch.setattr(os, "pread", pread)
+        batches = list(reader.read_batches(keys, batch_bytes))
+    assert all(length <= max(run_bytes, parallel_bytes) for length in reads)  # runs stay bounded
+    values = [value for batch in batches for value in batch]
+    assert len(values) == len(keys)
+    for key, value in zip(keys, values):
+        assert_bit_equal(value, reader.read(key))
+    sizes = iter(reader.entry(key).size for key in keys)
+    for batch in batches:
+        batch_sizes = [next(sizes) for _ in batch]
+        assert len(batch) == 1 or sum(batch_sizes) <= batch_bytes

@@ -418,38 +418,43 @@ class BundleReader:
             fast[rows] = columns.offset[rows] + columns.size[rows] <= file_size
         return fast
 
-    def _read_runs(self, shard_id: int, rows: list[int], plan: _ReadPlan, results: list[Any], base: int) -> None:
-        """Read neighbouring small tensors of one shard with as few reads as possible."""
-        offsets, sizes = plan.offsets, plan.sizes
-        rows.sort(key=offsets.__getitem__)
-        fd = self._shard_fd(shard_id, plan.keys[rows[0]])[0]
+    def _read_runs(self, shard_id: int, rows: np.ndarray, plan: _ReadPlan, results: list[Any], base: int) -> None:
+        """Read the small tensors ``rows`` of one shard with as few reads as possible.
+
+        Tensors are taken in file order and grouped into runs: neighbours less than
+        ``_RUN_GAP`` apart, spanning at most ``_RUN_BYTES``. Each run is one read.
+        """
+        order = rows[np.argsort(plan.offset_np[rows], kind="stable")]
+        starts = plan.offset_np[order]
+        ends = starts + plan.size_np[order]
+        reach = np.maximum.accumulate(ends)  # the end of the run so far, whatever the order of sizes
+        bounds = [0, *(np.flatnonzero(starts[1:] - reach[:-1] > _RUN_GAP) + 1).tolist(), len(order)]
+        runs: list[tuple[int, int]] = []
+        for a, b in zip(bounds, bounds[1:]):
+            if reach[b - 1] - starts[a] <= _RUN_BYTES:
+                runs.append((a, b))
+                continue
+            for i in range(a, b):  # too long for one read: split where it grows past _RUN_BYTES
+                if i == a or reach[i] - starts[runs[-1][0]] > _RUN_BYTES:
+                    runs.append((i, i + 1))
+                else:
+                    runs[-1] = (runs[-1][0], i + 1)
+        fd = self._shard_fd(shard_id, plan.keys[int(order[0])])[0]
         path = naming.data_filename(self.prefix, shard_id, self.num_shards)
-        runs: list[list[int]] = []
-        run_start = run_end = -1
-        for row in rows:
-            offset, end = offsets[row], offsets[row] + sizes[row]
-            if runs and offset - run_end <= _RUN_GAP and end - run_start <= _RUN_BYTES:
-                runs[-1].append(row)
-                if end > run_end:
-                    run_end = end
-            else:
-                runs.append([row])
-                run_start, run_end = offset, end
         ndarray, crcs, shapes, dtypes = np.ndarray, plan.crcs, plan.shapes, plan.dtypes
-        for run in runs:
-            first = offsets[run[0]]
-            length = max(offsets[row] + sizes[row] for row in run) - first
+        for a, b in runs:
+            first = int(starts[a])
+            length = int(reach[b - 1]) - first
             # Immutable bytes, so the arrays handed out are read-only views from the start.
             buf = os.pread(fd, length, first)
             while len(buf) < length:  # a short read: only a file shrinking under us ends this
                 more = os.pread(fd, length - len(buf), first + len(buf))
                 if not more:
-                    raise DataLossError(f"{path}: unexpected end of file reading key {plan.keys[run[0]]!r}")
+                    raise DataLossError(f"{path}: unexpected end of file reading key {plan.keys[int(order[a])]!r}")
                 buf += more
             view = memoryview(buf)
-            for row in run:
-                lo = offsets[row] - first
-                if raw_crc32c(view[lo : lo + sizes[row]]) != crcs[row]:
+            for row, lo, hi in zip(order[a:b].tolist(), (starts[a:b] - first).tolist(), (ends[a:b] - first).tolist()):
+                if raw_crc32c(view[lo:hi]) != crcs[row]:
                     raise DataLossError(
                         f"{path}: checksum mismatch for key {plan.keys[row]!r}; the data file is damaged. "
                         "Restore from another checkpoint or re-save"
@@ -571,14 +576,12 @@ class _ReadPlan:
                 reader.entry(key)  # raises NotFoundError
             values.append(value)
         columns = decode_entries(values)
-        fast = reader._fast_rows(columns, keys)
-        self.fast = fast.tolist()
-        self.offsets = columns.offset.tolist()
+        fast = self.fast_np = reader._fast_rows(columns, keys)
+        self.offset_np, self.size_np, self.shard_np = columns.offset, columns.size, columns.shard_id
         self.sizes = columns.size.tolist()
         self.crcs = _unmask_all(columns.crc32c).tolist()
-        self.shard_ids = columns.shard_id.tolist()
         self.shapes = columns.shapes()
-        self.dtypes = [_NUMPY_BY_ENUM.get(e) for e in columns.dtype.tolist()]
+        self.dtypes = _NUMPY_TABLE[np.clip(columns.dtype, 0, len(_NUMPY_TABLE) - 1)].tolist()
         for row in np.flatnonzero(~fast).tolist():
             entry = reader.entry(keys[row])
             reader._check_numeric(entry)
@@ -601,18 +604,13 @@ class _ReadPlan:
         """The values of rows ``start:stop``, in order."""
         reader = self.reader
         results: list[Any] = [None] * (stop - start)
-        small: dict[int, list[int]] = {}
-        fast, shard_ids = self.fast, self.shard_ids
-        for row in range(start, stop):
-            if fast[row]:
-                shard_rows = small.get(shard_ids[row])
-                if shard_rows is None:
-                    shard_rows = small[shard_ids[row]] = []
-                shard_rows.append(row)
-            else:
-                results[row - start] = reader.read(self.keys[row])
-        for shard_id, rows in small.items():
-            reader._read_runs(shard_id, rows, self, results, start)
+        fast = self.fast_np[start:stop]
+        for row in (np.flatnonzero(~fast) + start).tolist():
+            results[row - start] = reader.read(self.keys[row])
+        rows = np.flatnonzero(fast) + start
+        shards = self.shard_np[rows]
+        for shard_id in np.unique(shards).tolist():
+            reader._read_runs(shard_id, rows[shards == shard_id], self, results, start)
         return results
 
 
@@ -622,10 +620,12 @@ def _unmask_all(masked: np.ndarray) -> np.ndarray:
     return ((rot >> np.uint64(17)) | (rot << np.uint64(15))) & np.uint64(0xFFFFFFFF)
 
 
-_NUMPY_BY_ENUM = {enum: d.numpy for enum, d in DTYPES.items() if not d.is_string}
+_NUMPY_TABLE = np.full(max(DTYPES) + 1, None, object)  # DataType enum -> numpy dtype, None if not numeric
 _ITEMSIZES = np.zeros(max(DTYPES) + 1, np.int64)  # 0: not a numeric dtype read here
-for _enum, _numpy in _NUMPY_BY_ENUM.items():
-    _ITEMSIZES[_enum] = _numpy.itemsize
+for _enum, _dtype in DTYPES.items():
+    if not _dtype.is_string:
+        _NUMPY_TABLE[_enum] = _dtype.numpy
+        _ITEMSIZES[_enum] = _dtype.numpy.itemsize
 
 
 def _check_disjoint(boxes: list[tuple[tuple[int, int], ...]], key: str, path: str) -> None:

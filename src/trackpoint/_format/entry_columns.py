@@ -46,8 +46,11 @@ class EntryColumns:
     def shapes(self) -> list[tuple[int, ...]]:
         """Each entry's shape as a tuple (the tuples are built column-wise, in C)."""
         n = len(self.ndim)
+        ranks = np.unique(self.ndim).tolist()
+        if len(ranks) == 1:  # one rank for all: no per-row work at all
+            return list(zip(*[self.dims[:, j].tolist() for j in range(ranks[0])])) if ranks[0] else [()] * n
         shapes: list[tuple[int, ...]] = [()] * n
-        for rank in np.unique(self.ndim).tolist():
+        for rank in ranks:
             rows = np.flatnonzero(self.ndim == rank)
             if rank == 0:
                 continue
