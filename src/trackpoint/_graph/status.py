@@ -61,7 +61,9 @@ class CheckpointLoadStatus:
         objects, parents, names = _reachable(self._root, self._attached)
         count = len(objects)
         slots: list[tuple[int, str, int]] = []
-        optimizers = [i for i, obj in enumerate(objects) if hasattr(type(obj), "get_slot_names")]
+        # One check per class rather than per object: a model has few classes and many objects.
+        slot_owners = {cls for cls in set(map(type, objects)) if hasattr(cls, "get_slot_names")}
+        optimizers = [i for i, obj in enumerate(objects) if type(obj) in slot_owners] if slot_owners else []
         for opt_index in optimizers:
             optimizer = objects[opt_index]
             get_slot_names = optimizer.get_slot_names
@@ -180,14 +182,14 @@ def _reachable(root: Trackable, attached: Mapping[str, Trackable]) -> tuple[list
     index = 0
     while index < len(objects):
         obj = objects[index]
+        index += 1
         children = children_with_attached(obj, root, attached) if obj is root else obj._trackable_children()
         for name, child in children.items():
             if id(child) not in seen:
                 seen.add(id(child))
                 objects.append(child)
-                parents.append(index)
+                parents.append(index - 1)
                 names.append(name)
-        index += 1
     return objects, parents, names
 
 
