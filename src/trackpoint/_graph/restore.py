@@ -138,7 +138,12 @@ class RestoreCoordinator:
         self.deferred_slot_restorations: dict[int, list[tuple[Trackable, int, str]]] = {}
         self.expect_partial = False
         self.deferred_ids: set[int] = set()  # nodes parked on live objects for restore-on-create
+        # The one pass over every node: slot references, and which nodes hold values.
+        self._value_node_ids: list[int] = []
+        value_node = self._value_node_ids.append
         for opt_id, node in enumerate(self.nodes):
+            if node.attributes:
+                value_node(opt_id)
             slots = node.slot_variables
             if not slots:
                 continue
@@ -149,7 +154,6 @@ class RestoreCoordinator:
                     self.slot_restorations.setdefault(slot.original_variable_node_id, []).append(
                         (opt_id, slot.slot_variable_node_id, slot.slot_name))
         self._paths: dict[int, str] | None = None
-        self._value_node_ids: list[int] | None = None
 
     @property
     def paths(self) -> dict[int, str]:
@@ -179,8 +183,6 @@ class RestoreCoordinator:
 
     def value_node_ids(self) -> list[int]:
         """Nodes holding values (attributes), in id order."""
-        if self._value_node_ids is None:
-            self._value_node_ids = [i for i, node in enumerate(self.nodes) if node.attributes]
         return self._value_node_ids
 
     # -- bound objects ------------------------------------------------------------------
