@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from trackpoint._format import naming, slices, sstable
-from trackpoint._format.entry_columns import EntryColumns, decode_entries
+from trackpoint._format.entry_columns import EntryColumns, decode_spans, padded
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import MASK_DELTA, crc32c, crc32c_combine, raw_crc32c, unmask
 from trackpoint._format.dtypes import DTYPES, DType, enum_name, from_enum
@@ -175,12 +175,12 @@ class BundleReader:
             ) from exc
         except IsADirectoryError as exc:
             raise NotFoundError(f"{self.index_path} is a directory, not a checkpoint index") from exc
-        items = sstable.read_table(data, self.index_path, damaged_blocks)
-        if not items or items[0][0] != b"":
+        table = sstable.read_table_spans(data, self.index_path, damaged_blocks)
+        if not table.keys or table.keys[0] != b"":
             raise DataLossError(f"{self.index_path}: no bundle header entry; not a TensorFlow checkpoint index")
         header = pb.BundleHeaderProto()
         try:
-            header.ParseFromString(items[0][1])
+            header.ParseFromString(table.value(0))
         except Exception as exc:  # protobuf's DecodeError
             raise DataLossError(f"{self.index_path}: malformed bundle header: {exc}") from exc
         if header.version.min_consumer > 1 or 1 in header.version.bad_consumers:
@@ -190,12 +190,15 @@ class BundleReader:
             )
         if header.num_shards < 1:
             raise DataLossError(f"{self.index_path}: header declares {header.num_shards} data shards")
-        if len(items) - 1 < header.num_shards and header.num_shards > 1:
+        count = len(table.keys) - 1
+        if count < header.num_shards and header.num_shards > 1:
             # every shard holds at least one entry; this bounds what a hostile header can claim
-            raise DataLossError(f"{self.index_path}: {header.num_shards} shards declared for {len(items) - 1} entries")
+            raise DataLossError(f"{self.index_path}: {header.num_shards} shards declared for {count} entries")
         self.num_shards = header.num_shards
         self.big_endian = header.endianness == pb.BundleHeaderProto.BIG
-        self._raw: dict[bytes, bytes] = dict(items[1:])
+        self._table = table
+        self._rows: dict[bytes, int] = dict(zip(table.keys[1:], range(1, count + 1)))  # key -> row of the table
+        self._spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # for entry_columns, made on demand
         self._fds: dict[int, tuple[int, int]] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -204,10 +207,17 @@ class BundleReader:
 
     def raw_keys(self) -> Iterator[bytes]:
         """All non-header keys in index order, slice entries included."""
-        return iter(self._raw)
+        return iter(self._rows)
 
     def __contains__(self, key: str) -> bool:
-        return key.encode("utf-8", "surrogateescape") in self._raw
+        return key.encode("utf-8", "surrogateescape") in self._rows
+
+    def _entry_spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The index's values as :func:`decode_spans` takes them: data, starts, ends by row."""
+        if self._spans is None:
+            table = self._table
+            self._spans = (padded(table.data), np.array(table.starts, np.int64), np.array(table.ends, np.int64))
+        return self._spans
 
     def entry(self, key: str | bytes) -> Entry:
         """The validated entry for ``key``.
@@ -222,9 +232,10 @@ class BundleReader:
             raw_key, name = key, _decode_key(key)
         else:
             raw_key, name = key.encode("utf-8", "surrogateescape"), key
-        value = self._raw.get(raw_key)
-        if value is None:
+        row = self._rows.get(raw_key)
+        if row is None:
             raise NotFoundError(f"Key {name} not found in checkpoint {self.prefix}")
+        value = self._table.value(row)
         try:
             fields = _decode_entry(value)
         except (ValueError, IndexError):
@@ -516,7 +527,7 @@ class BundleReader:
         parts = []
         for extents, bounds in boxes:
             part_key = slices.encode_slice_key(entry.key, extents)
-            if part_key not in self._raw:
+            if part_key not in self._rows:
                 raise DataLossError(f"{self.index_path}: slice {list(bounds)} of key {entry.key!r} has no entry")
             part = self.entry(part_key)
             expected = tuple(stop - start for start, stop in bounds)
@@ -568,14 +579,13 @@ class _ReadPlan:
     def __init__(self, reader: BundleReader, keys: Sequence[str]) -> None:
         self.reader = reader
         self.keys = keys
-        raw = reader._raw
-        values = []
-        for key in keys:
-            value = raw.get(key.encode("utf-8", "surrogateescape"))
-            if value is None:
-                reader.entry(key)  # raises NotFoundError
-            values.append(value)
-        columns = decode_entries(values)
+        get = reader._rows.get
+        rows = [get(key.encode("utf-8", "surrogateescape")) for key in keys]
+        if None in rows:
+            reader.entry(keys[rows.index(None)])  # raises NotFoundError
+        data, starts, ends = reader._entry_spans()
+        index = np.array(rows, np.int64)
+        columns = decode_spans(data, starts[index], ends[index])
         fast = self.fast_np = reader._fast_rows(columns, keys)
         self.offset_np, self.size_np, self.shard_np = columns.offset, columns.size, columns.shard_id
         self.sizes = columns.size.tolist()

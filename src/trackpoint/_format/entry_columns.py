@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["EntryColumns", "decode_entries"]
+__all__ = ["EntryColumns", "decode_entries", "decode_spans", "padded"]
 
 _MAX_VARINT = 10
 _PAD = bytes(2 * _MAX_VARINT)  # lets every window read past the last entry without a bounds check
@@ -89,8 +89,19 @@ def decode_entries(values: Sequence[bytes]) -> EntryColumns:
     lengths = np.fromiter(map(len, values), np.int64, n)
     starts = np.zeros(n, np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
-    data = np.frombuffer(b"".join(values) + _PAD, np.uint8)
-    ends = starts + lengths
+    return decode_spans(padded(b"".join(values)), starts, starts + lengths)
+
+
+def padded(data: bytes) -> np.ndarray:
+    """``data`` as the uint8 array :func:`decode_spans` reads (with room to read past its end)."""
+    return np.frombuffer(data + _PAD, np.uint8)
+
+
+def decode_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> EntryColumns:
+    """Decode the messages at ``data[starts[i]:ends[i]]``; ``data`` comes from :func:`padded`."""
+    n = len(starts)
+    starts = starts.astype(np.int64, copy=False)
+    ends = ends.astype(np.int64, copy=False)
 
     plain = np.ones(n, bool)
     fields = {tag: np.zeros(n, np.uint64) for tag in (0x08, 0x18, 0x20, 0x28)}

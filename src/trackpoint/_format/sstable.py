@@ -10,6 +10,7 @@ and every block checksum is verified.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from collections.abc import Iterable
 
 import cramjam
@@ -19,7 +20,8 @@ from trackpoint._format import varint
 from trackpoint._format.crc import crc32c, mask, unmask
 from trackpoint.errors import DataLossError
 
-__all__ = ["BLOCK_SIZE", "RESTART_INTERVAL", "TABLE_MAGIC", "build_table", "read_table"]
+__all__ = ["BLOCK_SIZE", "RESTART_INTERVAL", "TABLE_MAGIC", "TableSpans", "build_table", "read_table",
+           "read_table_spans"]
 
 BLOCK_SIZE = 262144
 RESTART_INTERVAL = 16
@@ -258,7 +260,8 @@ def _read_block(data: bytes, offset: int, size: int, what: str) -> memoryview:
     raise DataLossError(f"{what}: unknown block compression type {block_type} at offset {offset}")
 
 
-def _block_entries(block: memoryview, what: str) -> list[tuple[bytes, bytes]]:
+def _block_spans(block: memoryview, what: str) -> tuple[bytes, list[bytes], list[int], list[int]]:
+    """A block's entries: ``(contents, keys, value starts, value ends)``, values as spans of contents."""
     if len(block) < 4:
         raise DataLossError(f"{what}: block of {len(block)} bytes is too short")
     (num_restarts,) = struct.unpack_from("<I", block, len(block) - 4)
@@ -266,8 +269,10 @@ def _block_entries(block: memoryview, what: str) -> list[tuple[bytes, bytes]]:
     if num_restarts == 0 or limit < 0:
         raise DataLossError(f"{what}: bad restart array ({num_restarts} restarts in a {len(block)}-byte block)")
     data = bytes(block[:limit])  # slicing bytes is cheaper than slicing a memoryview and copying
-    entries: list[tuple[bytes, bytes]] = []
-    append = entries.append
+    keys: list[bytes] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    add_key, add_start, add_end = keys.append, starts.append, ends.append
     key = b""
     pos = 0
     # One entry per variable: the three lengths are nearly always one-byte varints, so those
@@ -292,13 +297,42 @@ def _block_entries(block: memoryview, what: str) -> list[tuple[bytes, bytes]]:
         if shared > len(key) or end + value_len > limit:
             raise DataLossError(f"{what}: corrupt block entry at byte {pos}")
         key = key[:shared] + data[pos:end] if shared else data[pos:end]
+        add_key(key)
+        add_start(end)
         pos = end + value_len
-        append((key, data[end:pos]))
-    return entries
+        add_end(pos)
+    return data, keys, starts, ends
+
+
+def _block_entries(block: memoryview, what: str) -> list[tuple[bytes, bytes]]:
+    data, keys, starts, ends = _block_spans(block, what)
+    return [(key, data[a:b]) for key, a, b in zip(keys, starts, ends)]
+
+
+@dataclass(frozen=True)
+class TableSpans:
+    """A table's entries with the values left in place: value i is ``data[starts[i]:ends[i]]``.
+
+    Reading an index with one entry per tensor this way builds no bytes object per value.
+    """
+
+    keys: list[bytes]
+    data: bytes
+    starts: list[int]
+    ends: list[int]
+
+    def value(self, i: int) -> bytes:
+        return self.data[self.starts[i] : self.ends[i]]
 
 
 def read_table(data: bytes, what: str, damaged: list[str] | None = None) -> list[tuple[bytes, bytes]]:
-    """Parse a whole SSTable into its ``(key, value)`` pairs in key order.
+    """Parse a whole SSTable into its ``(key, value)`` pairs in key order (see :func:`read_table_spans`)."""
+    table = read_table_spans(data, what, damaged)
+    return [(key, table.data[a:b]) for key, a, b in zip(table.keys, table.starts, table.ends)]
+
+
+def read_table_spans(data: bytes, what: str, damaged: list[str] | None = None) -> TableSpans:
+    """Parse a whole SSTable: its keys in order, and where each value lies.
 
     Args:
         data: The complete file contents.
@@ -319,20 +353,28 @@ def read_table(data: bytes, what: str, damaged: list[str] | None = None) -> list
     _, _, pos = _decode_handle(footer, 0, f"{what} footer")  # the metaindex is unused
     index_offset, index_size, _ = _decode_handle(footer, pos, f"{what} footer")
     index = _block_entries(_read_block(data, index_offset, index_size, what), f"{what} index block")
-    items: list[tuple[bytes, bytes]] = []
+    keys: list[bytes] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    contents: list[bytes] = []
+    base = 0
     for _, handle in index:
         try:
             offset, size, _ = _decode_handle(handle, 0, f"{what} index entry")
-            block_items = _block_entries(_read_block(data, offset, size, what), f"{what} data block at {offset}")
+            block, block_keys, block_starts, block_ends = _block_spans(_read_block(data, offset, size, what),
+                                                                       f"{what} data block at {offset}")
         except DataLossError as exc:
             if damaged is None:
                 raise
             damaged.append(str(exc))
             continue
-        if items and block_items and block_items[0][0] <= items[-1][0]:
-            raise DataLossError(f"{what}: keys out of order across blocks at offset {offset}")
-        items.extend(block_items)
-    for (a, _), (b, _) in zip(items, items[1:]):
-        if b <= a:
-            raise DataLossError(f"{what}: keys out of order or repeated ({a!r}, {b!r})")
-    return items
+        keys += block_keys
+        starts += [base + a for a in block_starts] if base else block_starts
+        ends += [base + b for b in block_ends] if base else block_ends
+        contents.append(block)
+        base += len(block)
+    if not all(map(bytes.__lt__, keys, keys[1:])):  # in C; the loop below only names the culprit
+        for a, b in zip(keys, keys[1:]):
+            if b <= a:
+                raise DataLossError(f"{what}: keys out of order or repeated ({a!r}, {b!r})")
+    return TableSpans(keys, contents[0] if len(contents) == 1 else b"".join(contents), starts, ends)
