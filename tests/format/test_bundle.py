@@ -197,7 +197,8 @@ def test_read_batches_matches_single_reads(tmp_path_factory, tensors: dict[str, 
 
     prefix = str(tmp_path_factory.mktemp("batches") / "ckpt")
     sizes = data.draw(st.lists(st.integers(0, 40), min_size=1, max_size=20))
-    tensors = {**tensors, **{f"n{i}": np.arange(n, dtype=np.float32) for i, n in enumerate(sizes)}}
+    tensors = {**tensors, **{f"n{i}": np.arange(n, dtype=np.float32) for i, n in enumerate(sizes)},
+               **{f"u{i}": np.full((2, 3), i, np.int16) for i in range(data.draw(st.integers(0, 6)))}}  # alike
     tp.save_tensors(prefix, tensors)
     keys = data.draw(st.lists(st.sampled_from(sorted(tensors)), min_size=1, max_size=30))  # any order, repeats
     reader = BundleReader(prefix)
@@ -223,3 +224,17 @@ def test_read_batches_matches_single_reads(tmp_path_factory, tensors: dict[str, 
     for batch in batches:
         batch_sizes = [next(sizes) for _ in batch]
         assert len(batch) == 1 or sum(batch_sizes) <= batch_bytes
+
+
+@pytest.mark.parametrize("pick", [slice(None), slice(None, None, -1), slice(None, None, 2), slice(3, 4), slice(6, 12),
+                                  slice(11, 5, -1)])
+def test_read_many_alike_tensors(tmp_path, pick: slice) -> None:
+    """Back-to-back tensors of one dtype and shape (read as rows of one array) come back right and read-only."""
+    tensors = {f"u{i:02d}": np.full((2, 3), i, np.int16) for i in range(20)}
+    tensors["u05"] = np.full((3, 2), 5, np.int16)  # same size, other shape: must not be taken as a row
+    prefix = str(tmp_path / "ckpt")
+    tp.save_tensors(prefix, tensors)
+    keys = sorted(tensors)[pick]
+    for key, value in zip(keys, BundleReader(prefix).read_many(keys)):
+        assert_bit_equal(value, tensors[key])
+        assert not value.flags.writeable

@@ -464,13 +464,23 @@ class BundleReader:
                     raise DataLossError(f"{path}: unexpected end of file reading key {plan.keys[int(order[a])]!r}")
                 buf += more
             view = memoryview(buf)
-            for row, lo, hi in zip(order[a:b].tolist(), (starts[a:b] - first).tolist(), (ends[a:b] - first).tolist()):
-                if raw_crc32c(view[lo:hi]) != crcs[row]:
+            run_rows = order[a:b]
+            row_list, los = run_rows.tolist(), (starts[a:b] - first).tolist()
+            for row, lo, hi, crc in zip(row_list, los, (ends[a:b] - first).tolist(), crcs[run_rows].tolist()):
+                if raw_crc32c(view[lo:hi]) != crc:
                     raise DataLossError(
                         f"{path}: checksum mismatch for key {plan.keys[row]!r}; the data file is damaged. "
                         "Restore from another checkpoint or re-save"
                     )
-                results[row - base] = ndarray(shapes[row], dtypes[row], buf, lo)
+            head = row_list[0]
+            if b - a > 1 and plan.uniform(run_rows) and (starts[a + 1 : b] == ends[a : b - 1]).all():
+                # Back to back and alike (a model's many same-shaped variables): one array over
+                # the run, whose rows are the tensors, costs less than one array per tensor.
+                arrays = list(ndarray((b - a, *shapes[head]), dtypes[head], buf, los[0]))
+            else:
+                arrays = [ndarray(shapes[row], dtypes[row], buf, lo) for row, lo in zip(row_list, los)]
+            for row, array in zip(row_list, arrays):
+                results[row - base] = array
 
     def _check_out(self, entry: Entry, dtype: DType, out: np.ndarray) -> None:
         if dtype.is_string or out.dtype != dtype.numpy or out.shape != entry.shape:
@@ -589,7 +599,8 @@ class _ReadPlan:
         fast = self.fast_np = reader._fast_rows(columns, keys)
         self.offset_np, self.size_np, self.shard_np = columns.offset, columns.size, columns.shard_id
         self.sizes = columns.size.tolist()
-        self.crcs = _unmask_all(columns.crc32c).tolist()
+        self.crcs = _unmask_all(columns.crc32c)
+        self.columns = columns
         self.shapes = columns.shapes()
         self.dtypes = _NUMPY_TABLE[np.clip(columns.dtype, 0, len(_NUMPY_TABLE) - 1)].tolist()
         for row in np.flatnonzero(~fast).tolist():
@@ -598,6 +609,14 @@ class _ReadPlan:
             if not (entry.is_sliced or entry.dtype.is_string):
                 reader._check_span(entry)
             self.sizes[row] = entry.size if not entry.is_sliced else 1 << 62  # a sliced tensor is a batch of its own
+
+    def uniform(self, rows: np.ndarray) -> bool:
+        """Whether these rows are tensors of one dtype and one shape, of rank 1 or more."""
+        columns = self.columns
+        head = rows[0]
+        return bool(columns.ndim[head] > 0 and (columns.dtype[rows] == columns.dtype[head]).all()
+                    and (columns.ndim[rows] == columns.ndim[head]).all()
+                    and (columns.dims[rows] == columns.dims[head]).all())
 
     def batches(self, batch_bytes: int) -> Iterator[tuple[int, int]]:
         """``(start, stop)`` row ranges of at most ``batch_bytes`` (or one larger row)."""
