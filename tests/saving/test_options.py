@@ -188,14 +188,18 @@ def test_background_failure_surfaces_on_sync_and_next_save(tmp_path) -> None:
     assert tp.latest_checkpoint(str(tmp_path)) is not None
 
 
-def test_pending_async_write_finishes_at_interpreter_exit(tmp_path) -> None:
+@pytest.mark.parametrize("sharding", ["", "experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(1 << 20)"])
+def test_pending_async_write_finishes_at_interpreter_exit(tmp_path, sharding: str) -> None:
+    """Helper threads (checksums, shards written in parallel) still run while the interpreter exits."""
     code = (
         "import numpy as np, trackpoint as tp\n"
         "v = tp.Variable(np.arange(2_000_000, dtype=np.float64))\n"
-        f"tp.Checkpoint(v=v).save({str(tmp_path / 'ckpt')!r}, tp.CheckpointOptions(enable_async=True))\n"
+        "w = tp.Variable(np.ones(300_000, dtype=np.float64))\n"
+        f"tp.Checkpoint(v=v, w=w).save({str(tmp_path / 'ckpt')!r}, tp.CheckpointOptions(enable_async=True, {sharding}))\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
     assert tp.load_variable(str(tmp_path), "v/.ATTRIBUTES/VARIABLE_VALUE")[-1] == 1_999_999
+    assert tp.load_variable(str(tmp_path), "w/.ATTRIBUTES/VARIABLE_VALUE").sum() == 300_000
 
 
 def test_manager_with_async_lists_a_checkpoint_only_once_complete(tmp_path) -> None:

@@ -14,7 +14,6 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import MASK_DELTA, crc32c, crc32c_combine, raw_crc32c, unmask
 from trackpoint._format.dtypes import DTYPES, DType, enum_name, from_enum
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
+from trackpoint._format.threads import parallel_map
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 
 __all__ = ["BundleReader", "Entry"]
@@ -349,8 +349,7 @@ class BundleReader:
             return crc
 
         starts = list(range(0, size, step))
-        with ThreadPoolExecutor(max_workers=len(starts)) as pool:
-            crcs = list(pool.map(read_part, starts))
+        crcs = parallel_map(read_part, starts, len(starts))
         crc = crcs[0]
         for start, part_crc in zip(starts[1:], crcs[1:]):
             crc = crc32c_combine(crc, part_crc, min(start + step, size) - start)

@@ -8,7 +8,6 @@ the shape always present, the header ``{num_shards, version.producer=1}`` under 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import BinaryIO
 
@@ -19,6 +18,7 @@ from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import MASK_DELTA, crc32c, mask, raw_crc32c
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
+from trackpoint._format.threads import Background
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["BundleWriter", "ShardWriter", "dtype_of", "header_bytes", "merge_shards", "write_index"]
@@ -27,6 +27,7 @@ TENSOR_BUNDLE_VERSION = 1
 # numpy dtype -> DType for the numeric dtypes stored as they are (native byte order).
 _NUMPY_DTYPES = {d.numpy: d for d in DTYPES.values() if not d.is_string}
 _WRITE_BUFFER = 1 << 20
+_OVERLAP_BYTES = 4 << 20  # tensors this large are checksummed while they are written
 
 
 def dtype_of(array: object, key: str) -> DType:
@@ -183,9 +184,16 @@ class ShardWriter:
                     self._write(key, name, array)  # anything unusual, errors included
                     offset = self._offset
                     continue
-                write(view)
                 size = view.nbytes
-                crc = raw_crc32c(view)
+                if size >= _OVERLAP_BYTES:
+                    # A large tensor: checksummed on another thread while this one writes it
+                    # (both release the GIL), rather than one after the other.
+                    pending_crc = Background(lambda view=view: raw_crc32c(view), "trackpoint-crc")
+                    write(view)
+                    crc = pending_crc.result()
+                else:
+                    write(view)
+                    crc = raw_crc32c(view)
                 crc = ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + MASK_DELTA) & 0xFFFFFFFF  # mask(), inlined
                 head = heads.get((dtype.enum, array.shape))
                 if head is None or shard_id or not (offset and size and crc):
@@ -282,30 +290,6 @@ def merge_shards(shards: Sequence[ShardWriter]) -> dict[bytes, bytes | pb.Bundle
     return entries
 
 
-class _Background:
-    """Run a function on a thread of its own; :meth:`result` waits and re-raises its exception."""
-
-    def __init__(self, function: Callable[[], object]) -> None:
-        self._error: BaseException | None = None
-
-        def run() -> None:
-            try:
-                function()
-            except BaseException as exc:  # handed to whoever waits
-                self._error = exc
-
-        self._thread = threading.Thread(target=run, name="trackpoint-fsync", daemon=True)
-        self._thread.start()
-
-    def join(self) -> None:
-        self._thread.join()
-
-    def result(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-
 class BundleWriter:
     """Write tensors into ``num_shards`` data files and one index, one call at a time.
 
@@ -358,7 +342,7 @@ class BundleWriter:
                 shard.flush()
             # The data files are fsynced on another thread while this one builds the index:
             # fsync releases the GIL, and both must be durable before anything is published.
-            closing = _Background(lambda: [shard.close() for shard in shards])
+            closing = Background(lambda: [shard.close() for shard in shards], "trackpoint-fsync")
             try:
                 write_index(self._prefix, merge_shards(shards), self._num_shards,
                             [(shard.temp_path, shard.path) for shard in shards], closing.result)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ import numpy as np
 from trackpoint._format import naming, slices
 from trackpoint._format.atomic import prepare_directory
 from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, merge_shards, write_index
+from trackpoint._format.threads import parallel_map
 from trackpoint._saving.sharding_policies import (
     LOCAL_DEVICE,
     Shard,
@@ -96,8 +96,7 @@ def _write(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callback: S
     count = len(shards)
     writers = [ShardWriter(naming.data_filename(prefix, i, count), i) for i in range(count)]
     try:
-        with ThreadPoolExecutor(max_workers=max(1, min(MAX_WRITER_THREADS, count))) as pool:
-            list(pool.map(_write_shard, writers, shards))
+        parallel_map(lambda pair: _write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
         write_index(prefix, merge_shards(writers), count, [(w.temp_path, w.path) for w in writers])
     except BaseException:
         for writer in writers:
