@@ -10,8 +10,9 @@ Workloads:
          (900 tensors, 556 MiB; safetensors and raw write the same 900 arrays)
 
 For each: median seconds to write, to read back into existing variables, and until an async
-save returns; ratios trackpoint/TF, trackpoint/safetensors and trackpoint/raw; and trackpoint's
-peak extra memory (tracemalloc, beyond the variables) for a synchronous save and a restore.
+save returns, over several rounds of fresh processes (``--rounds``); ratios trackpoint/TF,
+trackpoint/safetensors and trackpoint/raw; and trackpoint's peak extra memory (tracemalloc,
+beyond the variables) for a synchronous save and a restore.
 safetensors and raw have no object graph, checksums or async mode: "raw" is a plain
 ``write``/``readinto`` of the same bytes, the floor any format pays; "raw+fsync" adds the
 fsync that makes a write durable, which every trackpoint save does (crash consistency), and
@@ -64,16 +65,20 @@ def saved_arrays(arrays: list[np.ndarray], with_adam: bool) -> list[np.ndarray]:
     return arrays + [rng.standard_normal(a.shape).astype(a.dtype) for a in arrays for _ in range(2)]
 
 
-def median_time(fn: Callable[[], object], repeats: int, setup: Callable[[], object] | None = None) -> float:
+def sample_times(fn: Callable[[], object], repeats: int, setup: Callable[[], object] | None = None) -> list[float]:
+    """Seconds taken by ``repeats`` calls of ``fn``."""
     times = []
     for _ in range(repeats):
         if setup is not None:
             setup()
+        # Every repetition starts with no dirty pages left over from the one before, whose
+        # write-back would otherwise land on whichever contender happens to run next.
+        os.sync()
         gc.collect()
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
 
 
 # -- contenders ------------------------------------------------------------------------------
@@ -205,17 +210,18 @@ def peak_extra_memory(arrays: list[np.ndarray], directory: str, with_adam: bool)
 CONTENDERS = {c.name: c for c in (Trackpoint, Safetensors, Raw, RawFsync, TensorFlow)}
 
 
-def run_child(contender_name: str, workload: str, quick: bool, repeats: int) -> dict[str, float]:
-    """Measure one contender on one workload (in its own process, see main)."""
+def run_child(contender_name: str, workload: str, quick: bool, repeats: int, memory: bool) -> dict[str, object]:
+    """Time one contender on one workload (in its own process, see main); samples, not medians."""
     arrays = workloads(quick)[workload]
     directory = tempfile.mkdtemp(prefix=f"tp-compare-{workload}-")
     try:
         contender = CONTENDERS[contender_name](arrays, directory, workload == "mixed")
-        row = {"write": median_time(contender.write, repeats), "read": median_time(contender.read, repeats)}
+        row: dict[str, object] = {"write": sample_times(contender.write, repeats),
+                                  "read": sample_times(contender.read, repeats)}
         if hasattr(contender, "async_save"):
-            row["async"] = median_time(contender.async_save, repeats, setup=contender.finish)
+            row["async"] = sample_times(contender.async_save, repeats, setup=contender.finish)
             contender.finish()
-        if contender_name == "trackpoint":
+        if contender_name == "trackpoint" and memory:
             del contender
             gc.collect()
             row["mem_save"], row["mem_read"] = peak_extra_memory(arrays, directory, workload == "mixed")
@@ -229,33 +235,49 @@ def run_child(contender_name: str, workload: str, quick: bool, repeats: int) -> 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="1/8 of the sizes, 2 repetitions")
-    parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--quick", action="store_true", help="1/8 of the sizes, one round of 2 repetitions")
+    parser.add_argument("--repeats", type=int, default=None, help="repetitions per round (3; 2 with --quick)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="rounds of fresh processes, one per contender, taken in turn (3; 1 with --quick)")
     parser.add_argument("--workload", action="append", help="run only these workloads")
     parser.add_argument("--no-tf", action="store_true", help="skip TensorFlow")
     parser.add_argument("--child", nargs=2, metavar=("CONTENDER", "WORKLOAD"), help=argparse.SUPPRESS)
+    parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    repeats = args.repeats or (2 if args.quick else 5)
+    repeats = args.repeats or (2 if args.quick else 3)
+    rounds = args.rounds or (1 if args.quick else 3)
     if args.child:
-        print(json.dumps(run_child(args.child[0], args.child[1], args.quick, repeats)))
+        print(json.dumps(run_child(args.child[0], args.child[1], args.quick, repeats, args.memory)))
         return 0
     names = ["trackpoint", "safetensors", "raw", "raw+fsync"] + ([] if args.no_tf else ["tensorflow"])
     start = time.perf_counter()
     import_start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import trackpoint"], check=True)
     print(f"import trackpoint in a fresh process (incl. interpreter start): {time.perf_counter() - import_start:.3f} s")
-    print(f"repeats: {repeats}, medians in seconds; each contender runs in a fresh process\n")
+    print(f"{rounds} round(s) x {repeats} repetitions per contender; medians in seconds of the {rounds * repeats} "
+          "samples. Each round runs every contender in a fresh process, starting one further along the list, so "
+          "that a drifting machine does not favour any of them.\n")
     print(f"{'workload':<8} {'contender':<12} {'write':>8} {'read':>8} {'async':>8}")
     for name in workloads(args.quick):
         if args.workload and name not in args.workload:
             continue
-        results: dict[str, dict[str, float]] = {}
+        samples: dict[str, dict[str, list[float]]] = {contender: {} for contender in names}
+        extra: dict[str, float] = {}
+        for round_index in range(rounds):
+            for contender in names[round_index % len(names):] + names[:round_index % len(names)]:
+                command = [sys.executable, __file__, "--child", contender, name, "--repeats", str(repeats)]
+                command += (["--quick"] if args.quick else []) + (["--memory"] if round_index == 0 else [])
+                output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+                row = json.loads(output.strip().splitlines()[-1])
+                for key, value in row.items():
+                    if isinstance(value, list):
+                        samples[contender].setdefault(key, []).extend(value)
+                    elif contender == "trackpoint":
+                        extra[key] = value
+        results = {contender: {op: statistics.median(times) for op, times in ops.items()}
+                   for contender, ops in samples.items()}
         for contender in names:
-            command = [sys.executable, __file__, "--child", contender, name, "--repeats", str(repeats)]
-            output = subprocess.run(command + (["--quick"] if args.quick else []), check=True,
-                                    capture_output=True, text=True).stdout
-            row = results[contender] = json.loads(output.strip().splitlines()[-1])
-            cells = " ".join(f"{row.get(k, float('nan')):>8.3f}" for k in ("write", "read", "async"))
+            cells = " ".join(f"{results[contender].get(k, float('nan')):>8.3f}" for k in ("write", "read", "async"))
             print(f"{name:<8} {contender:<12} {cells}", flush=True)
         ours = results["trackpoint"]
         for other in names[1:]:
@@ -263,9 +285,9 @@ def main() -> int:
                               if op in results[other])
             print(f"{'':<8} trackpoint/{other}: {ratios}")
         print(f"{'':<8} trackpoint async/sync save: {ours['async'] / ours['write']:.1%}")
-        print(f"{'':<8} trackpoint peak extra memory: save {ours['mem_save'] / MiB:.1f} MiB "
-              f"({ours['mem_save'] / ours['size']:.1%} of {ours['size'] / MiB:.0f} MiB), restore "
-              f"{ours['mem_read'] / MiB:.1f} MiB (largest tensor {ours['largest'] / MiB:.1f} MiB)\n")
+        print(f"{'':<8} trackpoint peak extra memory: save {extra['mem_save'] / MiB:.1f} MiB "
+              f"({extra['mem_save'] / extra['size']:.1%} of {extra['size'] / MiB:.0f} MiB), restore "
+              f"{extra['mem_read'] / MiB:.1f} MiB (largest tensor {extra['largest'] / MiB:.1f} MiB)\n")
     print(f"total {time.perf_counter() - start:.1f} s")
     return 0
 
