@@ -10,7 +10,8 @@ Workloads:
          (900 tensors, 556 MiB; safetensors and raw write the same 900 arrays)
 
 For each: median seconds to write, to read back into existing variables, and until an async
-save returns, over several rounds of fresh processes (``--rounds``); ratios trackpoint/TF,
+save returns, over several rounds of fresh processes (``--rounds``), after two untimed writes
+and a read (see run_child); ratios trackpoint/TF,
 trackpoint/safetensors and trackpoint/raw; and trackpoint's peak extra memory (tracemalloc,
 beyond the variables) for a synchronous save and a restore.
 safetensors and raw have no object graph, checksums or async mode: "raw" is a plain
@@ -216,6 +217,13 @@ def run_child(contender_name: str, workload: str, quick: bool, repeats: int, mem
     directory = tempfile.mkdtemp(prefix=f"tp-compare-{workload}-")
     try:
         contender = CONTENDERS[contender_name](arrays, directory, workload == "mixed")
+        # Warm-up, untimed: on this kind of virtual machine the first touch of a memory page
+        # is slow (the host backs it then), and a new file needs new page-cache pages. An
+        # atomic save writes a new file beside the old one and frees the old one's pages at
+        # the rename, so from the second save on it reuses pages as a training job would.
+        contender.write()
+        contender.write()
+        contender.read()
         row: dict[str, object] = {"write": sample_times(contender.write, repeats),
                                   "read": sample_times(contender.read, repeats)}
         if hasattr(contender, "async_save"):
