@@ -30,7 +30,7 @@ __all__ = ["BundleReader", "Entry"]
 
 _MAX_INDEX_BYTES = 1 << 31
 _PARALLEL_READ_BYTES = 1 << 20  # tensors this large are read on their own, not in runs
-_RUN_BYTES = 16 << 20  # smaller ones are fetched in runs of up to this many bytes
+_RUN_BYTES = 4 << 20  # smaller ones are fetched in runs of up to this many bytes
 _RUN_GAP = 64 << 10  # bytes of unrelated data worth reading through rather than seeking past
 _READ_THREADS = min(4, os.cpu_count() or 1)
 _CHUNK_BYTES = 2 << 20  # large tensors are read in chunks of this size, overlapping read and crc (2 MiB measured best)

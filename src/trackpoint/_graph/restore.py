@@ -29,7 +29,7 @@ __all__ = ["CheckpointPosition", "RestoreCoordinator", "node_paths", "parse_grap
 _log = logging.getLogger("trackpoint")
 _restore_uids = itertools.count(1)
 _MAX_NODES = 1 << 24
-_BATCH_BYTES = 16 << 20
+_BATCH_BYTES = 4 << 20
 _MAX_PATH_CHARS = 512
 
 
