@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import naming
+from trackpoint._format import atomic, naming
 from trackpoint._format.state_file import write_state
 from trackpoint.checkpoint import Checkpoint
 from trackpoint.errors import InvalidArgumentError
@@ -133,11 +133,8 @@ class CheckpointManager:
             if self._keep_every_n_hours and stamp - self._keep_every_n_hours * 3600.0 >= self._last_preserved_timestamp:
                 self._last_preserved_timestamp = stamp
                 continue
-            for name in [naming.index_filename(path)] + glob.glob(glob.escape(path) + ".data-?????-of-?????"):
-                try:
-                    os.remove(name)
-                except FileNotFoundError:
-                    pass
+            # The index first: a reader never finds an index whose data is gone.
+            atomic.remove([naming.index_filename(path)] + glob.glob(glob.escape(path) + ".data-?????-of-?????"))
 
     def save(self, checkpoint_number: Any = None, check_interval: bool = True,
              options: CheckpointOptions | None = None) -> str | None:
