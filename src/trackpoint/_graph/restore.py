@@ -138,12 +138,7 @@ class RestoreCoordinator:
         self.deferred_slot_restorations: dict[int, list[tuple[Trackable, int, str]]] = {}
         self.expect_partial = False
         self.deferred_ids: set[int] = set()  # nodes parked on live objects for restore-on-create
-        # The one pass over every node: slot references, and which nodes hold values.
-        self._value_node_ids: list[int] = []
-        value_node = self._value_node_ids.append
-        for opt_id, node in enumerate(self.nodes):
-            if node.attributes:
-                value_node(opt_id)
+        for opt_id, node in enumerate(self.nodes):  # the one pass over every node, for slot references
             slots = node.slot_variables
             if not slots:
                 continue
@@ -181,9 +176,6 @@ class RestoreCoordinator:
     def has_values(self, node_id: int) -> bool:
         return _has_values(self.nodes[node_id])
 
-    def value_node_ids(self) -> list[int]:
-        """Nodes holding values (attributes), in id order."""
-        return self._value_node_ids
 
     # -- bound objects ------------------------------------------------------------------
 
@@ -255,11 +247,13 @@ class RestoreCoordinator:
     def unrestored_values(self) -> list[int]:
         """Checkpoint nodes holding values that no live object has received."""
         # matched_proto_ids, not the bound objects: the answer must not change when the
-        # restored objects are garbage-collected (e.g. at interpreter exit).
-        matched = self.matched_proto_ids
-        if self.skip_slot_variables:
-            return [i for i in self.value_node_ids() if i not in matched and i not in self.slot_node_ids]
-        return [i for i in self.value_node_ids() if i not in matched]
+        # restored objects are garbage-collected (e.g. at interpreter exit). Only unmatched
+        # nodes are looked at: after a complete restore, none.
+        matched, nodes = self.matched_proto_ids, self.nodes
+        if len(matched) == self.node_count:
+            return []
+        skipped = self.slot_node_ids if self.skip_slot_variables else ()
+        return [i for i in range(self.node_count) if i not in matched and i not in skipped and nodes[i].attributes]
 
     def __del__(self) -> None:
         if self.expect_partial:
@@ -373,9 +367,11 @@ class CheckpointPosition:
                         queue.append((child_id, local))
                     elif uid > local._tp_update_uid:
                         # A leaf, most of the model: gathered here rather than queued (the
-                        # same work as the top of this loop).
+                        # same work as the top of this loop, a plain variable's case inlined).
                         attributes = child_node.attributes
-                        if attributes:
+                        if len(attributes) == 1 and type(local) is Variable and attributes[0].name == VARIABLE_VALUE:
+                            pending.append((child_id, local, attributes[0].checkpoint_key))
+                        elif attributes:
                             wanted = wanted_of(child_id, local, attributes)
                             if wanted:
                                 pending.append((child_id, local, wanted))

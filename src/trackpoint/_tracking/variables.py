@@ -206,7 +206,7 @@ class Variable(Trackable):
         """Take a checkpoint value (an array the variable may keep, or ``bytes``); check dtype and shape."""
         array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object if isinstance(value, bytes) else None)
         current = self._value
-        if array.dtype != current.dtype or array.shape != current.shape:
+        if (array.dtype is not current.dtype and array.dtype != current.dtype) or array.shape != current.shape:
             raise InvalidArgumentError(
                 f"variable {self._name!r} is {_describe(self.dtype, self.shape)} but the checkpoint holds "
                 f"{_describe(array.dtype, array.shape)}"
