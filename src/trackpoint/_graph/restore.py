@@ -368,14 +368,17 @@ class CheckpointPosition:
                     elif uid > local._tp_update_uid:
                         # A leaf, most of the model: gathered here rather than queued (the
                         # same work as the top of this loop, a plain variable's case inlined).
+                        local._tp_update_uid = uid
                         attributes = child_node.attributes
-                        if len(attributes) == 1 and type(local) is Variable and attributes[0].name == VARIABLE_VALUE:
-                            pending.append((child_id, local, attributes[0].checkpoint_key))
-                        elif attributes:
+                        if len(attributes) == 1 and type(local) is Variable:
+                            attribute = attributes[0]
+                            if attribute.name == VARIABLE_VALUE:
+                                pending.append((child_id, local, attribute.checkpoint_key))
+                                continue
+                        if attributes:
                             wanted = wanted_of(child_id, local, attributes)
                             if wanted:
                                 pending.append((child_id, local, wanted))
-                        local._tp_update_uid = uid
             if slot_restorations or deferred_slots:
                 for position, slot in CheckpointPosition(coordinator, node_id)._slots_to_restore(obj):
                     queue.append((position.proto_id, slot))
