@@ -70,8 +70,9 @@ def _decode_entry(buf: bytes) -> tuple[int, tuple[int, ...], int, int, int, int,
 
     Entries with slices, dimension names, unknown rank or unknown fields return None and go
     through the protobuf parser instead, and so does a truncated entry (IndexError, which
-    the caller catches). This path exists because a restore decodes one entry per variable
-    and protobuf attribute access would dominate that cost.
+    the caller catches). One entry at a time, for single reads and listings: restores decode
+    all their entries at once with :mod:`.entry_columns`, whose numpy calls cost a fixed
+    0.2 ms but well under a microsecond per entry.
     """
     dtype = shard = offset = size = crc = 0
     shape: list[int] = []
