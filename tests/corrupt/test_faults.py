@@ -37,16 +37,16 @@ def _assert_survived(tmp_path, first: str, state: bytes) -> None:
 class _FailingFile:
     """A data file whose ``write`` raises ``error`` once ``after`` writes went through."""
 
-    def __init__(self, file, calls: list[int], after: int, error: int) -> None:  # noqa: ANN001
+    def __init__(self, file, calls: list[int], after: int, error: int) -> None:
         self._file, self._calls, self._after, self._error = file, calls, after, error
 
-    def write(self, buffer) -> int:  # noqa: ANN001
+    def write(self, buffer) -> int:
         self._calls[0] += 1
         if self._calls[0] > self._after:
             raise OSError(self._error, os.strerror(self._error))
         return self._file.write(buffer)
 
-    def __getattr__(self, name: str):  # noqa: ANN204
+    def __getattr__(self, name: str):
         return getattr(self._file, name)
 
 
@@ -55,7 +55,7 @@ def _failing(after: int, error: int):  # noqa: ANN202
     calls = [0]
     real = bundle_writer.ShardWriter.__init__
 
-    def init(self, path, shard_id):  # noqa: ANN001, ANN202
+    def init(self, path, shard_id):
         real(self, path, shard_id)
         self._file = _FailingFile(self._file, calls, after, error)
 

@@ -193,7 +193,7 @@ def test_add_many_writes_what_add_writes(tmp_path_factory, tensors: dict[str, ob
 def test_read_batches_matches_single_reads(tmp_path_factory, tensors: dict[str, object], data, batch_bytes: int,
                                            run_gap: int, run_bytes: int, parallel_bytes: int) -> None:
     """Batches, runs and their splits (made tiny here) give exactly what one read per key gives."""
-    import trackpoint._format.bundle_reader as bundle_reader
+    from trackpoint._format import bundle_reader
 
     prefix = str(tmp_path_factory.mktemp("batches") / "ckpt")
     sizes = data.draw(st.lists(st.integers(0, 40), min_size=1, max_size=20))

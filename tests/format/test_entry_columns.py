@@ -26,7 +26,7 @@ def _fields(proto: pb.BundleEntryProto) -> tuple:
             proto.crc32c)
 
 
-def _row(columns, i: int, shapes) -> tuple:  # noqa: ANN001
+def _row(columns, i: int, shapes) -> tuple:
     return (int(columns.dtype[i]), shapes[i], int(columns.shard_id[i]), int(columns.offset[i]),
             int(columns.size[i]), int(columns.crc32c[i]))
 
@@ -34,7 +34,7 @@ def _row(columns, i: int, shapes) -> tuple:  # noqa: ANN001
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 300), st.lists(_int64, max_size=6), _int32, _int64, _int64,
                           st.integers(0, 2**32 - 1)), min_size=1, max_size=40))
-def test_plain_entries_decode_like_protobuf(entries) -> None:  # noqa: ANN001
+def test_plain_entries_decode_like_protobuf(entries) -> None:
     values = [_plain_entry(*e) for e in entries]
     columns = decode_entries(values)
     shapes = columns.shapes()
@@ -64,7 +64,7 @@ def test_our_encoder_and_unusual_entries() -> None:
 
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=20))
-def test_arbitrary_bytes_never_raise_and_plain_rows_match_protobuf(values) -> None:  # noqa: ANN001
+def test_arbitrary_bytes_never_raise_and_plain_rows_match_protobuf(values) -> None:
     columns = decode_entries(values)
     shapes = columns.shapes()
     for i, value in enumerate(values):
@@ -74,7 +74,7 @@ def test_arbitrary_bytes_never_raise_and_plain_rows_match_protobuf(values) -> No
 
 @settings(max_examples=500, deadline=None)
 @given(st.integers(0, 30), st.lists(st.integers(0, 2**40), max_size=4), st.integers(0, 2**40), st.data())
-def test_mutated_entries_are_flagged_or_decoded_like_protobuf(dtype, dims, offset, data) -> None:  # noqa: ANN001
+def test_mutated_entries_are_flagged_or_decoded_like_protobuf(dtype, dims, offset, data) -> None:
     value = bytearray(_plain_entry(dtype, dims, 0, offset, 4, 7))
     for _ in range(data.draw(st.integers(1, 3))):
         action = data.draw(st.sampled_from(["flip", "cut", "insert"]))

@@ -9,6 +9,7 @@ crc32c is verified against the bytes read.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import threading
@@ -441,7 +442,7 @@ class BundleReader:
         reach = np.maximum.accumulate(ends)  # the end of the run so far, whatever the order of sizes
         bounds = [0, *(np.flatnonzero(starts[1:] - reach[:-1] > _RUN_GAP) + 1).tolist(), len(order)]
         runs: list[tuple[int, int]] = []
-        for a, b in zip(bounds, bounds[1:]):
+        for a, b in itertools.pairwise(bounds):
             if reach[b - 1] - starts[a] <= _RUN_BYTES:
                 runs.append((a, b))
                 continue

@@ -9,6 +9,7 @@ and every block checksum is verified.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from dataclasses import dataclass
 from collections.abc import Iterable
@@ -205,7 +206,7 @@ def build_table(items: Iterable[tuple[bytes, bytes]]) -> bytes:
         return handle
 
     items = list(items)
-    for (before, _), (key, _) in zip(items, items[1:]):
+    for (before, _), (key, _) in itertools.pairwise(items):
         if key <= before:
             raise ValueError(f"table keys must be strictly increasing: {key!r} after {before!r}")
     shared_prefixes = _shared_prefixes([key for key, _ in items])
@@ -374,7 +375,7 @@ def read_table_spans(data: bytes, what: str, damaged: list[str] | None = None) -
         contents.append(block)
         base += len(block)
     if not all(map(bytes.__lt__, keys, keys[1:])):  # in C; the loop below only names the culprit
-        for a, b in zip(keys, keys[1:]):
+        for a, b in itertools.pairwise(keys):
             if b <= a:
                 raise DataLossError(f"{what}: keys out of order or repeated ({a!r}, {b!r})")
     return TableSpans(keys, contents[0] if len(contents) == 1 else b"".join(contents), starts, ends)

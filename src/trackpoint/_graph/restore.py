@@ -127,9 +127,9 @@ class RestoreCoordinator:
         self.node_count = len(self.nodes)
         self.restore_uid = next(_restore_uids)
         self.skip_slot_variables = skip_slot_variables
-        # proto id -> weak reference to the bound object. Plain weakref.ref rather than a
-        # WeakValueDictionary: CPython shares one such reference per object, so binding
-        # objects a second time allocates nothing.
+        # proto id -> weak reference to the bound object: a plain dict of weakref.ref, which
+        # binds an object several times faster than a WeakValueDictionary's Python-level
+        # bookkeeping (a keyed reference with a callback per item).
         self.bound: dict[int, weakref.ref[Trackable]] = {}
         self.matched_proto_ids: set[int] = set()
         self.unused_attributes: dict[int, list[str]] = {}
@@ -172,10 +172,6 @@ class RestoreCoordinator:
     def attributes(self, node_id: int) -> list[tuple[str, str, str]]:
         """``(tensor name, stored name, checkpoint key)`` of a node's values."""
         return [(_unescape(a.name), a.name, a.checkpoint_key) for a in self.nodes[node_id].attributes]
-
-    def has_values(self, node_id: int) -> bool:
-        return _has_values(self.nodes[node_id])
-
 
     # -- bound objects ------------------------------------------------------------------
 
@@ -318,8 +314,9 @@ class CheckpointPosition:
 
         Like TF in eager mode: walk and bind first, then read every value in batches
         (neighbouring tensors in one read, large ones in parallel) and assign in walk order.
-        The loop runs once per object of the model, so binding is inlined and a child that
-        does not exist yet is the only case that builds a position (to wait on its parent).
+        The loop runs once per object of the model, so binding is inlined, leaves are
+        gathered where their parent is walked, and positions are built only for slots and for
+        children that do not exist yet (to wait on their parent).
         """
         coordinator = self.coordinator
         nodes = coordinator.nodes
