@@ -11,13 +11,14 @@ Workloads:
 
 For each: median seconds to write, to read back into existing variables, and until an async
 save returns, over several rounds of fresh processes (``--rounds``), after two untimed writes
-and a read (see run_child); ratios trackpoint/TF,
-trackpoint/safetensors and trackpoint/raw; and trackpoint's peak extra memory (tracemalloc,
-beyond the variables) for a synchronous save and a restore.
-safetensors and raw have no object graph, checksums or async mode: "raw" is a plain
-``write``/``readinto`` of the same bytes, the floor any format pays; "raw+fsync" adds the
-fsync that makes a write durable, which every trackpoint save does (crash consistency), and
-which neither TensorFlow nor safetensors does.
+and a read (see run_child); ratios of trackpoint to each other contender; and trackpoint's peak
+extra memory (tracemalloc, beyond the variables) for a synchronous save and a restore.
+
+safetensors and raw have no object graph, checksums or async mode. "safetensors" reads with
+``load_file`` alone; "safetensors+assign" then copies each array into the model's own, as a
+restore into existing variables does. "raw" is a plain ``write``/``readinto`` of the same
+bytes, the floor any format pays; "raw+fsync" adds the fsync that makes a write durable, which
+every trackpoint save does (crash consistency), and which neither TensorFlow nor safetensors does.
 """
 
 from __future__ import annotations
@@ -156,6 +157,23 @@ class Safetensors:
         load_file(self.path)
 
 
+class SafetensorsAssign(Safetensors):
+    """safetensors' read as a restore into a model: load the file, then copy each array into
+    the model's own (what the other contenders' reads do; safetensors' ``read`` row only loads)."""
+
+    name = "safetensors+assign"
+
+    def __init__(self, arrays: list[np.ndarray], directory: str, with_adam: bool) -> None:
+        super().__init__(arrays, directory, with_adam)
+        self.destinations = {key: value.copy() for key, value in self.tensors.items()}
+
+    def read(self) -> None:
+        from safetensors.numpy import load_file
+
+        for key, value in load_file(self.path).items():
+            np.copyto(self.destinations[key], value)
+
+
 class Raw:
     name = "raw"
     durable = False
@@ -208,7 +226,7 @@ def peak_extra_memory(arrays: list[np.ndarray], directory: str, with_adam: bool)
     return results[0], results[1]
 
 
-CONTENDERS = {c.name: c for c in (Trackpoint, Safetensors, Raw, RawFsync, TensorFlow)}
+CONTENDERS = {c.name: c for c in (Trackpoint, Safetensors, SafetensorsAssign, Raw, RawFsync, TensorFlow)}
 
 
 def run_child(contender_name: str, workload: str, quick: bool, repeats: int, memory: bool) -> dict[str, object]:
@@ -257,7 +275,8 @@ def main() -> int:
     if args.child:
         print(json.dumps(run_child(args.child[0], args.child[1], args.quick, repeats, args.memory)))
         return 0
-    names = ["trackpoint", "safetensors", "raw", "raw+fsync"] + ([] if args.no_tf else ["tensorflow"])
+    names = ["trackpoint", "safetensors", "safetensors+assign", "raw", "raw+fsync"]
+    names += [] if args.no_tf else ["tensorflow"]
     start = time.perf_counter()
     import_start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import trackpoint"], check=True)
@@ -265,7 +284,7 @@ def main() -> int:
     print(f"{rounds} round(s) x {repeats} repetitions per contender; medians in seconds of the {rounds * repeats} "
           "samples. Each round runs every contender in a fresh process, starting one further along the list, so "
           "that a drifting machine does not favour any of them.\n")
-    print(f"{'workload':<8} {'contender':<12} {'write':>8} {'read':>8} {'async':>8}")
+    print(f"{'workload':<8} {'contender':<18} {'write':>8} {'read':>8} {'async':>8}")
     for name in workloads(args.quick):
         if args.workload and name not in args.workload:
             continue
@@ -286,7 +305,7 @@ def main() -> int:
                    for contender, ops in samples.items()}
         for contender in names:
             cells = " ".join(f"{results[contender].get(k, float('nan')):>8.3f}" for k in ("write", "read", "async"))
-            print(f"{name:<8} {contender:<12} {cells}", flush=True)
+            print(f"{name:<8} {contender:<18} {cells}", flush=True)
         ours = results["trackpoint"]
         for other in names[1:]:
             ratios = " ".join(f"{op} {ours[op] / results[other][op]:.3f}x" for op in ("write", "read", "async")
