@@ -2,6 +2,7 @@
 
 Modules: ``crc`` (crc32c and its mask), ``varint``, ``sstable`` (the ``.index`` table),
 ``dtypes``, ``tensors`` (tensor bytes), ``slices`` (partitioned tensors), ``naming``,
-``bundle_writer``, ``bundle_reader``, ``merge``, ``state_file`` and ``atomic`` (publishing
-files so that no reader sees a partial checkpoint).
+``bundle_writer``, ``bundle_reader``, ``entry_columns`` (many index entries decoded at once),
+``merge``, ``state_file``, ``atomic`` (publishing files so that no reader sees a partial
+checkpoint) and ``threads`` (helper threads for file I/O and checksums).
 """
