@@ -15,7 +15,7 @@ import numpy as np
 
 from trackpoint._format import atomic, naming, slices, sstable, varint
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
-from trackpoint._format.crc import MASK_DELTA, crc32c, mask, raw_crc32c
+from trackpoint._format.crc import crc32c, mask, raw_crc32c
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
 from trackpoint._format.threads import Background
@@ -73,6 +73,9 @@ def encode_entry(dtype: int, shape: Sequence[int], shard_id: int, offset: int, s
         head = b"\x08" + varint.encode(dtype) + b"\x12" + varint.encode(len(dims)) + dims  # shape is always present
         if len(_HEADS) < _MAX_HEADS:
             _HEADS[head_key] = head
+    if offset and size and crc and not shard_id:  # the usual entry: one join, no list to grow
+        return b"".join((head, b"\x20", varint.encode(offset), b"\x28", varint.encode(size), b"\x35",
+                         crc.to_bytes(4, "little")))
     out = [head]
     if shard_id:
         out += [b"\x18", varint.encode(shard_id)]
@@ -168,7 +171,6 @@ class ShardWriter:
         entries, sliced, shard_id = self.entries, self.sliced, self.shard_id
         write = self._file.write
         offset = self._offset
-        heads, encode = _HEADS, varint.encode
         try:
             for name, array in tensors:
                 dtype = _NUMPY_DTYPES.get(array.dtype) if type(array) is np.ndarray else None
@@ -194,13 +196,7 @@ class ShardWriter:
                 else:
                     write(view)
                     crc = raw_crc32c(view)
-                crc = ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + MASK_DELTA) & 0xFFFFFFFF  # mask(), inlined
-                head = heads.get((dtype.enum, array.shape))
-                if head is None or shard_id or not (offset and size and crc):
-                    entries[key] = encode_entry(dtype.enum, array.shape, shard_id, offset, size, crc)
-                else:  # encode_entry, inlined for the common case (shard 0, nonzero offset, size and crc)
-                    entries[key] = b"".join((head, b"\x20", encode(offset), b"\x28", encode(size), b"\x35",
-                                             crc.to_bytes(4, "little")))
+                entries[key] = encode_entry(dtype.enum, array.shape, shard_id, offset, size, mask(crc))
                 offset += size
         finally:
             self._offset = offset
