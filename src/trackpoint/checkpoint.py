@@ -11,7 +11,7 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.state_file import write_state
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.gc_pause import gc_paused
-from trackpoint._graph.restore import CheckpointPosition, RestoreCoordinator, parse_graph
+from trackpoint._graph.restore import CheckpointPosition, RestoreCoordinator, read_object_graph
 from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
 from trackpoint._saving.async_writer import AsyncWriter
@@ -168,16 +168,13 @@ class Checkpoint(AutoTrackable):
         self.sync()  # a checkpoint still being written is completed first
         prefix = resolve_prefix(save_path)
         reader = BundleReader(prefix)
-        if OBJECT_GRAPH_KEY not in reader:
+        graph = read_object_graph(reader, validate=False)  # the restore checks references as it walks
+        if graph is None:
             raise InvalidArgumentError(
                 f"{prefix} is not an object-based checkpoint (no {OBJECT_GRAPH_KEY} key); read its tensors with "
                 "tp.load_checkpoint()"
             )
-        raw = reader.read(OBJECT_GRAPH_KEY)
-        if not isinstance(raw, bytes):
-            raise InvalidArgumentError(f"{prefix}: {OBJECT_GRAPH_KEY} is not a scalar string")
-        coordinator = RestoreCoordinator(reader, parse_graph(raw, prefix, validate=False),
-                                         options.experimental_skip_slot_variables)
+        coordinator = RestoreCoordinator(reader, graph, options.experimental_skip_slot_variables)
         root = self._tp_graph_root
         try:
             with gc_paused():

@@ -29,7 +29,7 @@ import numpy as np
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint._graph.restore import node_paths, parse_graph
+from trackpoint._graph.restore import node_paths, read_object_graph
 from trackpoint._tracking.base import Trackable
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.reader import resolve_prefix
@@ -90,15 +90,13 @@ class CheckpointView:
         prefix = resolve_prefix(save_path)
         self._reader = BundleReader(prefix)
         self._prefix = prefix
-        if OBJECT_GRAPH_KEY not in self._reader:
+        graph = read_object_graph(self._reader)
+        if graph is None:
             raise InvalidArgumentError(
                 f'The specified checkpoint "{prefix}" does not appear to be object-based (saved with TF2) since it '
                 f"is missing the key {OBJECT_GRAPH_KEY!r}. Inspect its tensors with tp.load_checkpoint() instead."
             )
-        raw = self._reader.read(OBJECT_GRAPH_KEY)
-        if not isinstance(raw, bytes):
-            raise InvalidArgumentError(f"{prefix}: {OBJECT_GRAPH_KEY} is not a scalar string")
-        self._graph = parse_graph(raw, prefix)
+        self._graph = graph
         self._paths = node_paths(self._graph)
 
     @property

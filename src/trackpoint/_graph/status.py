@@ -183,7 +183,7 @@ def _reachable(root: Trackable, attached: Mapping[str, Trackable]) -> tuple[list
     while index < len(objects):
         obj = objects[index]
         index += 1
-        children = children_with_attached(obj, root, attached) if obj is root else obj._trackable_children()
+        children = children_with_attached(obj, root, attached)
         for name, child in children.items():
             if id(child) not in seen:
                 seen.add(id(child))
