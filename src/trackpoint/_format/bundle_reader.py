@@ -436,9 +436,10 @@ class BundleReader:
         Tensors are taken in file order and grouped into runs: neighbours less than
         ``_RUN_GAP`` apart, spanning at most ``_RUN_BYTES``. Each run is one read.
         """
-        order = rows[np.argsort(plan.offset_np[rows], kind="stable")]
-        starts = plan.offset_np[order]
-        ends = starts + plan.size_np[order]
+        columns = plan.columns
+        order = rows[np.argsort(columns.offset[rows], kind="stable")]
+        starts = columns.offset[order]
+        ends = starts + columns.size[order]
         reach = np.maximum.accumulate(ends)  # the end of the run so far, whatever the order of sizes
         bounds = [0, *(np.flatnonzero(starts[1:] - reach[:-1] > _RUN_GAP) + 1).tolist(), len(order)]
         runs: list[tuple[int, int]] = []
@@ -597,11 +598,11 @@ class _ReadPlan:
         data, starts, ends = reader._entry_spans()
         index = np.array(rows, np.int64)
         columns = decode_spans(data, starts[index], ends[index])
-        fast = self.fast_np = reader._fast_rows(columns, keys)
-        self.offset_np, self.size_np, self.shard_np = columns.offset, columns.size, columns.shard_id
-        self.sizes = columns.size.tolist()
-        self.crcs = _unmask_all(columns.crc32c)
         self.columns = columns
+        fast = self.fast = reader._fast_rows(columns, keys)
+        # What each row counts for when batching: its size; for a sliced tensor, a whole batch.
+        self.batch_sizes = columns.size.tolist()
+        self.crcs = _unmask_all(columns.crc32c)
         self.shapes = columns.shapes()
         self.dtypes = _NUMPY_TABLE[np.clip(columns.dtype, 0, len(_NUMPY_TABLE) - 1)].tolist()
         for row in np.flatnonzero(~fast).tolist():
@@ -609,7 +610,7 @@ class _ReadPlan:
             reader._check_numeric(entry)
             if not (entry.is_sliced or entry.dtype.is_string):
                 reader._check_span(entry)
-            self.sizes[row] = entry.size if not entry.is_sliced else 1 << 62  # a sliced tensor is a batch of its own
+            self.batch_sizes[row] = entry.size if not entry.is_sliced else 1 << 62
 
     def uniform(self, rows: np.ndarray) -> bool:
         """Whether these rows are tensors of one dtype and one shape, of rank 1 or more."""
@@ -622,23 +623,23 @@ class _ReadPlan:
     def batches(self, batch_bytes: int) -> Iterator[tuple[int, int]]:
         """``(start, stop)`` row ranges of at most ``batch_bytes`` (or one larger row)."""
         start, total = 0, 0
-        for row, size in enumerate(self.sizes):
+        for row, size in enumerate(self.batch_sizes):
             if row > start and total + size > batch_bytes:
                 yield start, row
                 start, total = row, 0
             total += size
-        if start < len(self.sizes):
-            yield start, len(self.sizes)
+        if start < len(self.batch_sizes):
+            yield start, len(self.batch_sizes)
 
     def read(self, start: int, stop: int) -> list[Any]:
         """The values of rows ``start:stop``, in order."""
         reader = self.reader
         results: list[Any] = [None] * (stop - start)
-        fast = self.fast_np[start:stop]
+        fast = self.fast[start:stop]
         for row in (np.flatnonzero(~fast) + start).tolist():
             results[row - start] = reader.read(self.keys[row])
         rows = np.flatnonzero(fast) + start
-        shards = self.shard_np[rows]
+        shards = self.columns.shard_id[rows]
         for shard_id in np.unique(shards).tolist():
             reader._read_runs(shard_id, rows[shards == shard_id], self, results, start)
         return results
