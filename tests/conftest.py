@@ -1,10 +1,12 @@
-"""Shared fixtures: golden checkpoint locations and value comparison."""
+"""Shared fixtures: golden checkpoint locations, value comparison, a sharding callback."""
 
 from __future__ import annotations
 
 import pathlib
 
 import numpy as np
+
+from trackpoint import sharding
 
 # The generator needs TensorFlow and writes files; --doctest-modules must not import it.
 collect_ignore = ["golden/make_golden.py"]
@@ -27,3 +29,14 @@ def assert_bit_equal(got: object, expected: object) -> None:
         assert got_arr.tolist() == expected_arr.tolist()
     else:
         assert got_arr.tobytes() == expected_arr.tobytes()
+
+
+class EveryTensorAlone(sharding.ShardingCallback):
+    """A custom sharding callback: one data file per tensor."""
+
+    @property
+    def description(self) -> str:
+        return "one shard per tensor"
+
+    def __call__(self, shardable_tensors):  # noqa: ANN001, ANN204
+        return [{t.checkpoint_key: {t.slice_spec: t.tensor}} for t in shardable_tensors]

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import trackpoint as tp
+from tests.conftest import EveryTensorAlone
 from trackpoint import sharding
 from trackpoint._saving.device_spec import parse_device
 
@@ -37,16 +38,8 @@ def test_layout_equals_tf_max_shard_size_policy(tmp_path, size: int) -> None:
         assert filecmp.cmp(ours / name, theirs / name, shallow=False), name
 
 
-class Alone(sharding.ShardingCallback):
-    @property
-    def description(self) -> str:
-        return "alone"
-
-    def __call__(self, shardable_tensors):  # noqa: ANN001, ANN204
-        return [{t.checkpoint_key: {t.slice_spec: t.tensor}} for t in shardable_tensors]
-
-
-@pytest.mark.parametrize("callback", [sharding.MaxShardSizePolicy(24), sharding.MaxShardSizePolicy(333), Alone()])
+@pytest.mark.parametrize("callback", [sharding.MaxShardSizePolicy(24), sharding.MaxShardSizePolicy(333),
+                                      EveryTensorAlone()])
 def test_tf_restores_our_sharded_checkpoints(tmp_path, callback: sharding.ShardingCallback) -> None:
     values = dict(VALUES, text=np.array([b"abc", b"d" * 40], dtype=object))
     path = tp.Checkpoint(**{k: tp.Variable(v) for k, v in values.items()}).write(

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from tests.conftest import GOLDEN, assert_bit_equal
+from tests.conftest import GOLDEN, EveryTensorAlone, assert_bit_equal
 from tests.golden import values
 from trackpoint import sharding
 
@@ -73,15 +73,6 @@ def test_thinnest_slice_gets_its_own_shard_when_nothing_fits() -> None:
     validate_shards(shards, [tensor], "test")  # every element exactly once
     parts = [value for shard in shards for value in shard["c"].values()]
     assert all(value.nbytes <= 48 for value in parts) and any(value.nbytes > 16 for value in parts)
-
-
-class EveryTensorAlone(sharding.ShardingCallback):
-    @property
-    def description(self) -> str:
-        return "one shard per tensor"
-
-    def __call__(self, shardable_tensors):  # noqa: ANN001, ANN204
-        return [{t.checkpoint_key: {t.slice_spec: t.tensor}} for t in shardable_tensors]
 
 
 def test_custom_callback(tmp_path) -> None:
