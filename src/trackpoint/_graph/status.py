@@ -60,23 +60,12 @@ class CheckpointLoadStatus:
         """
         objects, parents, names = _reachable(self._root, self._attached)
         count = len(objects)
-        slots: list[tuple[int, str, int]] = []
-        # One check per class rather than per object: a model has few classes and many objects.
-        slot_owners = {cls for cls in set(map(type, objects)) if hasattr(cls, "get_slot_names")}
-        optimizers = [i for i, obj in enumerate(objects) if type(obj) in slot_owners] if slot_owners else []
-        for opt_index in optimizers:
-            optimizer = objects[opt_index]
-            get_slot_names = optimizer.get_slot_names
-            for name in get_slot_names():
-                for var_index in range(count):
-                    slot = optimizer.get_slot(objects[var_index], name)
-                    if slot is not None:
-                        objects.append(slot)
-                        slots.append((opt_index, name, var_index))
+        slots = _slot_variables(objects)
+        objects.extend(slot for _, _, _, slot in slots)
 
         def path(index: int) -> str:
             if index >= count:
-                opt_index, name, var_index = slots[index - count]
+                opt_index, name, var_index, _ = slots[index - count]
                 return f"{path(opt_index)}'s state '{name}' for {path(var_index)}"
             parts = []
             while index > 0:
@@ -90,23 +79,25 @@ class CheckpointLoadStatus:
         """Every live object with values was bound to, and received, a checkpoint value."""
         coordinator = self._coordinator
         uid = coordinator.restore_uid
-        bound = set()
-        for node_id, ref in coordinator.bound.items():
-            obj = ref()
-            if obj is None:
-                continue
-            if obj._tp_update_uid < uid and _has_values(obj):
+        bound = [ref() for ref in coordinator.bound.values()]
+        for node_id, obj in zip(coordinator.bound, bound):
+            if obj is not None and obj._tp_update_uid < uid and _has_values(obj):
                 raise AssertionError(f"Object {coordinator.paths[node_id]} not assigned a value from checkpoint.")
-            bound.add(id(obj))
-        objects, path = self._live_objects()
-        unmatched = [path(i) for i, obj in enumerate(objects) if id(obj) not in bound and _has_values(obj)]
-        unmatched = [p for p in unmatched if not (coordinator.skip_slot_variables and "'s state '" in p)]
-        if unmatched:
-            raise AssertionError(
-                f"Found {len(unmatched)} Python objects that were not bound to checkpointed values, likely due to "
-                f"changes in the Python program. Showing {min(10, len(unmatched))} of {len(unmatched)} unmatched "
-                f"objects: {unmatched[:10]}"
-            )
+        # Set arithmetic over ids finds the unbound objects; paths are only worked out for a
+        # message, by a second walk.
+        live = _live_by_id(self._root, self._attached, not coordinator.skip_slot_variables)
+        unbound = live.keys() - set(map(id, bound))
+        if unbound and any(_has_values(live[i]) for i in unbound):
+            objects, path = self._live_objects()
+            bound_ids = set(map(id, bound))
+            unmatched = [path(i) for i, obj in enumerate(objects) if id(obj) not in bound_ids and _has_values(obj)]
+            unmatched = [p for p in unmatched if not (coordinator.skip_slot_variables and "'s state '" in p)]
+            if unmatched:
+                raise AssertionError(
+                    f"Found {len(unmatched)} Python objects that were not bound to checkpointed values, likely due "
+                    f"to changes in the Python program. Showing {min(10, len(unmatched))} of {len(unmatched)} "
+                    f"unmatched objects: {unmatched[:10]}"
+                )
         return self
 
     def assert_consumed(self) -> CheckpointLoadStatus:
@@ -191,6 +182,40 @@ def _reachable(root: Trackable, attached: Mapping[str, Trackable]) -> tuple[list
                 parents.append(index - 1)
                 names.append(name)
     return objects, parents, names
+
+
+def _live_by_id(root: Trackable, attached: Mapping[str, Trackable], with_slots: bool) -> dict[int, Trackable]:
+    """Every live object by id, as :func:`_reachable` finds them but without the paths (a check's fast path)."""
+    live = {id(root): root}
+    objects = [root]
+    for obj in objects:  # grows as it goes: breadth first
+        for child in (children_with_attached(obj, root, attached) if obj is root else obj._trackable_children()).values():
+            key = id(child)
+            if key not in live:
+                live[key] = child
+                objects.append(child)
+    if with_slots:
+        for _, _, _, slot in _slot_variables(objects):
+            live.setdefault(id(slot), slot)
+    return live
+
+
+def _slot_variables(objects: list[Trackable]) -> list[tuple[int, str, int, Trackable]]:
+    """``(optimizer index, slot name, variable index, slot)`` of every slot the optimizers among ``objects`` hold."""
+    # One check per class rather than per object: a model has few classes and many objects.
+    slot_owners = {cls for cls in set(map(type, objects)) if hasattr(cls, "get_slot_names")}
+    if not slot_owners:
+        return []
+    out = []
+    for opt_index, optimizer in enumerate(objects):
+        if type(optimizer) not in slot_owners:
+            continue
+        for name in optimizer.get_slot_names():
+            for var_index, variable in enumerate(objects):
+                slot = optimizer.get_slot(variable, name)
+                if slot is not None:
+                    out.append((opt_index, name, var_index, slot))
+    return out
 
 
 def _subtree(coordinator: RestoreCoordinator, node_id: int) -> set[int]:
