@@ -11,13 +11,13 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.state_file import write_state
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.gc_pause import gc_paused
-from trackpoint._graph.restore import CheckpointPosition, RestoreCoordinator, read_object_graph
+from trackpoint._graph.restore import CheckpointPosition, RestoreCoordinator, parse_graph, read_object_graph_bytes
 from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.write import write_bundle
 from trackpoint._tracking.autotrackable import AutoTrackable
-from trackpoint._tracking.base import Trackable, structure_changed
+from trackpoint._tracking.base import Trackable, structure_changed, structure_epoch
 from trackpoint._tracking.data_structures import wrap_or_unwrap
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import InvalidArgumentError, NotFoundError
@@ -168,20 +168,30 @@ class Checkpoint(AutoTrackable):
         self.sync()  # a checkpoint still being written is completed first
         prefix = resolve_prefix(save_path)
         reader = BundleReader(prefix)
-        graph = read_object_graph(reader, validate=False)  # the restore checks references as it walks
-        if graph is None:
+        raw = read_object_graph_bytes(reader)
+        if raw is None:
             raise InvalidArgumentError(
                 f"{prefix} is not an object-based checkpoint (no {OBJECT_GRAPH_KEY} key); read its tensors with "
                 "tp.load_checkpoint()"
             )
-        coordinator = RestoreCoordinator(reader, graph, options.experimental_skip_slot_variables)
+        graph = parse_graph(raw, prefix, validate=False)  # the restore checks references as it walks
+        # The same graph restored into the same, unchanged objects as last time: repeat that
+        # restore's bindings instead of walking (see RestoreReplay).
+        replay = self.__dict__.get("_tp_restore_replay")
+        replay = replay if replay is not None and replay.applies_to(raw) else None
+        epoch = structure_epoch()
+        coordinator = RestoreCoordinator(reader, graph, options.experimental_skip_slot_variables,
+                                         slot_free=replay is not None)
         root = self._tp_graph_root
         try:
             with gc_paused():
-                self._restore_root(coordinator, root)
+                if replay is None or not coordinator.replay(replay):
+                    self._restore_root(coordinator, root)
+                    replay = coordinator.replay_plan(raw, epoch)
         except BaseException:
             coordinator.expect_partial = True  # the exception says what went wrong; no second warning
             raise
+        object.__setattr__(self, "_tp_restore_replay", replay)
         return CheckpointLoadStatus(coordinator, root, self._tp_attached)
 
     def _restore_root(self, coordinator: RestoreCoordinator, root: Trackable) -> None:

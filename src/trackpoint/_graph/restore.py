@@ -15,16 +15,19 @@ import logging
 import warnings
 import weakref
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, unescape_local_name
-from trackpoint._tracking.base import Trackable
+from trackpoint._graph.serialize import layout_is_tracked
+from trackpoint._tracking.base import Trackable, structure_epoch
 from trackpoint._tracking.variables import VARIABLE_VALUE, Variable
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError
 
-__all__ = ["CheckpointPosition", "RestoreCoordinator", "node_paths", "parse_graph", "read_object_graph"]
+__all__ = ["CheckpointPosition", "RestoreCoordinator", "RestoreReplay", "node_paths", "parse_graph", "read_object_graph",
+           "read_object_graph_bytes"]
 
 _log = logging.getLogger("trackpoint")
 _restore_uids = itertools.count(1)
@@ -56,6 +59,20 @@ def parse_graph(raw: bytes, prefix: str, validate: bool = True) -> pb.TrackableO
     return graph
 
 
+def read_object_graph_bytes(reader: BundleReader) -> bytes | None:
+    """The checkpoint's serialized object graph; None if it has none.
+
+    Raises:
+        InvalidArgumentError: The graph key holds something other than a scalar string.
+    """
+    if OBJECT_GRAPH_KEY not in reader:
+        return None
+    raw = reader.read(OBJECT_GRAPH_KEY)
+    if not isinstance(raw, bytes):
+        raise InvalidArgumentError(f"{reader.prefix}: {OBJECT_GRAPH_KEY} is not a scalar string")
+    return raw
+
+
 def read_object_graph(reader: BundleReader, validate: bool = True) -> pb.TrackableObjectGraph | None:
     """The checkpoint's object graph, parsed (see :func:`parse_graph`); None if it has none.
 
@@ -63,12 +80,8 @@ def read_object_graph(reader: BundleReader, validate: bool = True) -> pb.Trackab
         InvalidArgumentError: The graph key holds something other than a scalar string.
         DataLossError: The graph is malformed.
     """
-    if OBJECT_GRAPH_KEY not in reader:
-        return None
-    raw = reader.read(OBJECT_GRAPH_KEY)
-    if not isinstance(raw, bytes):
-        raise InvalidArgumentError(f"{reader.prefix}: {OBJECT_GRAPH_KEY} is not a scalar string")
-    return parse_graph(raw, reader.prefix, validate)
+    raw = read_object_graph_bytes(reader)
+    return None if raw is None else parse_graph(raw, reader.prefix, validate)
 
 
 def _check_child(child_id: int, count: int, node_id: int, prefix: str) -> None:
@@ -126,6 +139,35 @@ def _unescape(name: str) -> str:
     return unescaped
 
 
+@dataclass(frozen=True)
+class RestoreReplay:
+    """What a restore bound and assigned, to do again without walking the graph.
+
+    Restoring the same object graph into the same objects binds the same nodes to the same
+    objects, so a later restore of a checkpoint with an identical serialized graph (an
+    evaluation loop reading each new checkpoint of a training job, a job going back to its
+    last good checkpoint) repeats the bindings and only reads the values. It is made only
+    from a walk that a replay can repeat exactly (see :meth:`RestoreCoordinator.replay_plan`)
+    and holds weak references, so it keeps no object alive.
+
+    Attributes:
+        epoch: The structure epoch of the walk; any change to the objects' children since
+            (see ``structure_changed``) makes the plan stale.
+        graph: The serialized object graph it was made from.
+        bound: Node id -> weak reference to its object, in walk order.
+        values: ``(node id, checkpoint key)`` of each plain variable, in assignment order.
+    """
+
+    epoch: int
+    graph: bytes
+    bound: dict[int, weakref.ref[Trackable]]
+    values: list[tuple[int, str]]
+
+    def applies_to(self, graph: bytes) -> bool:
+        """Whether this plan holds for a checkpoint with the serialized ``graph``, now."""
+        return self.epoch == structure_epoch() and self.graph == graph
+
+
 class RestoreCoordinator:
     """State of one ``restore()``; see the module docstring.
 
@@ -134,7 +176,10 @@ class RestoreCoordinator:
     lists for the garbage collector to scan for as long as the restore status lived.
     """
 
-    def __init__(self, reader: BundleReader, graph: pb.TrackableObjectGraph, skip_slot_variables: bool = False) -> None:
+    def __init__(self, reader: BundleReader, graph: pb.TrackableObjectGraph, skip_slot_variables: bool = False,
+                 slot_free: bool = False) -> None:
+        """Args (beyond the obvious): ``slot_free`` says the graph is known to have no slot
+        variables (a :class:`RestoreReplay` applies to it), which spares a pass over its nodes."""
         self.reader = reader
         self.prefix = reader.prefix
         self.graph = graph
@@ -153,7 +198,11 @@ class RestoreCoordinator:
         self.deferred_slot_restorations: dict[int, list[tuple[Trackable, int, str]]] = {}
         self.expect_partial = False
         self.deferred_ids: set[int] = set()  # nodes parked on live objects for restore-on-create
-        for opt_id, node in enumerate(self.nodes):  # the one pass over every node, for slot references
+        # Cleared by anything a RestoreReplay could not repeat; assigned plain variables are
+        # recorded for one as (node id, key).
+        self.replayable = True
+        self.assigned_variables: list[tuple[int, str]] = []
+        for opt_id, node in enumerate(() if slot_free else self.nodes):  # the one pass over every node, for slots
             slots = node.slot_variables
             if not slots:
                 continue
@@ -211,6 +260,7 @@ class RestoreCoordinator:
         Values the object does not take are recorded as unused attributes. (The walk names
         a leaf variable's value by its key alone, without calling this.)
         """
+        self.replayable = False  # the object's tensor names may change without a structure change
         live = trackable._checkpoint_tensor_names()
         wanted = []
         for name, stored_name, key in self.attributes(node_id):
@@ -220,12 +270,13 @@ class RestoreCoordinator:
                 self.unused_attributes.setdefault(node_id, []).append(stored_name)
         return wanted
 
-    def assign(self, pending: list[tuple[int, Trackable, str | list[tuple[str, str]]]]) -> None:
+    def assign(self, pending: list[tuple[int, Trackable, str | list[tuple[str, str]]]], record: bool = True) -> None:
         """Read the values of gathered nodes and hand each object its tensors, in order.
 
         Values arrive in batches of at most ``_BATCH_BYTES`` (or one larger tensor), so a
         restore needs no more memory than that beyond the variables: each object drops its
-        old value as it takes the new one.
+        old value as it takes the new one. With ``record``, plain variables are noted for a
+        :class:`RestoreReplay`.
         """
         keys: list[str] = []
         for _, _, wanted in pending:
@@ -233,6 +284,8 @@ class RestoreCoordinator:
                 keys.append(wanted)
             else:
                 keys.extend(key for _, key in wanted)
+        if record and self.replayable:
+            self.assigned_variables.extend((node_id, wanted) for node_id, _, wanted in pending)  # type: ignore[misc]
         values = itertools.chain.from_iterable(self.reader.read_batches(keys, _BATCH_BYTES))
         for node_id, trackable, wanted in pending:
             try:
@@ -244,6 +297,37 @@ class RestoreCoordinator:
                 keys_text = wanted if type(wanted) is str else ", ".join(key for _, key in wanted)
                 raise InvalidArgumentError(f"{self.prefix}: cannot restore checkpoint key {keys_text} into "
                                            f"{self.paths[node_id]}: {exc}") from exc
+
+    def replay(self, plan: RestoreReplay) -> bool:
+        """Bind and assign as ``plan`` records (see :class:`RestoreReplay`); False, doing nothing,
+        if one of its objects has died."""
+        objects = [ref() for ref in plan.bound.values()]
+        if None in objects:
+            return False
+        self.bound = dict(plan.bound)
+        self.matched_proto_ids = set(plan.bound)
+        uid = self.restore_uid
+        for obj in objects:
+            obj._tp_update_uid = uid
+        bound = dict(zip(plan.bound, objects))
+        self.assigned_variables = plan.values
+        self.assign([(node_id, bound[node_id], key) for node_id, key in plan.values], record=False)
+        return True
+
+    def replay_plan(self, graph: bytes, epoch: int) -> RestoreReplay | None:
+        """A :class:`RestoreReplay` of this restore, if a replay would repeat it exactly.
+
+        That takes a walk that bound every object it met, deferred nothing (no restore-on-
+        create), assigned only plain variables, met no slot variables, and changed no
+        object's children; and objects whose children are all reported to the structure
+        epoch, so that an unchanged epoch means an unchanged layout.
+        """
+        if not self.replayable or self.slot_node_ids or self.deferred_ids or structure_epoch() != epoch:
+            return None
+        objects = [ref() for ref in self.bound.values()]
+        if None in objects or not layout_is_tracked(objects):
+            return None
+        return RestoreReplay(epoch, graph, dict(self.bound), self.assigned_variables)
 
     def read_tensor(self, key: str, node_id: int) -> Any:
         try:
@@ -312,6 +396,7 @@ class CheckpointPosition:
             coordinator.bound[self.proto_id] = weakref.ref(trackable)
             return True
         if current is not trackable:
+            coordinator.replayable = False
             _log.warning("Inconsistent references when restoring %s: %s was already bound to another object",
                          coordinator.prefix, coordinator.paths[self.proto_id])
         return False
@@ -351,6 +436,8 @@ class CheckpointPosition:
                     if wanted:
                         pending.append((node_id, obj, wanted))
                 obj._tp_update_uid = uid
+            else:
+                coordinator.replayable = False
             children = node.children
             if children:
                 lookup = obj._lookup_dependency
@@ -388,6 +475,8 @@ class CheckpointPosition:
                             wanted = wanted_of(child_id, local)
                             if wanted:
                                 pending.append((child_id, local, wanted))
+                    else:
+                        coordinator.replayable = False
             if slot_restorations or deferred_slots:
                 for position, slot in CheckpointPosition(coordinator, node_id)._slots_to_restore(obj):
                     queue.append((position.proto_id, slot))

@@ -25,7 +25,7 @@ from trackpoint._tracking.data_structures import DictWrapper, ListWrapper, Tuple
 from trackpoint._tracking.python_state import PythonState
 from trackpoint._tracking.variables import Variable
 
-__all__ = ["SavePlan", "SerializedCheckpoint", "children_with_attached", "serialize"]
+__all__ = ["SavePlan", "SerializedCheckpoint", "children_with_attached", "layout_is_tracked", "serialize"]
 
 
 def children_with_attached(obj: Trackable, root: Trackable, attached: Mapping[str, Trackable]) -> dict[str, Trackable]:
@@ -168,17 +168,16 @@ _SAFE_CHILDREN = {Trackable._trackable_children, ListWrapper._trackable_children
                   TupleWrapper._trackable_children}
 
 
-def _layout_is_tracked(objects: list[Trackable]) -> bool:
+def layout_is_tracked(objects: list[Trackable]) -> bool:
     """Whether every change to these objects' children (and slots) is reported to the epoch.
 
     A class that computes its own children or slots could change them silently, so a save
-    that meets one walks the graph every time.
+    that meets one walks the graph every time (and a restore cannot be replayed).
     """
-    for obj in objects:
-        cls = type(obj)
+    for cls in set(map(type, objects)):  # a model has many objects and few classes
         if cls._trackable_children not in _SAFE_CHILDREN:
             return False
-        if hasattr(obj, "get_slot_names"):
+        if hasattr(cls, "get_slot_names"):
             methods = getattr(cls, "_tp_slot_methods", None)
             if methods is None or (cls.get_slot_names, cls.get_slot) != methods:
                 return False
@@ -283,7 +282,7 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
     owners.extend(python_owners)
     graph = _Graph(references, attributes, slot_refs)
     plan = None
-    if _layout_is_tracked(objects):
+    if layout_is_tracked(objects):
         all_entries = entries + python_entries
         only_variables = all(type(obj) is Variable for obj, _, _ in all_entries)
         hooks = [obj for obj in objects if hasattr(obj, "_tp_after_save")]
