@@ -178,10 +178,10 @@ class Checkpoint(AutoTrackable):
         # The same graph restored into the same, unchanged objects as last time: repeat that
         # restore's bindings instead of walking (see RestoreReplay).
         replay = self.__dict__.get("_tp_restore_replay")
-        replay = replay if replay is not None and replay.applies_to(raw) else None
+        skip_slots = options.experimental_skip_slot_variables
+        replay = replay if replay is not None and replay.applies_to(raw, skip_slots) else None
         epoch = structure_epoch()
-        coordinator = RestoreCoordinator(reader, graph, options.experimental_skip_slot_variables,
-                                         slot_free=replay is not None)
+        coordinator = RestoreCoordinator(reader, graph, skip_slots, slot_free=replay is not None and replay.slot_free)
         root = self._tp_graph_root
         try:
             with gc_paused():

@@ -248,4 +248,7 @@ class Adam(Optimizer):
 
 # Saves may reuse the previous layout of objects whose slots come from these very methods
 # (every slot creation goes through _make_slot, which reports the change).
-Optimizer._tp_slot_methods = (Optimizer.get_slot_names, Optimizer.get_slot)  # type: ignore[attr-defined]
+# Slot methods whose every effect on the layout is reported to the structure epoch (see
+# serialize.layout_is_tracked): saves replay their plan and restores their bindings.
+Optimizer._tp_slot_methods = (  # type: ignore[attr-defined]
+    Optimizer.get_slot_names, Optimizer.get_slot, Optimizer._create_or_restore_slot_variable)

@@ -7,15 +7,19 @@ that a replay could not repeat.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import trackpoint as tp
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph import restore
 from trackpoint._graph.restore import CheckpointPosition, RestoreReplay
+from tests.graph.test_checkpoint import _build, _tree, _variables, _wrap, names
 
 
 def _model(value: float) -> tp.Module:
@@ -113,15 +117,18 @@ def test_a_checkpoint_with_another_graph_walks_again(tmp_path, walks) -> None:
         status.assert_existing_objects_matched()
 
 
-def test_a_restore_that_deferred_values_is_not_replayed(tmp_path, walks) -> None:
+def test_a_replay_parks_restore_on_create_positions_like_a_walk(tmp_path, walks) -> None:
     one, two = _two_checkpoints(tmp_path)
     live = tp.Module()
     live.dense = tp.Module()
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one).expect_partial()
     walks.clear()
-    ckpt.read(two).expect_partial()
-    assert walks
+    status = ckpt.read(two)
+    assert walks == []
+    assert status.report().pending == {"(root).model.shared": True, "(root).model.layers.0": True,
+                                       "(root).model.layers.1.bias": True}
+    status.expect_partial()
     live.dense.kernel = tp.Variable(np.zeros((2, 2), np.float32))  # restore-on-create: the latest restore wins
     assert live.dense.kernel.numpy()[0, 0] == 2.0
 
@@ -153,23 +160,86 @@ def test_an_object_naming_its_own_tensors_is_not_replayed(tmp_path, walks) -> No
         status.assert_consumed()
 
 
-def test_slot_variables_are_restored_by_a_walk_every_time(tmp_path, walks) -> None:
-    def trained(value: float) -> tp.Checkpoint:
-        m = _model(value)
-        opt = tp.optimizers.Adam(0.1)
-        opt.apply_gradients([(np.full((2, 2), value, np.float32), m.dense.kernel)])
-        return tp.Checkpoint(model=m, optimizer=opt)
+def _trained(value: float) -> tp.Checkpoint:
+    m = _model(value)
+    opt = tp.optimizers.Adam(0.1)
+    opt.apply_gradients([(np.full((2, 2), value, np.float32), m.dense.kernel)])
+    return tp.Checkpoint(model=m, optimizer=opt)
 
-    one = trained(1.0).write(str(tmp_path / "one"))
-    two = trained(2.0).write(str(tmp_path / "two"))
-    live = trained(0.5)
-    live.read(one).assert_consumed()
+
+def _slots(ckpt: tp.Checkpoint) -> list[np.ndarray]:
+    kernel = ckpt.model.dense.kernel
+    return [ckpt.optimizer.get_slot(kernel, name).numpy().copy() for name in ("m", "v")]
+
+
+def _training_checkpoints(tmp_path) -> tuple[str, str, list[np.ndarray]]:
+    """Two checkpoints of one training job (one optimizer: identical graphs), and the second's slots."""
+    job = _trained(1.0)
+    one = job.write(str(tmp_path / "one"))
+    job.optimizer.apply_gradients([(np.full((2, 2), 3.0, np.float32), job.model.dense.kernel)])
+    return one, job.write(str(tmp_path / "two")), _slots(job)
+
+
+def _equal(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_unused_attributes_of_a_variable_are_reported_after_a_replay(tmp_path, walks) -> None:
+    class TwoTensors(tp.Trackable):
+        def _serialize_to_tensors(self) -> dict:
+            return {"VARIABLE_VALUE": np.float32(6.0), "extra": np.int64(1)}
+
+    path = tp.Checkpoint(v=TwoTensors()).write(str(tmp_path / "c"))
+    live = tp.Variable(np.float32(0.0))
+    ckpt = tp.Checkpoint(v=live)
+    with pytest.raises(AssertionError, match=r"Unused attributes.*\(root\)\.v.*extra"):
+        ckpt.read(path).assert_consumed()
     walks.clear()
-    live.read(two).assert_consumed()
+    status = ckpt.read(path)
+    assert walks == [] and live.numpy() == 6.0
+    with pytest.raises(AssertionError, match=r"Unused attributes.*\(root\)\.v.*extra"):
+        status.assert_consumed()
+
+
+def test_slot_variables_are_replayed(tmp_path, walks) -> None:
+    one, two, expected = _training_checkpoints(tmp_path)
+    live = _trained(0.5)
+    first = live.read(one).assert_consumed()
+    assert not _equal(_slots(live), expected)
+    walks.clear()
+    second = live.read(two).assert_consumed()
+    assert walks == []
+    assert second.report() == first.report()
+    assert _equal(_slots(live), expected)
+
+
+def test_an_evaluator_replays_and_a_later_optimizer_gets_the_latest_slots(tmp_path, walks) -> None:
+    one, two, expected = _training_checkpoints(tmp_path)
+    live = tp.Checkpoint(model=_model(0.0))  # the model only: the optimizer's nodes wait
+    live.read(one).expect_partial()
+    walks.clear()
+    status = live.read(two)
+    assert walks == []
+    with pytest.raises(AssertionError, match="Unresolved object in checkpoint"):
+        status.assert_consumed()
+    status.assert_existing_objects_matched()
+    live.optimizer = tp.optimizers.Adam(0.1)  # restore-on-create, slots included, from the latest restore
+    assert _equal(_slots(live), expected)
+    status.expect_partial()  # Adam makes its other variables on its first step
+
+
+def test_skipping_slot_variables_or_not_is_part_of_the_plan(tmp_path, walks) -> None:
+    one, _, _ = _training_checkpoints(tmp_path)
+    reference = _trained(0.5)
+    reference.read(one).assert_consumed()
+    live = _trained(0.5)
+    before = _slots(live)
+    live.read(one, tp.CheckpointOptions(experimental_skip_slot_variables=True)).assert_consumed()
+    assert _equal(_slots(live), before)
+    walks.clear()
+    live.read(one).assert_consumed()
     assert walks
-    reference = trained(2.0)
-    slot = live.optimizer.get_slot(live.model.dense.kernel, "m").numpy()
-    assert np.array_equal(slot, reference.optimizer.get_slot(reference.model.dense.kernel, "m").numpy())
+    assert _equal(_slots(live), _slots(reference))
 
 
 def test_a_replayed_restore_names_a_mismatch_like_a_walk(tmp_path, walks) -> None:
@@ -197,15 +267,45 @@ def test_a_plan_whose_object_died_binds_nothing(tmp_path) -> None:
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one).assert_consumed()
     plan = ckpt._tp_restore_replay
-    assert isinstance(plan, RestoreReplay) and plan.applies_to(plan.graph)
+    assert isinstance(plan, RestoreReplay) and plan.applies_to(plan.graph, False)
 
     class Gone(tp.Trackable):
         pass
 
     dead = weakref.ref(Gone())
-    stale = RestoreReplay(plan.epoch, plan.graph, {**plan.bound, max(plan.bound) + 1: dead}, plan.values)
+    stale = dataclasses.replace(plan, bound={**plan.bound, max(plan.bound) + 1: dead})
     reader = BundleReader(one)
     coordinator = restore.RestoreCoordinator(reader, restore.read_object_graph(reader, validate=False))
     assert not coordinator.replay(stale)
     assert coordinator.bound == {} and coordinator.matched_proto_ids == set()
     coordinator.expect_partial = True
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=st.dictionaries(names.filter(lambda n: n.isidentifier() and n != "root"), _tree(3), min_size=1, max_size=4),
+       keep=st.lists(st.booleans(), min_size=4, max_size=4))
+def test_random_graphs_replay_like_a_walk(tmp_path_factory, walks, spec: dict, keep: list[bool]) -> None:
+    directory = tmp_path_factory.mktemp("r")
+    source = tp.Checkpoint(**{name: _wrap(_build(child, [0], False)) for name, child in spec.items()})
+    one = source.write(str(directory / "one"))
+    for _, variable in _variables(source):
+        variable.assign(variable.numpy() + 100)
+    two = source.write(str(directory / "two"))
+    kept = {name: child for (name, child), k in zip(spec.items(), keep) if k}  # the rest: restore-on-create
+
+    def target() -> tp.Checkpoint:
+        return tp.Checkpoint(**{name: _wrap(_build(child, [0], True)) for name, child in kept.items()})
+
+    walked_ckpt = target()
+    walked = walked_ckpt.read(two).expect_partial()
+    live = target()
+    live.read(one).expect_partial()
+    walks.clear()
+    replayed = live.read(two).expect_partial()
+    assert walks == []
+    assert replayed.report() == walked.report()
+    for name, child in spec.items():
+        if name not in kept:
+            setattr(live, name, _wrap(_build(child, [0], True)))
+    expected = {path: v.numpy().tolist() for path, v in _variables(source)}
+    assert {path: v.numpy().tolist() for path, v in _variables(live)} == expected

@@ -141,31 +141,45 @@ def _unescape(name: str) -> str:
 
 @dataclass(frozen=True)
 class RestoreReplay:
-    """What a restore bound and assigned, to do again without walking the graph.
+    """What a restore did, to do again without walking the graph.
 
-    Restoring the same object graph into the same objects binds the same nodes to the same
-    objects, so a later restore of a checkpoint with an identical serialized graph (an
-    evaluation loop reading each new checkpoint of a training job, a job going back to its
-    last good checkpoint) repeats the bindings and only reads the values. It is made only
-    from a walk that a replay can repeat exactly (see :meth:`RestoreCoordinator.replay_plan`)
+    Restoring the same object graph into the same, unchanged objects binds the same nodes
+    to the same objects, parks the same restore-on-create positions and assigns the same
+    keys. So a later restore of a checkpoint whose serialized graph is identical (an
+    evaluator or server picking up each new checkpoint of a training job, a job going back
+    to its last good checkpoint) repeats those effects and only reads the values. It is made
+    only from a walk that a replay repeats exactly (see :meth:`RestoreCoordinator.replay_plan`)
     and holds weak references, so it keeps no object alive.
 
     Attributes:
-        epoch: The structure epoch of the walk; any change to the objects' children since
+        epoch: The structure epoch of the walk; any change to any object's children since
             (see ``structure_changed``) makes the plan stale.
         graph: The serialized object graph it was made from.
+        skip_slot_variables: The restore's option of that name.
+        slot_free: The graph has no slot variables.
         bound: Node id -> weak reference to its object, in walk order.
-        values: ``(node id, checkpoint key)`` of each plain variable, in assignment order.
+        values: ``(node id, key or [(tensor name, key)])`` of each object assigned, in order.
+        deferrals: ``(parent node id, local name, child node id)`` of each position parked
+            on a live object for restore-on-create.
+        deferred_slots: ``(optimizer node id, variable node id, slot node id, slot name)``
+            of slots waiting for their optimizer.
+        unused_attributes: Node id -> attribute names its object does not take.
     """
 
     epoch: int
     graph: bytes
+    skip_slot_variables: bool
+    slot_free: bool
     bound: dict[int, weakref.ref[Trackable]]
-    values: list[tuple[int, str]]
+    values: list[tuple[int, str | list[tuple[str, str]]]]
+    deferrals: list[tuple[int, str, int]]
+    deferred_slots: list[tuple[int, int, int, str]]
+    unused_attributes: dict[int, tuple[str, ...]]
 
-    def applies_to(self, graph: bytes) -> bool:
-        """Whether this plan holds for a checkpoint with the serialized ``graph``, now."""
-        return self.epoch == structure_epoch() and self.graph == graph
+    def applies_to(self, graph: bytes, skip_slot_variables: bool) -> bool:
+        """Whether this plan holds, now, for a restore of the serialized ``graph``."""
+        return (self.epoch == structure_epoch() and self.skip_slot_variables == skip_slot_variables
+                and self.graph == graph)
 
 
 class RestoreCoordinator:
@@ -179,7 +193,7 @@ class RestoreCoordinator:
     def __init__(self, reader: BundleReader, graph: pb.TrackableObjectGraph, skip_slot_variables: bool = False,
                  slot_free: bool = False) -> None:
         """Args (beyond the obvious): ``slot_free`` says the graph is known to have no slot
-        variables (a :class:`RestoreReplay` applies to it), which spares a pass over its nodes."""
+        variables (from a :class:`RestoreReplay`), which spares a pass over its nodes."""
         self.reader = reader
         self.prefix = reader.prefix
         self.graph = graph
@@ -198,10 +212,11 @@ class RestoreCoordinator:
         self.deferred_slot_restorations: dict[int, list[tuple[Trackable, int, str]]] = {}
         self.expect_partial = False
         self.deferred_ids: set[int] = set()  # nodes parked on live objects for restore-on-create
-        # Cleared by anything a RestoreReplay could not repeat; assigned plain variables are
-        # recorded for one as (node id, key).
+        # For a RestoreReplay: cleared by anything a replay could not repeat; what was
+        # assigned and what was parked for restore-on-create.
         self.replayable = True
-        self.assigned_variables: list[tuple[int, str]] = []
+        self.assigned: list[tuple[int, str | list[tuple[str, str]]]] = []
+        self.deferrals: list[tuple[int, str, int]] = []
         for opt_id, node in enumerate(() if slot_free else self.nodes):  # the one pass over every node, for slots
             slots = node.slot_variables
             if not slots:
@@ -260,7 +275,8 @@ class RestoreCoordinator:
         Values the object does not take are recorded as unused attributes. (The walk names
         a leaf variable's value by its key alone, without calling this.)
         """
-        self.replayable = False  # the object's tensor names may change without a structure change
+        if type(trackable) is not Variable:
+            self.replayable = False  # its tensor names may change without a structure change
         live = trackable._checkpoint_tensor_names()
         wanted = []
         for name, stored_name, key in self.attributes(node_id):
@@ -275,7 +291,7 @@ class RestoreCoordinator:
 
         Values arrive in batches of at most ``_BATCH_BYTES`` (or one larger tensor), so a
         restore needs no more memory than that beyond the variables: each object drops its
-        old value as it takes the new one. With ``record``, plain variables are noted for a
+        old value as it takes the new one. With ``record``, what is assigned is noted for a
         :class:`RestoreReplay`.
         """
         keys: list[str] = []
@@ -285,7 +301,7 @@ class RestoreCoordinator:
             else:
                 keys.extend(key for _, key in wanted)
         if record and self.replayable:
-            self.assigned_variables.extend((node_id, wanted) for node_id, _, wanted in pending)  # type: ignore[misc]
+            self.assigned.extend((node_id, wanted) for node_id, _, wanted in pending)
         values = itertools.chain.from_iterable(self.reader.read_batches(keys, _BATCH_BYTES))
         for node_id, trackable, wanted in pending:
             try:
@@ -299,8 +315,8 @@ class RestoreCoordinator:
                                            f"{self.paths[node_id]}: {exc}") from exc
 
     def replay(self, plan: RestoreReplay) -> bool:
-        """Bind and assign as ``plan`` records (see :class:`RestoreReplay`); False, doing nothing,
-        if one of its objects has died."""
+        """Repeat what ``plan`` records (see :class:`RestoreReplay`); False, doing nothing, if
+        one of its objects has died."""
         objects = [ref() for ref in plan.bound.values()]
         if None in objects:
             return False
@@ -309,25 +325,44 @@ class RestoreCoordinator:
         uid = self.restore_uid
         for obj in objects:
             obj._tp_update_uid = uid
-        bound = dict(zip(plan.bound, objects))
-        self.assigned_variables = plan.values
-        self.assign([(node_id, bound[node_id], key) for node_id, key in plan.values], record=False)
+        by_node = dict(zip(plan.bound, objects))
+        if self.slot_restorations:  # a bound variable's slots were resolved (or are waiting, below)
+            for node_id in plan.bound:
+                self.slot_restorations.pop(node_id, None)
+        for opt_id, var_id, slot_id, slot_name in plan.deferred_slots:
+            self.deferred_slot_restorations.setdefault(opt_id, []).append((by_node[var_id], slot_id, slot_name))
+        self.unused_attributes = {node_id: list(names) for node_id, names in plan.unused_attributes.items()}
+        for parent_id, local_name, child_id in plan.deferrals:
+            by_node[parent_id]._defer_restore(local_name, CheckpointPosition(self, child_id))
+            self.deferred_ids.add(child_id)
+        self.assigned, self.deferrals = plan.values, plan.deferrals
+        self.assign([(node_id, by_node[node_id], wanted) for node_id, wanted in plan.values], record=False)
         return True
 
     def replay_plan(self, graph: bytes, epoch: int) -> RestoreReplay | None:
         """A :class:`RestoreReplay` of this restore, if a replay would repeat it exactly.
 
-        That takes a walk that bound every object it met, deferred nothing (no restore-on-
-        create), assigned only plain variables, met no slot variables, and changed no
-        object's children; and objects whose children are all reported to the structure
-        epoch, so that an unchanged epoch means an unchanged layout.
+        That takes a walk that bound every object it met and asked no object other than a
+        plain variable which tensors it takes (another may answer differently next time),
+        and objects whose children and slots are all reported to the structure epoch, which
+        has not moved since the walk began: no object was created or replaced meanwhile.
         """
-        if not self.replayable or self.slot_node_ids or self.deferred_ids or structure_epoch() != epoch:
+        if not self.replayable or structure_epoch() != epoch:
             return None
         objects = [ref() for ref in self.bound.values()]
         if None in objects or not layout_is_tracked(objects):
             return None
-        return RestoreReplay(epoch, graph, dict(self.bound), self.assigned_variables)
+        deferred_slots = []
+        if self.deferred_slot_restorations:
+            node_of = {id(obj): node_id for node_id, obj in zip(self.bound, objects)}
+            for opt_id, entries in self.deferred_slot_restorations.items():
+                for variable, slot_id, slot_name in entries:
+                    if id(variable) not in node_of:
+                        return None
+                    deferred_slots.append((opt_id, node_of[id(variable)], slot_id, slot_name))
+        return RestoreReplay(epoch, graph, self.skip_slot_variables, not self.slot_node_ids, dict(self.bound),
+                             self.assigned, self.deferrals, deferred_slots,
+                             {node_id: tuple(names) for node_id, names in self.unused_attributes.items()})
 
     def read_tensor(self, key: str, node_id: int) -> Any:
         try:
@@ -454,6 +489,7 @@ class CheckpointPosition:
                         if _has_values(nodes[child_id]):
                             obj._defer_restore(local_name, CheckpointPosition(coordinator, child_id))
                             coordinator.deferred_ids.add(child_id)
+                            coordinator.deferrals.append((node_id, local_name, child_id))
                         continue
                     matched.add(child_id)
                     bound[child_id] = make_ref(local)
@@ -505,6 +541,8 @@ class CheckpointPosition:
             return []
         position = CheckpointPosition(self.coordinator, slot_id)
         slot = hook(position, variable, slot_name)
+        if slot is None:
+            self.coordinator.replayable = False  # the optimizer keeps the position: a replay would not
         if slot is not None and position.bind_object(slot):
             return [(position, slot)]
         return []

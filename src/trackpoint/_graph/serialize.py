@@ -177,9 +177,12 @@ def layout_is_tracked(objects: list[Trackable]) -> bool:
     for cls in set(map(type, objects)):  # a model has many objects and few classes
         if cls._trackable_children not in _SAFE_CHILDREN:
             return False
-        if hasattr(cls, "get_slot_names"):
-            methods = getattr(cls, "_tp_slot_methods", None)
-            if methods is None or (cls.get_slot_names, cls.get_slot) != methods:
+        if hasattr(cls, "get_slot_names") or hasattr(cls, "_create_or_restore_slot_variable"):
+            # Slot methods known to report every slot they create (and, restoring, to do
+            # nothing but return an existing slot).
+            methods = (getattr(cls, "get_slot_names", None), getattr(cls, "get_slot", None),
+                       getattr(cls, "_create_or_restore_slot_variable", None))
+            if getattr(cls, "_tp_slot_methods", None) != methods:
                 return False
     return True
 
