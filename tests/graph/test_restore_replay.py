@@ -133,6 +133,20 @@ def test_a_replay_parks_restore_on_create_positions_like_a_walk(tmp_path, walks)
     assert live.dense.kernel.numpy()[0, 0] == 2.0
 
 
+def test_restore_on_create_after_the_walk_leaves_its_plan_as_it_was(tmp_path) -> None:
+    one, _ = _two_checkpoints(tmp_path)
+    live = tp.Module()
+    live.dense = tp.Module()
+    ckpt = tp.Checkpoint(model=live)
+    status = ckpt.read(one)
+    plan = ckpt._tp_restore_replay
+    values, deferrals = list(plan.values), list(plan.deferrals)
+    live.layers = [tp.Variable(np.float32(0.0)), {"bias": tp.Variable(np.zeros(3))}]  # restored on creation
+    assert live.layers[0].numpy() == 1.0
+    assert plan.values == values and plan.deferrals == deferrals
+    status.expect_partial()
+
+
 def test_an_object_naming_its_own_tensors_is_not_replayed(tmp_path, walks) -> None:
     class Counter(tp.Trackable):
         def __init__(self) -> None:

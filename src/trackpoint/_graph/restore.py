@@ -286,13 +286,12 @@ class RestoreCoordinator:
                 self.unused_attributes.setdefault(node_id, []).append(stored_name)
         return wanted
 
-    def assign(self, pending: list[tuple[int, Trackable, str | list[tuple[str, str]]]], record: bool = True) -> None:
+    def assign(self, pending: list[tuple[int, Trackable, str | list[tuple[str, str]]]]) -> None:
         """Read the values of gathered nodes and hand each object its tensors, in order.
 
         Values arrive in batches of at most ``_BATCH_BYTES`` (or one larger tensor), so a
         restore needs no more memory than that beyond the variables: each object drops its
-        old value as it takes the new one. With ``record``, what is assigned is noted for a
-        :class:`RestoreReplay`.
+        old value as it takes the new one. What is assigned is noted for a :class:`RestoreReplay`.
         """
         keys: list[str] = []
         for _, _, wanted in pending:
@@ -300,7 +299,7 @@ class RestoreCoordinator:
                 keys.append(wanted)
             else:
                 keys.extend(key for _, key in wanted)
-        if record and self.replayable:
+        if self.replayable:
             self.assigned.extend((node_id, wanted) for node_id, _, wanted in pending)
         values = itertools.chain.from_iterable(self.reader.read_batches(keys, _BATCH_BYTES))
         for node_id, trackable, wanted in pending:
@@ -335,8 +334,8 @@ class RestoreCoordinator:
         for parent_id, local_name, child_id in plan.deferrals:
             by_node[parent_id]._defer_restore(local_name, CheckpointPosition(self, child_id))
             self.deferred_ids.add(child_id)
-        self.assigned, self.deferrals = plan.values, plan.deferrals
-        self.assign([(node_id, by_node[node_id], wanted) for node_id, wanted in plan.values], record=False)
+        self.replayable = False  # this restore's record is the plan itself
+        self.assign([(node_id, by_node[node_id], wanted) for node_id, wanted in plan.values])
         return True
 
     def replay_plan(self, graph: bytes, epoch: int) -> RestoreReplay | None:
@@ -360,8 +359,9 @@ class RestoreCoordinator:
                     if id(variable) not in node_of:
                         return None
                     deferred_slots.append((opt_id, node_of[id(variable)], slot_id, slot_name))
+        # Copies: a restore-on-create through this coordinator later records more.
         return RestoreReplay(epoch, graph, self.skip_slot_variables, not self.slot_node_ids, dict(self.bound),
-                             self.assigned, self.deferrals, deferred_slots,
+                             list(self.assigned), list(self.deferrals), deferred_slots,
                              {node_id: tuple(names) for node_id, names in self.unused_attributes.items()})
 
     def read_tensor(self, key: str, node_id: int) -> Any:
