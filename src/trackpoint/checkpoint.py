@@ -161,7 +161,12 @@ class Checkpoint(AutoTrackable):
     # -- restoring ----------------------------------------------------------------------
 
     def read(self, save_path: str | None, options: CheckpointOptions | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
-        """Restore from ``save_path`` without creating ``save_counter`` (for ``write()`` checkpoints)."""
+        """Restore from ``save_path`` without creating ``save_counter`` (for ``write()`` checkpoints).
+
+        A checkpoint with the same object graph as the previous restore through this
+        ``Checkpoint``, into objects unchanged since, is restored by repeating that restore's
+        bindings instead of walking the graph again (the values are always read).
+        """
         options = CheckpointOptions.coerce(options)
         if save_path is None:
             return InitializationOnlyStatus()

@@ -192,8 +192,15 @@ class RestoreCoordinator:
 
     def __init__(self, reader: BundleReader, graph: pb.TrackableObjectGraph, skip_slot_variables: bool = False,
                  slot_free: bool = False) -> None:
-        """Args (beyond the obvious): ``slot_free`` says the graph is known to have no slot
-        variables (from a :class:`RestoreReplay`), which spares a pass over its nodes."""
+        """Set up a restore of ``graph`` from ``reader``.
+
+        Args:
+            reader: The checkpoint's bundle.
+            graph: Its parsed object graph.
+            skip_slot_variables: Leave optimizer slot variables alone.
+            slot_free: The graph is known to have no slot variables (a :class:`RestoreReplay`
+                of it says so), which spares a pass over its nodes.
+        """
         self.reader = reader
         self.prefix = reader.prefix
         self.graph = graph
