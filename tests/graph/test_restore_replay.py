@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trackpoint as tp
+from tests.graph.test_checkpoint import _build, _tree, _variables, _wrap, names
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph import restore
 from trackpoint._graph.restore import CheckpointPosition, RestoreReplay
-from tests.graph.test_checkpoint import _build, _tree, _variables, _wrap, names
 
 
 def _model(value: float) -> tp.Module:
