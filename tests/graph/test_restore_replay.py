@@ -1,8 +1,8 @@
 """Repeated restores of one object graph into unchanged objects replay the first walk's bindings.
 
 Each test restores twice (or more) and checks that the later restore does exactly what a
-fresh walk would; the ones named ``..._walks_again`` change something between the restores
-that a replay could not repeat.
+fresh walk would. A counter on the graph walk tells whether a restore replayed; tests that
+change something between the restores which a replay could not repeat check that it walked.
 """
 
 from __future__ import annotations
