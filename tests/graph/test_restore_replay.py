@@ -275,6 +275,76 @@ def test_a_replayed_restore_names_a_mismatch_like_a_walk(tmp_path, walks) -> Non
     assert walks == [] and _values(live) == [1.0, 1.0, 1.0]
 
 
+def test_a_failed_replay_through_attached_dependencies_stops_where_a_walk_stops(tmp_path, walks) -> None:
+    def source(shape: tuple[int, ...], value: float) -> tp.Checkpoint:
+        root, extra = tp.Module(), tp.Module()
+        root.a = tp.Variable(np.zeros(shape, np.float32))
+        extra.child = tp.Variable(np.float32(value))
+        return tp.Checkpoint(root=root, extra=extra)
+
+    good = source((2,), 1.0).write(str(tmp_path / "good"))
+    bad = source((3,), 9.0).write(str(tmp_path / "bad"))  # the same graph; the root's variable has another shape
+    root, extra = tp.Module(), tp.Module()  # extra.child is restored on creation
+    root.a = tp.Variable(np.zeros(2, np.float32))
+    ckpt = tp.Checkpoint(root=root, extra=extra)
+    ckpt.read(good).expect_partial()
+    walks.clear()
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"float32\[2\] but the checkpoint holds float32\[3\]"):
+        ckpt.read(bad)
+    assert walks == []
+    # The root's values failed before the attached dependency was reached, as in a walk: the
+    # child created now takes the last good restore's value, not the failed one's.
+    extra.child = tp.Variable(np.float32(0.0))
+    assert extra.child.numpy() == 1.0
+
+
+def test_objects_with_their_own_equality_are_replayed(tmp_path, walks) -> None:
+    class Layer(tp.Module):
+        def __init__(self, units: int) -> None:
+            super().__init__()
+            self.units = units
+            self.kernel = tp.Variable(np.zeros(units, np.float32))
+
+        def __eq__(self, other: object) -> bool:  # a configuration's equality, which None does not have
+            return self.units == other.units  # type: ignore[attr-defined]
+
+        __hash__ = object.__hash__
+
+    source = tp.Module()
+    source.layer = Layer(2)
+    source.layer.kernel.assign([1.0, 2.0])
+    path = tp.Checkpoint(model=source).write(str(tmp_path / "c"))
+    live = tp.Module()
+    live.layer = Layer(2)
+    ckpt = tp.Checkpoint(model=live)
+    ckpt.read(path).assert_consumed()
+    walks.clear()
+    ckpt.read(path).assert_consumed()
+    assert walks == [] and live.layer.kernel.numpy().tolist() == [1.0, 2.0]
+
+
+def test_an_object_finding_children_its_own_way_is_not_replayed(tmp_path, walks) -> None:
+    class Aliases(tp.Module):
+        """Checkpoint name "w" is whichever tracked variable the plain attribute ``active`` names."""
+
+        def _lookup_dependency(self, name: str) -> tp.Trackable | None:
+            return super()._lookup_dependency(self.active if name == "w" else name)
+
+    source = tp.Module()
+    source.w = tp.Variable(np.float32(5.0))
+    path = tp.Checkpoint(model=source).write(str(tmp_path / "c"))
+    live = Aliases()
+    live.a, live.b = tp.Variable(np.float32(0.0)), tp.Variable(np.float32(0.0))
+    live.active = "a"
+    ckpt = tp.Checkpoint(model=live)
+    ckpt.read(path).expect_partial()
+    live.active = "b"  # no structural change, yet "w" is now another object
+    walks.clear()
+    ckpt.read(path).expect_partial()
+    assert walks
+    assert live.b.numpy() == 5.0
+
+
 def test_a_plan_whose_object_died_binds_nothing(tmp_path) -> None:
     one, _ = _two_checkpoints(tmp_path)
     live = _model(0.0)

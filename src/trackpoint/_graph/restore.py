@@ -159,6 +159,9 @@ class RestoreReplay:
         slot_free: The graph has no slot variables.
         bound: Node id -> weak reference to its object, in walk order.
         values: ``(node id, key or [(tensor name, key)])`` of each object assigned, in order.
+        stages: Where each walk began: the number of bindings, deferrals and values before it.
+            A restore walks and assigns the root's subtree, then each attached dependency's;
+            a replay keeps that order, so a failed assignment leaves the same state behind.
         deferrals: ``(parent node id, local name, child node id)`` of each position parked
             on a live object for restore-on-create.
         deferred_slots: ``(optimizer node id, variable node id, slot node id, slot name)``
@@ -172,6 +175,7 @@ class RestoreReplay:
     slot_free: bool
     bound: dict[int, weakref.ref[Trackable]]
     values: list[tuple[int, str | list[tuple[str, str]]]]
+    stages: list[tuple[int, int, int]]
     deferrals: list[tuple[int, str, int]]
     deferred_slots: list[tuple[int, int, int, str]]
     unused_attributes: dict[int, tuple[str, ...]]
@@ -224,6 +228,7 @@ class RestoreCoordinator:
         self.replayable = True
         self.assigned: list[tuple[int, str | list[tuple[str, str]]]] = []
         self.deferrals: list[tuple[int, str, int]] = []
+        self.stages: list[tuple[int, int, int]] = []  # see RestoreReplay.stages
         for opt_id, node in enumerate(() if slot_free else self.nodes):  # the one pass over every node, for slots
             slots = node.slot_variables
             if not slots:
@@ -323,26 +328,36 @@ class RestoreCoordinator:
     def replay(self, plan: RestoreReplay) -> bool:
         """Repeat what ``plan`` records (see :class:`RestoreReplay`); False, doing nothing, if
         one of its objects has died."""
-        objects = [ref() for ref in plan.bound.values()]
-        if None in objects:
+        refs = list(plan.bound.values())
+        objects = [ref() for ref in refs]
+        if any(obj is None for obj in objects):  # by identity: `None in` would call objects' __eq__
             return False
-        self.bound = dict(plan.bound)
-        self.matched_proto_ids = set(plan.bound)
-        uid = self.restore_uid
-        for obj in objects:
-            obj._tp_update_uid = uid
-        by_node = dict(zip(plan.bound, objects))
-        if self.slot_restorations:  # a bound variable's slots were resolved (or are waiting, below)
-            for node_id in plan.bound:
-                self.slot_restorations.pop(node_id, None)
-        for opt_id, var_id, slot_id, slot_name in plan.deferred_slots:
-            self.deferred_slot_restorations.setdefault(opt_id, []).append((by_node[var_id], slot_id, slot_name))
-        self.unused_attributes = {node_id: list(names) for node_id, names in plan.unused_attributes.items()}
-        for parent_id, local_name, child_id in plan.deferrals:
-            by_node[parent_id]._defer_restore(local_name, CheckpointPosition(self, child_id))
-            self.deferred_ids.add(child_id)
         self.replayable = False  # this restore's record is the plan itself
-        self.assign([(node_id, by_node[node_id], wanted) for node_id, wanted in plan.values])
+        node_ids = list(plan.bound)
+        by_node = dict(zip(node_ids, objects))
+        # Per node: its position in walk order, to tell which stage a recorded effect belongs to.
+        order = dict(zip(node_ids, range(len(node_ids)))) if plan.deferred_slots or plan.unused_attributes else {}
+        uid = self.restore_uid
+        ends = [*plan.stages[1:], (len(node_ids), len(plan.deferrals), len(plan.values))]
+        for (b0, d0, v0), (b1, d1, v1) in zip(plan.stages, ends):
+            stage = node_ids[b0:b1]
+            self.bound.update(zip(stage, refs[b0:b1]))
+            self.matched_proto_ids.update(stage)
+            for obj in objects[b0:b1]:
+                obj._tp_update_uid = uid
+            if self.slot_restorations:  # a bound variable's slots were resolved (or wait below)
+                for node_id in stage:
+                    self.slot_restorations.pop(node_id, None)
+            for opt_id, var_id, slot_id, slot_name in plan.deferred_slots:
+                if b0 <= order[var_id] < b1:
+                    self.deferred_slot_restorations.setdefault(opt_id, []).append((by_node[var_id], slot_id, slot_name))
+            for node_id, names in plan.unused_attributes.items():
+                if b0 <= order[node_id] < b1:
+                    self.unused_attributes[node_id] = list(names)
+            for parent_id, local_name, child_id in plan.deferrals[d0:d1]:
+                by_node[parent_id]._defer_restore(local_name, CheckpointPosition(self, child_id))
+                self.deferred_ids.add(child_id)
+            self.assign([(node_id, by_node[node_id], wanted) for node_id, wanted in plan.values[v0:v1]])
         return True
 
     def replay_plan(self, graph: bytes, epoch: int) -> RestoreReplay | None:
@@ -356,7 +371,7 @@ class RestoreCoordinator:
         if not self.replayable or structure_epoch() != epoch:
             return None
         objects = [ref() for ref in self.bound.values()]
-        if None in objects or not layout_is_tracked(objects):
+        if any(obj is None for obj in objects) or not layout_is_tracked(objects, lookups=True):
             return None
         deferred_slots = []
         if self.deferred_slot_restorations:
@@ -368,7 +383,7 @@ class RestoreCoordinator:
                     deferred_slots.append((opt_id, node_of[id(variable)], slot_id, slot_name))
         # Copies: a restore-on-create through this coordinator later records more.
         return RestoreReplay(epoch, graph, self.skip_slot_variables, not self.slot_node_ids, dict(self.bound),
-                             list(self.assigned), list(self.deferrals), deferred_slots,
+                             list(self.assigned), list(self.stages), list(self.deferrals), deferred_slots,
                              {node_id: tuple(names) for node_id, names in self.unused_attributes.items()})
 
     def read_tensor(self, key: str, node_id: int) -> Any:
@@ -444,6 +459,8 @@ class CheckpointPosition:
         return False
 
     def restore(self, trackable: Trackable) -> None:
+        coordinator = self.coordinator
+        coordinator.stages.append((len(coordinator.bound), len(coordinator.deferrals), len(coordinator.assigned)))
         if self.bind_object(trackable):
             self._restore_descendants(trackable)
 
@@ -488,8 +505,10 @@ class CheckpointPosition:
                     if not 0 <= child_id < count:
                         _check_child(child_id, count, node_id, coordinator.prefix)
                     ref = bound.get(child_id)
-                    if ref is not None and ref() is not None:
-                        continue  # reached by another path
+                    if ref is not None:
+                        if ref() is not None:
+                            continue  # reached by another path
+                        coordinator.replayable = False  # a rebinding keeps the old place in walk order
                     local_name = child.local_name
                     local = lookup(local_name)
                     if local is None:

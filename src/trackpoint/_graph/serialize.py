@@ -166,16 +166,22 @@ class SavePlan:
 
 _SAFE_CHILDREN = {Trackable._trackable_children, ListWrapper._trackable_children, DictWrapper._trackable_children,
                   TupleWrapper._trackable_children}
+_SAFE_LOOKUPS = {Trackable._lookup_dependency, ListWrapper._lookup_dependency, DictWrapper._lookup_dependency,
+                 TupleWrapper._lookup_dependency}
 
 
-def layout_is_tracked(objects: list[Trackable]) -> bool:
+def layout_is_tracked(objects: list[Trackable], lookups: bool = False) -> bool:
     """Whether every change to these objects' children (and slots) is reported to the epoch.
 
     A class that computes its own children or slots could change them silently, so a save
-    that meets one walks the graph every time (and a restore cannot be replayed).
+    that meets one walks the graph every time. With ``lookups``, each class must also find a
+    child by name (``_lookup_dependency``, what a restore calls) from that same tracked state,
+    or a restore cannot be replayed.
     """
     for cls in set(map(type, objects)):  # a model has many objects and few classes
         if cls._trackable_children not in _SAFE_CHILDREN:
+            return False
+        if lookups and cls._lookup_dependency not in _SAFE_LOOKUPS:
             return False
         if hasattr(cls, "get_slot_names") or hasattr(cls, "_create_or_restore_slot_variable"):
             # Slot methods known to report every slot they create (and, restoring, to do
