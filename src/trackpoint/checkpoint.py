@@ -184,10 +184,10 @@ class Checkpoint(AutoTrackable):
         # restore's bindings instead of walking (see RestoreReplay).
         replay = self.__dict__.get("_tp_restore_replay")
         skip_slots = options.experimental_skip_slot_variables
-        replay = replay if replay is not None and replay.applies_to(raw, skip_slots) else None
+        root = self._tp_graph_root
+        replay = replay if replay is not None and replay.applies_to(raw, skip_slots, root) else None
         epoch = structure_epoch()
         coordinator = RestoreCoordinator(reader, graph, skip_slots, slot_free=replay is not None and replay.slot_free)
-        root = self._tp_graph_root
         try:
             with gc_paused():
                 if replay is None or not coordinator.replay(replay):

@@ -7,6 +7,7 @@ change something between the restores which a replay could not repeat check that
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import weakref
 
@@ -298,6 +299,66 @@ def test_a_failed_replay_through_attached_dependencies_stops_where_a_walk_stops(
     assert extra.child.numpy() == 1.0
 
 
+def test_a_failed_replay_keeps_slots_waiting_for_an_attached_optimizer_like_a_walk(tmp_path, walks) -> None:
+    source = tp.Module()
+    source.k, source.b = tp.Variable(np.ones(2, np.float32)), tp.Variable(np.ones(2, np.float32))
+    source_opt = tp.optimizers.Adam(0.1)
+    source_opt.apply_gradients([(np.ones(2, np.float32), source.k)])
+    job = tp.Checkpoint(root=source, optimizer=source_opt)
+    good = job.write(str(tmp_path / "good"))
+    source_opt.get_slot(source.k, "m").assign(np.full(2, 77.0, np.float32))
+    source.b = tp.Variable(np.ones(3, np.float32))  # the same graph; b has another shape
+    bad = job.write(str(tmp_path / "bad"))
+    live = tp.Module()
+    live.k, live.b = tp.Variable(np.zeros(2, np.float32)), tp.Variable(np.zeros(2, np.float32))
+    opt = tp.optimizers.Adam(0.1)
+    opt.apply_gradients([(np.ones(2, np.float32), live.k)])
+    ckpt = tp.Checkpoint(root=live, optimizer=opt)
+    ckpt.read(good).assert_consumed()
+    walks.clear()
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"float32\[2\] but the checkpoint holds float32\[3\]"):
+        ckpt.read(bad)
+    assert walks == []
+    # The root's stage failed before the attached optimizer's: its slots still wait, as in a
+    # walk, and the optimizer restored on creation under the root takes them.
+    live.optimizer = opt
+    assert opt.get_slot(live.k, "m").numpy().tolist() == [77.0, 77.0]
+
+
+def test_slots_resolved_by_a_later_stage_leave_nothing_waiting(tmp_path, walks) -> None:
+    live = _model(0.0)
+    opt = tp.optimizers.Adam(0.1)
+    opt.apply_gradients([(np.ones((2, 2), np.float32), live.dense.kernel)])
+    root_ckpt = tp.Checkpoint(root=tp.Module(), model=live, optimizer=opt)  # the optimizer: an attached stage
+    path = root_ckpt.write(str(tmp_path / "attached"))
+    walked = root_ckpt.read(path)
+    walks.clear()
+    replayed = root_ckpt.read(path)
+    assert walks == []
+    # The model's stage parks its slots for the optimizer, whose stage takes them: nothing
+    # stays waiting (and no variable stays referenced by the restore), as after the walk.
+    assert walked._coordinator.deferred_slot_restorations == {}
+    assert replayed._coordinator.deferred_slot_restorations == {}
+    assert replayed.report() == walked.report()
+    replayed.assert_consumed()
+
+
+def test_a_copied_checkpoint_does_not_replay_into_the_original(tmp_path, walks) -> None:
+    source = tp.Module()
+    source.w = tp.Variable(np.full(2, 5.0, np.float32))
+    path = tp.Checkpoint(model=source).write(str(tmp_path / "c"))
+    live = tp.Module()
+    live.w = tp.Variable(np.zeros(2, np.float32))
+    ckpt = tp.Checkpoint(model=live)
+    ckpt.read(path).assert_consumed()
+    live.w.assign(np.zeros(2, np.float32))
+    twin = copy.deepcopy(ckpt)  # copies the objects without a structural change
+    walks.clear()
+    twin.read(path).assert_consumed()
+    assert walks
+    assert twin.model.w.numpy().tolist() == [5.0, 5.0] and live.w.numpy().tolist() == [0.0, 0.0]
+
+
 def test_objects_with_their_own_equality_are_replayed(tmp_path, walks) -> None:
     class Layer(tp.Module):
         def __init__(self, units: int) -> None:
@@ -351,7 +412,7 @@ def test_a_plan_whose_object_died_binds_nothing(tmp_path) -> None:
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one).assert_consumed()
     plan = ckpt._tp_restore_replay
-    assert isinstance(plan, RestoreReplay) and plan.applies_to(plan.graph, False)
+    assert isinstance(plan, RestoreReplay) and plan.applies_to(plan.graph, False, ckpt)
 
     class Gone(tp.Trackable):
         pass

@@ -165,7 +165,8 @@ class RestoreReplay:
         deferrals: ``(parent node id, local name, child node id)`` of each position parked
             on a live object for restore-on-create.
         deferred_slots: ``(optimizer node id, variable node id, slot node id, slot name)``
-            of slots waiting for their optimizer.
+            of each slot that had to wait for its optimizer, in the stage that bound the
+            variable (a later stage may bind the optimizer and resolve it).
         unused_attributes: Node id -> attribute names its object does not take.
     """
 
@@ -180,10 +181,15 @@ class RestoreReplay:
     deferred_slots: list[tuple[int, int, int, str]]
     unused_attributes: dict[int, tuple[str, ...]]
 
-    def applies_to(self, graph: bytes, skip_slot_variables: bool) -> bool:
-        """Whether this plan holds, now, for a restore of the serialized ``graph``."""
+    def applies_to(self, graph: bytes, skip_slot_variables: bool, root: Trackable) -> bool:
+        """Whether this plan holds, now, for a restore of the serialized ``graph`` into ``root``.
+
+        The root is compared too: a copy of a checkpoint object (``copy.deepcopy``) carries
+        its plan along, whose references still point at the original's objects.
+        """
+        root_ref = self.bound.get(0)
         return (self.epoch == structure_epoch() and self.skip_slot_variables == skip_slot_variables
-                and self.graph == graph)
+                and root_ref is not None and root_ref() is root and self.graph == graph)
 
 
 class RestoreCoordinator:
@@ -229,6 +235,7 @@ class RestoreCoordinator:
         self.assigned: list[tuple[int, str | list[tuple[str, str]]]] = []
         self.deferrals: list[tuple[int, str, int]] = []
         self.stages: list[tuple[int, int, int]] = []  # see RestoreReplay.stages
+        self.slot_waits: list[tuple[int, int, int, str]] = []  # see RestoreReplay.deferred_slots
         for opt_id, node in enumerate(() if slot_free else self.nodes):  # the one pass over every node, for slots
             slots = node.slot_variables
             if not slots:
@@ -351,6 +358,9 @@ class RestoreCoordinator:
             for opt_id, var_id, slot_id, slot_name in plan.deferred_slots:
                 if b0 <= order[var_id] < b1:
                     self.deferred_slot_restorations.setdefault(opt_id, []).append((by_node[var_id], slot_id, slot_name))
+            if self.deferred_slot_restorations:  # an optimizer bound now took what waited for it
+                for node_id in stage:
+                    self.deferred_slot_restorations.pop(node_id, None)
             for node_id, names in plan.unused_attributes.items():
                 if b0 <= order[node_id] < b1:
                     self.unused_attributes[node_id] = list(names)
@@ -373,17 +383,9 @@ class RestoreCoordinator:
         objects = [ref() for ref in self.bound.values()]
         if any(obj is None for obj in objects) or not layout_is_tracked(objects, lookups=True):
             return None
-        deferred_slots = []
-        if self.deferred_slot_restorations:
-            node_of = {id(obj): node_id for node_id, obj in zip(self.bound, objects)}
-            for opt_id, entries in self.deferred_slot_restorations.items():
-                for variable, slot_id, slot_name in entries:
-                    if id(variable) not in node_of:
-                        return None
-                    deferred_slots.append((opt_id, node_of[id(variable)], slot_id, slot_name))
         # Copies: a restore-on-create through this coordinator later records more.
         return RestoreReplay(epoch, graph, self.skip_slot_variables, not self.slot_node_ids, dict(self.bound),
-                             list(self.assigned), list(self.stages), list(self.deferrals), deferred_slots,
+                             list(self.assigned), list(self.stages), list(self.deferrals), list(self.slot_waits),
                              {node_id: tuple(names) for node_id, names in self.unused_attributes.items()})
 
     def read_tensor(self, key: str, node_id: int) -> Any:
@@ -556,6 +558,7 @@ class CheckpointPosition:
             optimizer = coordinator.bound_object(opt_id)
             if optimizer is None:
                 coordinator.deferred_slot_restorations.setdefault(opt_id, []).append((trackable, slot_id, slot_name))
+                coordinator.slot_waits.append((opt_id, self.proto_id, slot_id, slot_name))
             else:
                 out.extend(self._create_or_restore_slot(optimizer, trackable, slot_id, slot_name))
         return out
