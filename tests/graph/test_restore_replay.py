@@ -276,6 +276,14 @@ def test_a_replayed_restore_names_a_mismatch_like_a_walk(tmp_path, walks) -> Non
     assert walks == [] and _values(live) == [1.0, 1.0, 1.0]
 
 
+def _replay_fails_on_shape(ckpt: tp.Checkpoint, bad: str, walks: list[int]) -> None:
+    """Read ``bad`` (a float32[3] where the model has float32[2]) by replaying, which fails."""
+    walks.clear()
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"float32\[2\] but the checkpoint holds float32\[3\]"):
+        ckpt.read(bad)
+    assert walks == []
+
+
 def test_a_failed_replay_through_attached_dependencies_stops_where_a_walk_stops(tmp_path, walks) -> None:
     def source(shape: tuple[int, ...], value: float) -> tp.Checkpoint:
         root, extra = tp.Module(), tp.Module()
@@ -289,10 +297,7 @@ def test_a_failed_replay_through_attached_dependencies_stops_where_a_walk_stops(
     root.a = tp.Variable(np.zeros(2, np.float32))
     ckpt = tp.Checkpoint(root=root, extra=extra)
     ckpt.read(good).expect_partial()
-    walks.clear()
-    with pytest.raises(tp.errors.InvalidArgumentError, match=r"float32\[2\] but the checkpoint holds float32\[3\]"):
-        ckpt.read(bad)
-    assert walks == []
+    _replay_fails_on_shape(ckpt, bad, walks)
     # The root's values failed before the attached dependency was reached, as in a walk: the
     # child created now takes the last good restore's value, not the failed one's.
     extra.child = tp.Variable(np.float32(0.0))
@@ -315,10 +320,7 @@ def test_a_failed_replay_keeps_slots_waiting_for_an_attached_optimizer_like_a_wa
     opt.apply_gradients([(np.ones(2, np.float32), live.k)])
     ckpt = tp.Checkpoint(root=live, optimizer=opt)
     ckpt.read(good).assert_consumed()
-    walks.clear()
-    with pytest.raises(tp.errors.InvalidArgumentError, match=r"float32\[2\] but the checkpoint holds float32\[3\]"):
-        ckpt.read(bad)
-    assert walks == []
+    _replay_fails_on_shape(ckpt, bad, walks)
     # The root's stage failed before the attached optimizer's: its slots still wait, as in a
     # walk, and the optimizer restored on creation under the root takes them.
     live.optimizer = opt
