@@ -378,14 +378,16 @@ class RestoreCoordinator:
         and objects whose children and slots are all reported to the structure epoch, which
         has not moved since the walk began: no object was created or replaced meanwhile.
         """
-        if not self.replayable or structure_epoch() != epoch:
+        # The record closes here (every append to it checks ``replayable``): what this
+        # coordinator does later, restore-on-create, belongs to no plan.
+        replayable, self.replayable = self.replayable, False
+        if not replayable or structure_epoch() != epoch:
             return None
         objects = [ref() for ref in self.bound.values()]
         if any(obj is None for obj in objects) or not layout_is_tracked(objects, lookups=True):
             return None
-        # Copies: a restore-on-create through this coordinator later records more.
         return RestoreReplay(epoch, graph, self.skip_slot_variables, not self.slot_node_ids, dict(self.bound),
-                             list(self.assigned), list(self.stages), list(self.deferrals), list(self.slot_waits),
+                             self.assigned, self.stages, self.deferrals, self.slot_waits,
                              {node_id: tuple(names) for node_id, names in self.unused_attributes.items()})
 
     def read_tensor(self, key: str, node_id: int) -> Any:
@@ -462,7 +464,8 @@ class CheckpointPosition:
 
     def restore(self, trackable: Trackable) -> None:
         coordinator = self.coordinator
-        coordinator.stages.append((len(coordinator.bound), len(coordinator.deferrals), len(coordinator.assigned)))
+        if coordinator.replayable:
+            coordinator.stages.append((len(coordinator.bound), len(coordinator.deferrals), len(coordinator.assigned)))
         if self.bind_object(trackable):
             self._restore_descendants(trackable)
 
@@ -517,7 +520,8 @@ class CheckpointPosition:
                         if _has_values(nodes[child_id]):
                             obj._defer_restore(local_name, CheckpointPosition(coordinator, child_id))
                             coordinator.deferred_ids.add(child_id)
-                            coordinator.deferrals.append((node_id, local_name, child_id))
+                            if coordinator.replayable:
+                                coordinator.deferrals.append((node_id, local_name, child_id))
                         continue
                     matched.add(child_id)
                     bound[child_id] = make_ref(local)
@@ -558,7 +562,8 @@ class CheckpointPosition:
             optimizer = coordinator.bound_object(opt_id)
             if optimizer is None:
                 coordinator.deferred_slot_restorations.setdefault(opt_id, []).append((trackable, slot_id, slot_name))
-                coordinator.slot_waits.append((opt_id, self.proto_id, slot_id, slot_name))
+                if coordinator.replayable:
+                    coordinator.slot_waits.append((opt_id, self.proto_id, slot_id, slot_name))
             else:
                 out.extend(self._create_or_restore_slot(optimizer, trackable, slot_id, slot_name))
         return out

@@ -86,10 +86,10 @@ class CheckpointLoadStatus:
         # Set arithmetic over ids finds the unbound objects; paths are only worked out for a
         # message, by a second walk.
         live = _live_by_id(self._root, self._attached, not coordinator.skip_slot_variables)
-        unbound = live.keys() - set(map(id, bound))
+        bound_ids = set(map(id, bound))
+        unbound = live.keys() - bound_ids
         if unbound and any(_has_values(live[i]) for i in unbound):
             objects, path = self._live_objects()
-            bound_ids = set(map(id, bound))
             unmatched = [path(i) for i, obj in enumerate(objects) if id(obj) not in bound_ids and _has_values(obj)]
             unmatched = [p for p in unmatched if not (coordinator.skip_slot_variables and "'s state '" in p)]
             if unmatched:
