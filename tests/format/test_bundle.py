@@ -220,10 +220,13 @@ def test_read_batches_matches_single_reads(tmp_path_factory, tensors: dict[str, 
     assert len(values) == len(keys)
     for key, value in zip(keys, values):
         assert_bit_equal(value, reader.read(key))
-    sizes = iter(reader.entry(key).size for key in keys)
-    for batch in batches:
-        batch_sizes = [next(sizes) for _ in batch]
+    sizes = [reader.entry(key).size for key in keys]
+    start = 0
+    for batch in batches:  # each as full as allowed: the next row would not have fitted
+        batch_sizes = sizes[start : start + len(batch)]
+        start += len(batch)
         assert len(batch) == 1 or sum(batch_sizes) <= batch_bytes
+        assert start == len(sizes) or sum(batch_sizes) + sizes[start] > batch_bytes
 
 
 @pytest.mark.parametrize("pick", [slice(None), slice(None, None, -1), slice(None, None, 2), slice(3, 4), slice(6, 12),

@@ -9,6 +9,7 @@ crc32c is verified against the bytes read.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -454,7 +455,7 @@ class BundleReader:
                     runs[-1] = (runs[-1][0], i + 1)
         fd = self._shard_fd(shard_id, plan.keys[int(order[0])])[0]
         path = naming.data_filename(self.prefix, shard_id, self.num_shards)
-        ndarray, crcs, shapes, dtypes = np.ndarray, plan.crcs, plan.shapes, plan.dtypes
+        ndarray, crcs, dtypes = np.ndarray, plan.crcs, plan.dtypes
         for a, b in runs:
             first = int(starts[a])
             length = int(reach[b - 1]) - first
@@ -478,8 +479,9 @@ class BundleReader:
             if b - a > 1 and plan.uniform(run_rows) and (starts[a + 1 : b] == ends[a : b - 1]).all():
                 # Back to back and alike (a model's many same-shaped variables): one array over
                 # the run, whose rows are the tensors, costs less than one array per tensor.
-                arrays = list(ndarray((b - a, *shapes[head]), dtypes[head], buf, los[0]))
+                arrays = list(ndarray((b - a, *plan.shape(head)), dtypes[head], buf, los[0]))
             else:
+                shapes = plan.shapes
                 arrays = [ndarray(shapes[row], dtypes[row], buf, lo) for row, lo in zip(row_list, los)]
             for row, array in zip(row_list, arrays):
                 results[row - base] = array
@@ -601,9 +603,8 @@ class _ReadPlan:
         self.columns = columns
         fast = self.fast = reader._fast_rows(columns, keys)
         # What each row counts for when batching: its size; for a sliced tensor, a whole batch.
-        self.batch_sizes = columns.size.tolist()
+        self.batch_sizes = columns.size.copy()
         self.crcs = _unmask_all(columns.crc32c)
-        self.shapes = columns.shapes()
         self.dtypes = _NUMPY_TABLE[np.clip(columns.dtype, 0, len(_NUMPY_TABLE) - 1)].tolist()
         for row in np.flatnonzero(~fast).tolist():
             entry = reader.entry(keys[row])
@@ -611,6 +612,15 @@ class _ReadPlan:
             if not (entry.is_sliced or entry.dtype.is_string):
                 reader._check_span(entry)
             self.batch_sizes[row] = entry.size if not entry.is_sliced else 1 << 62
+
+    @functools.cached_property
+    def shapes(self) -> list[tuple[int, ...]]:
+        """Each row's shape. Only runs of unlike tensors need them all (see :meth:`shape`)."""
+        return self.columns.shapes()
+
+    def shape(self, row: int) -> tuple[int, ...]:
+        columns = self.columns
+        return tuple(columns.dims[row, : columns.ndim[row]].tolist())
 
     def uniform(self, rows: np.ndarray) -> bool:
         """Whether these rows are tensors of one dtype and one shape, of rank 1 or more."""
@@ -622,14 +632,16 @@ class _ReadPlan:
 
     def batches(self, batch_bytes: int) -> Iterator[tuple[int, int]]:
         """``(start, stop)`` row ranges of at most ``batch_bytes`` (or one larger row)."""
-        start, total = 0, 0
-        for row, size in enumerate(self.batch_sizes):
-            if row > start and total + size > batch_bytes:
-                yield start, row
-                start, total = row, 0
-            total += size
-        if start < len(self.batch_sizes):
-            yield start, len(self.batch_sizes)
+        # Greedy, as a loop adding rows while they fit would do, one batch per step: a row
+        # larger than a batch fills one whatever its size, so sizes are capped (and the
+        # prefix sums cannot overflow).
+        sizes = np.clip(self.batch_sizes, 0, batch_bytes + 1)
+        ends = np.concatenate(([0], np.cumsum(sizes)))
+        start, count = 0, len(sizes)
+        while start < count:
+            stop = max(start + 1, int(np.searchsorted(ends, ends[start] + batch_bytes, "right")) - 1)
+            yield start, stop
+            start = stop
 
     def read(self, start: int, stop: int) -> list[Any]:
         """The values of rows ``start:stop``, in order."""

@@ -188,8 +188,20 @@ def _live_by_id(root: Trackable, attached: Mapping[str, Trackable], with_slots: 
     """Every live object by id, as :func:`_reachable` finds them but without the paths (a check's fast path)."""
     live = {id(root): root}
     objects = [root]
+    plain = Trackable._trackable_children
     for obj in objects:  # grows as it goes: breadth first
-        for child in (children_with_attached(obj, root, attached) if obj is root else obj._trackable_children()).values():
+        if obj is root:
+            children = children_with_attached(obj, root, attached)
+        elif type(obj)._trackable_children is plain:
+            # Read the children in place instead of through the method, which copies them:
+            # most objects are leaves (variables), and this runs once per object.
+            state = obj.__dict__.get("_tp")
+            if state is None:
+                continue
+            children = state["children"]
+        else:
+            children = obj._trackable_children()
+        for child in children.values():
             key = id(child)
             if key not in live:
                 live[key] = child
