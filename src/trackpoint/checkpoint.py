@@ -13,6 +13,7 @@ from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.restore import CheckpointPosition, RestoreCoordinator, parse_graph, read_object_graph_bytes
 from trackpoint._graph.serialize import SerializedCheckpoint, serialize
+from trackpoint._graph.slot_scan import slot_owners
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.write import write_bundle
@@ -187,7 +188,8 @@ class Checkpoint(AutoTrackable):
         root = self._tp_graph_root
         replay = replay if replay is not None and replay.applies_to(raw, skip_slots, root) else None
         epoch = structure_epoch()
-        coordinator = RestoreCoordinator(reader, graph, skip_slots, slot_free=replay is not None and replay.slot_free)
+        owners = [] if replay is not None and replay.slot_free else slot_owners(raw, len(graph.nodes))
+        coordinator = RestoreCoordinator(reader, graph, skip_slots, owners)
         try:
             with gc_paused():
                 if replay is None or not coordinator.replay(replay):

@@ -16,6 +16,7 @@ import warnings
 import weakref
 from collections import deque
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
@@ -201,15 +202,16 @@ class RestoreCoordinator:
     """
 
     def __init__(self, reader: BundleReader, graph: pb.TrackableObjectGraph, skip_slot_variables: bool = False,
-                 slot_free: bool = False) -> None:
+                 slot_owners: Sequence[int] | None = None) -> None:
         """Set up a restore of ``graph`` from ``reader``.
 
         Args:
             reader: The checkpoint's bundle.
             graph: Its parsed object graph.
             skip_slot_variables: Leave optimizer slot variables alone.
-            slot_free: The graph is known to have no slot variables (a :class:`RestoreReplay`
-                of it says so), which spares a pass over its nodes.
+            slot_owners: The nodes known to own all slot variables (see
+                :func:`~trackpoint._graph.slot_scan.slot_owners`), which spares a pass over
+                every node; None to look at every node.
         """
         self.reader = reader
         self.prefix = reader.prefix
@@ -236,7 +238,9 @@ class RestoreCoordinator:
         self.deferrals: list[tuple[int, str, int]] = []
         self.stages: list[tuple[int, int, int]] = []  # see RestoreReplay.stages
         self.slot_waits: list[tuple[int, int, int, str]] = []  # see RestoreReplay.deferred_slots
-        for opt_id, node in enumerate(() if slot_free else self.nodes):  # the one pass over every node, for slots
+        nodes = self.nodes
+        owners = enumerate(nodes) if slot_owners is None else ((i, nodes[i]) for i in slot_owners)
+        for opt_id, node in owners:
             slots = node.slot_variables
             if not slots:
                 continue
