@@ -69,6 +69,18 @@ def test_non_append_mutation_makes_save_fail(mutate, tmp_path) -> None:
         tp.Checkpoint(m=m).write(str(tmp_path / "c"))
 
 
+def test_non_append_mutation_after_a_restore_makes_its_status_check_fail(tmp_path) -> None:
+    """As in TF, checking which live objects a restore matched walks the lists, which refuse to be walked."""
+    m = tp.Module()
+    m.lst = [tp.Variable(1.0), tp.Variable(2.0)]
+    path = tp.Checkpoint(m=m).write(str(tmp_path / "c"))
+    status = tp.Checkpoint(m=m).read(path)
+    status.assert_consumed()
+    m.lst.reverse()  # every element still bound: only walking the list can fail
+    with pytest.raises(ValueError, match="append-only"):
+        status.assert_existing_objects_matched()
+
+
 def test_non_string_dict_key_makes_save_fail(tmp_path) -> None:
     m = tp.Module()
     m.dct = {1: tp.Variable(1.0)}

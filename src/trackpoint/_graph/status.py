@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from trackpoint._graph.restore import RestoreCoordinator
 from trackpoint._graph.serialize import children_with_attached
 from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.data_structures import ListWrapper
 
 __all__ = ["CheckpointLoadStatus", "InitializationOnlyStatus", "RestoreReport"]
 
@@ -79,16 +82,20 @@ class CheckpointLoadStatus:
         """Every live object with values was bound to, and received, a checkpoint value."""
         coordinator = self._coordinator
         uid = coordinator.restore_uid
-        bound = [ref() for ref in coordinator.bound.values()]
-        for node_id, obj in zip(coordinator.bound, bound):
-            if obj is not None and obj._tp_update_uid < uid and _has_values(obj):
+        bound = []
+        for node_id, ref in coordinator.bound.items():
+            obj = ref()
+            if obj is None:
+                continue
+            if obj._tp_update_uid < uid and _has_values(obj):
                 raise AssertionError(f"Object {coordinator.paths[node_id]} not assigned a value from checkpoint.")
-        # Set arithmetic over ids finds the unbound objects; paths are only worked out for a
-        # message, by a second walk.
+            bound.append(obj)
+        # Removing the bound objects from the live ones leaves the unbound; paths are only
+        # worked out for a message, by a second walk.
         live = _live_by_id(self._root, self._attached, not coordinator.skip_slot_variables)
-        bound_ids = set(map(id, bound))
-        unbound = live.keys() - bound_ids
-        if unbound and any(_has_values(live[i]) for i in unbound):
+        deque(map(live.pop, map(id, bound), itertools.repeat(None)), maxlen=0)  # the loop runs in C
+        if any(map(_has_values, live.values())):
+            bound_ids = set(map(id, bound))
             objects, path = self._live_objects()
             unmatched = [path(i) for i, obj in enumerate(objects) if id(obj) not in bound_ids and _has_values(obj)]
             unmatched = [p for p in unmatched if not (coordinator.skip_slot_variables and "'s state '" in p)]
@@ -188,20 +195,23 @@ def _live_by_id(root: Trackable, attached: Mapping[str, Trackable], with_slots: 
     """Every live object by id, as :func:`_reachable` finds them but without the paths (a check's fast path)."""
     live = {id(root): root}
     objects = [root]
-    plain = Trackable._trackable_children
+    plain, of_list = Trackable._trackable_children, ListWrapper._trackable_children
     for obj in objects:  # grows as it goes: breadth first
+        found = type(obj)._trackable_children
         if obj is root:
-            children = children_with_attached(obj, root, attached)
-        elif type(obj)._trackable_children is plain:
+            children: Iterable[Trackable] = children_with_attached(obj, root, attached).values()
+        elif found is plain:
             # Read the children in place instead of through the method, which copies them:
             # most objects are leaves (variables), and this runs once per object.
             state = obj.__dict__.get("_tp")
             if state is None:
                 continue
-            children = state["children"]
+            children = state["children"].values()
+        elif found is of_list:
+            children = obj._tp_trackables()  # type: ignore[attr-defined]  # no names needed here
         else:
-            children = obj._trackable_children()
-        for child in children.values():
+            children = obj._trackable_children().values()
+        for child in children:
             key = id(child)
             if key not in live:
                 live[key] = child

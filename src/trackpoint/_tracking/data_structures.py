@@ -69,6 +69,12 @@ class ListWrapper(Trackable, list):
             raise ValueError(_MUTATION_ERROR.format(what=f"the list {list.__repr__(self)}"))
         return {str(i): v for i, v in enumerate(self) if isinstance(v, Trackable)}
 
+    def _tp_trackables(self) -> list[Trackable]:
+        """The children :meth:`_trackable_children` names, without making their names."""
+        if self._non_append_mutation:
+            raise ValueError(_MUTATION_ERROR.format(what=f"the list {list.__repr__(self)}"))
+        return [v for v in self if isinstance(v, Trackable)]
+
     def _lookup_dependency(self, name: str) -> Trackable | None:
         if not name.isdigit():
             return None
