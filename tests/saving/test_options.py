@@ -128,6 +128,31 @@ def test_async_save_returns_before_writing_and_keeps_the_state_of_the_call(tmp_p
     assert tp.latest_checkpoint(str(tmp_path)) == path
 
 
+def test_a_replayed_async_save_keeps_the_state_of_the_call(tmp_path, monkeypatch) -> None:
+    """A save that reuses the previous save's layout snapshots the values as they are when it is called,
+    however late the writer thread gets to them."""
+    from trackpoint._graph.serialize import SerializedCheckpoint
+
+    m = _model()
+    ckpt = tp.Checkpoint(m=m)
+    ckpt.write(str(tmp_path / "first"))  # makes the layout the next save replays
+    started, release = threading.Event(), threading.Event()
+    with_graph = SerializedCheckpoint.with_graph
+
+    def late(self: SerializedCheckpoint):  # noqa: ANN202
+        started.set()
+        assert release.wait(10)
+        return with_graph(self)
+
+    monkeypatch.setattr(SerializedCheckpoint, "with_graph", late)
+    path = ckpt.write(str(tmp_path / "second"), options=tp.CheckpointOptions(enable_async=True))
+    assert started.wait(10)
+    m.w.assign(np.zeros(1000, np.float32))
+    release.set()
+    ckpt.sync()
+    assert tp.load_checkpoint(path).get_tensor("m/w/.ATTRIBUTES/VARIABLE_VALUE").tolist() == list(range(1000))
+
+
 def test_async_save_copies_foreign_arrays(tmp_path) -> None:
     class Buffer(tp.Trackable):
         def __init__(self) -> None:

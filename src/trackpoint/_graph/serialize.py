@@ -11,6 +11,7 @@ the tests.
 
 from __future__ import annotations
 
+import operator
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -98,14 +99,23 @@ class SerializedCheckpoint:
     async save leaves that work to the writer thread.
 
     Attributes:
-        values: ``(checkpoint key, value)`` pairs in write order, the graph not included.
-        owners: The object each value came from, parallel to ``values``.
+        keys: Checkpoint keys in write order, the graph's not included.
+        arrays: The value under each key. Kept apart from the keys, which a replayed save
+            shares with its plan: an async save of many variables returns sooner for not
+            pairing them (:meth:`with_graph` does, on the writer thread).
+        owners: The object each value came from, parallel to ``keys``.
     """
 
-    values: list[tuple[str, Any]]
+    keys: list[str]
+    arrays: list[Any]
     owners: list[Trackable]
     _graph: _Graph
     only_variables: bool = False  # every value belongs to a plain tp.Variable
+
+    @property
+    def values(self) -> list[tuple[str, Any]]:
+        """``(checkpoint key, value)`` pairs in write order, the graph not included."""
+        return list(zip(self.keys, self.arrays))
 
     def snapshot(self) -> SerializedCheckpoint:
         """A copy whose values cannot change any more, for a write that happens later.
@@ -115,15 +125,16 @@ class SerializedCheckpoint:
         """
         if self.only_variables:
             return self
-        values = [(key, value if isinstance(owner, Variable) or isinstance(value, bytes) else np.array(value, copy=True))
-                  for (key, value), owner in zip(self.values, self.owners)]
-        return SerializedCheckpoint(values, self.owners, self._graph)
+        arrays = [value if isinstance(owner, Variable) or isinstance(value, bytes) else np.array(value, copy=True)
+                  for value, owner in zip(self.arrays, self.owners)]
+        return SerializedCheckpoint(self.keys, arrays, self.owners, self._graph)
 
     def with_graph(self) -> tuple[list[tuple[str, Any]], list[Trackable | None]]:
         """All tensors to write, the encoded object graph last, and their owners."""
-        return self.values + [(OBJECT_GRAPH_KEY, self._graph.encoded())], list(self.owners) + [None]
+        return [*zip(self.keys, self.arrays), (OBJECT_GRAPH_KEY, self._graph.encoded())], [*self.owners, None]
 
 
+_VALUE = operator.attrgetter("_value")  # a variable's current array
 _LENGTH_TAGS = [bytes((n << 3 | 2,)) for n in range(6)]
 _VARINT_TAGS = [bytes((n << 3,)) for n in range(6)]
 
@@ -160,7 +171,8 @@ class SavePlan:
     objects: list[Trackable]
     graph: _Graph
     owners: list[Trackable]  # the owner of each value, in order
-    variable_keys: list[tuple[Variable, str]] | None  # set when every entry is a plain tp.Variable
+    keys: list[str]  # the key of each value, in order
+    variables: list[Variable] | None  # set when every entry is a plain tp.Variable
     hooks: list[Trackable]  # objects with an after-save check
 
 
@@ -195,19 +207,19 @@ def layout_is_tracked(objects: list[Trackable], lookups: bool = False) -> bool:
 
 def _replay(plan: SavePlan) -> SerializedCheckpoint | None:
     """Serialize along a previous plan; None if an object now names its tensors differently."""
-    if plan.variable_keys is not None:  # the common case: variables only, each named VARIABLE_VALUE
-        return SerializedCheckpoint([(key, v._value) for v, key in plan.variable_keys], plan.owners, plan.graph, True)
-    values: list[tuple[str, Any]] = []
-    for obj, names, keys in plan.entries:
+    if plan.variables is not None:  # the common case: variables only, each named VARIABLE_VALUE
+        return SerializedCheckpoint(plan.keys, list(map(_VALUE, plan.variables)), plan.owners, plan.graph, True)
+    arrays: list[Any] = []
+    for obj, names, _ in plan.entries:
         if type(obj) is Variable:
-            values.append((keys[0], obj._value))
+            arrays.append(obj._value)
             continue
         tensors = obj._serialize_to_tensors()
         if len(tensors) != len(names) or list(tensors) != names:
             return None
-        values.extend(zip(keys, tensors.values()))
+        arrays.extend(tensors.values())
     _after_save(plan.hooks)
-    return SerializedCheckpoint(values, plan.owners, plan.graph)
+    return SerializedCheckpoint(plan.keys, arrays, plan.owners, plan.graph)
 
 
 def _after_save(objects: list[Trackable]) -> None:
@@ -289,15 +301,16 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
 
     tensors.extend(python_tensors)
     owners.extend(python_owners)
+    keys = [key for key, _ in tensors]
     graph = _Graph(references, attributes, slot_refs)
     plan = None
     if layout_is_tracked(objects):
         all_entries = entries + python_entries
         only_variables = all(type(obj) is Variable for obj, _, _ in all_entries)
         hooks = [obj for obj in objects if hasattr(obj, "_tp_after_save")]
-        variable_keys = [(obj, keys[0]) for obj, _, keys in all_entries] if only_variables and not hooks else None
-        plan = SavePlan(epoch, all_entries, objects, graph, list(owners), variable_keys, hooks)
-    return SerializedCheckpoint(tensors, owners, graph), plan
+        variables = [obj for obj, _, _ in all_entries] if only_variables and not hooks else None
+        plan = SavePlan(epoch, all_entries, objects, graph, list(owners), keys, variables, hooks)
+    return SerializedCheckpoint(keys, [value for _, value in tensors], owners, graph), plan
 
 
 def _encode_node(references: list[tuple[int, str]], attributes: list[tuple[str, str, str]],
