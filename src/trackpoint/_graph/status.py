@@ -203,7 +203,7 @@ def _live_by_id(root: Trackable, attached: Mapping[str, Trackable], with_slots: 
         elif found is plain:
             # Read the children in place instead of through the method, which copies them:
             # most objects are leaves (variables), and this runs once per object.
-            state = obj.__dict__.get("_tp")
+            state = obj._tp
             if state is None:
                 continue
             children = state["children"].values()

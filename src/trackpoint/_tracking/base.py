@@ -104,9 +104,13 @@ class Trackable:
 
     #: The restore that last assigned this object's values (a later restore wins).
     _tp_update_uid: int = -1
+    #: Children and pending restores, made on first need (see ``_tp_state``). Read as an
+    #: attribute with this class default, not through ``__dict__``: on CPython 3.11+ asking
+    #: for an object's ``__dict__`` builds one, a new object per leaf for the collector.
+    _tp: dict[str, Any] | None = None
 
     def _tp_state(self) -> dict[str, Any]:
-        state = self.__dict__.get("_tp")
+        state = self._tp
         if state is None:
             state = {"children": {}, "deferred": {}}
             object.__setattr__(self, "_tp", state)
@@ -116,11 +120,11 @@ class Trackable:
 
     def _trackable_children(self) -> dict[str, Trackable]:
         """Named children in the order they were first tracked."""
-        state = self.__dict__.get("_tp")  # not _tp_state(): leaves need no state of their own
+        state = self._tp  # not _tp_state(): leaves need no state of their own
         return dict(state["children"]) if state is not None else {}
 
     def _lookup_dependency(self, name: str) -> Trackable | None:
-        state = self.__dict__.get("_tp")
+        state = self._tp
         return state["children"].get(name) if state is not None else None
 
     def _track_trackable(self, trackable: Trackable, name: str, overwrite: bool = False) -> Trackable:
