@@ -18,6 +18,23 @@ def test_import_pulls_in_no_framework() -> None:
     assert result.stdout.strip() == "[]"
 
 
+def test_a_first_save_and_restore_import_nothing_more(tmp_path) -> None:
+    """What a job's first restore needs is imported with trackpoint, not on first use (``np.unique``
+    imports ``numpy.ma``, about 6 ms; building protobuf classes at run time imports ``descriptor_pb2``)."""
+    code = (
+        "import sys, numpy as np, trackpoint as tp\n"
+        "before = set(sys.modules)\n"
+        "m = tp.Module(); m.vars = [tp.Variable(np.ones(3, np.float32)) for _ in range(3)]\n"
+        "opt = tp.optimizers.Adam(0.1); opt.apply_gradients([(np.ones(3, np.float32), v) for v in m.vars])\n"
+        "before = set(sys.modules)\n"
+        f"path = tp.Checkpoint(model=m, optimizer=opt).save({str(tmp_path / 'ckpt')!r})\n"
+        "tp.Checkpoint(model=m, optimizer=opt).restore(path).assert_consumed()\n"
+        "print(sorted(set(sys.modules) - before))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
 def test_public_names_are_pinned_and_sorted() -> None:
     assert tp.__all__ == sorted(tp.__all__)
     assert tp.__all__ == [

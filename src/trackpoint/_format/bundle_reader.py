@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format import naming, slices, sstable
-from trackpoint._format.entry_columns import EntryColumns, decode_spans, padded
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import MASK_DELTA, crc32c, crc32c_combine, raw_crc32c, unmask
 from trackpoint._format.dtypes import DTYPES, DType, enum_name, from_enum
+from trackpoint._format.entry_columns import EntryColumns, decode_spans, distinct, padded
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
 from trackpoint._format.threads import parallel_map
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
@@ -425,7 +425,7 @@ class BundleReader:
                 & ~(in_rank & (columns.dims < 0)).any(axis=1) & (elements * itemsize == columns.size)
                 & (columns.size < _PARALLEL_READ_BYTES) & (columns.offset >= 0)
                 & (columns.shard_id >= 0) & (columns.shard_id < self.num_shards))
-        for shard_id in np.unique(columns.shard_id[fast]).tolist():
+        for shard_id in distinct(columns.shard_id[fast]):
             rows = fast & (columns.shard_id == shard_id)
             file_size = self._shard_fd(shard_id, keys[int(np.argmax(rows))])[1]
             fast[rows] = columns.offset[rows] + columns.size[rows] <= file_size
@@ -652,7 +652,7 @@ class _ReadPlan:
             results[row - start] = reader.read(self.keys[row])
         rows = np.flatnonzero(fast) + start
         shards = self.columns.shard_id[rows]
-        for shard_id in np.unique(shards).tolist():
+        for shard_id in distinct(shards):
             reader._read_runs(shard_id, rows[shards == shard_id], self, results, start)
         return results
 

@@ -17,10 +17,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["EntryColumns", "decode_entries", "decode_spans", "padded"]
+__all__ = ["EntryColumns", "decode_entries", "decode_spans", "distinct", "padded"]
 
 _MAX_VARINT = 10
 _PAD = bytes(2 * _MAX_VARINT)  # lets every window read past the last entry without a bounds check
+
+
+def distinct(values: np.ndarray) -> list[int]:
+    """The distinct values of a column of small non-negative integers (ranks, shard ids), ascending.
+
+    ``np.unique`` would do, but its first call imports ``numpy.ma`` (about 6 ms), which
+    would land on the first restore of every process.
+    """
+    return np.flatnonzero(np.bincount(values)).tolist() if len(values) else []
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,7 @@ class EntryColumns:
     def shapes(self) -> list[tuple[int, ...]]:
         """Each entry's shape as a tuple (the tuples are built column-wise, in C)."""
         n = len(self.ndim)
-        ranks = np.unique(self.ndim).tolist()
+        ranks = distinct(self.ndim)
         if len(ranks) == 1:  # one rank for all: no per-row work at all
             return list(zip(*[self.dims[:, j].tolist() for j in range(ranks[0])])) if ranks[0] else [()] * n
         shapes: list[tuple[int, ...]] = [()] * n

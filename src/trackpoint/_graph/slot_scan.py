@@ -3,44 +3,24 @@
 A restore must know every slot reference before it walks (a variable may be reached before
 its optimizer), and only optimizers own them: a handful of nodes in a graph of tens of
 thousands. Asking each parsed node for its slot variables costs about 0.2 µs a node. Here
-protobuf parses the graph again through a schema that knows nothing but the slot field,
-drops everything else and serializes what is left: two bytes per node without slots, so
-numpy finds the few others.
+protobuf parses the graph again through a schema that knows nothing but the slot field
+(``_proto/slot_scan.proto``), drops everything else and serializes what is left: two bytes
+per node without slots, so numpy finds the few others.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from trackpoint._format import varint
+from trackpoint._format._proto.slot_scan_pb2 import SlotsOnlyGraph
 from trackpoint.errors import DataLossError
 
 __all__ = ["slot_owners"]
 
 _MAX_OWNERS = 64  # beyond this many, visiting every node is as cheap: the caller does
 _EMPTY_NODE = (0x0A, 0x00)  # field 1 (a node), length 0
-
-
-@functools.cache
-def _slots_only_graph() -> Any:
-    """A message class reading ``TrackableObjectGraph`` bytes as nodes holding only ``slot_variables`` (field 3)."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    proto = descriptor_pb2.FileDescriptorProto(name="trackpoint_slot_scan.proto", package="trackpoint_slot_scan",
-                                               syntax="proto3")
-    proto.message_type.add(name="Slot")
-    node = proto.message_type.add(name="Node")
-    node.field.add(name="slot_variables", number=3, label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-                   type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE, type_name=".trackpoint_slot_scan.Slot")
-    graph = proto.message_type.add(name="Graph")
-    graph.field.add(name="nodes", number=1, label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-                    type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE, type_name=".trackpoint_slot_scan.Node")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("trackpoint_slot_scan.Graph"))
 
 
 def slot_owners(raw: bytes, node_count: int) -> list[int] | None:
@@ -58,10 +38,10 @@ def slot_owners(raw: bytes, node_count: int) -> list[int] | None:
         >>> slot_owners(graph.SerializeToString(), 4)
         [2]
     """
-    message = _slots_only_graph()()
+    message = SlotsOnlyGraph()
     try:
         message.ParseFromString(raw)
-    except Exception:  # protobuf's DecodeError
+    except DecodeError:
         return None
     message.DiscardUnknownFields()
     data = message.SerializeToString()
