@@ -261,8 +261,9 @@ def _read_block(data: bytes, offset: int, size: int, what: str) -> memoryview:
     raise DataLossError(f"{what}: unknown block compression type {block_type} at offset {offset}")
 
 
-def _block_spans(block: memoryview, what: str) -> tuple[bytes, list[bytes], list[int], list[int]]:
-    """A block's entries: ``(contents, keys, value starts, value ends)``, values as spans of contents."""
+def _block_spans(block: memoryview, what: str, base: int = 0) -> tuple[bytes, list[bytes], list[int], list[int]]:
+    """A block's entries: ``(contents, keys, value starts, value ends)``, values as spans of contents
+    (shifted by ``base``: where the contents will start once blocks are joined)."""
     if len(block) < 4:
         raise DataLossError(f"{what}: block of {len(block)} bytes is too short")
     (num_restarts,) = struct.unpack_from("<I", block, len(block) - 4)
@@ -299,9 +300,9 @@ def _block_spans(block: memoryview, what: str) -> tuple[bytes, list[bytes], list
             raise DataLossError(f"{what}: corrupt block entry at byte {pos}")
         key = key[:shared] + data[pos:end] if shared else data[pos:end]
         add_key(key)
-        add_start(end)
+        add_start(base + end)
         pos = end + value_len
-        add_end(pos)
+        add_end(base + pos)
     return data, keys, starts, ends
 
 
@@ -363,15 +364,15 @@ def read_table_spans(data: bytes, what: str, damaged: list[str] | None = None) -
         try:
             offset, size, _ = _decode_handle(handle, 0, f"{what} index entry")
             block, block_keys, block_starts, block_ends = _block_spans(_read_block(data, offset, size, what),
-                                                                       f"{what} data block at {offset}")
+                                                                       f"{what} data block at {offset}", base)
         except DataLossError as exc:
             if damaged is None:
                 raise
             damaged.append(str(exc))
             continue
         keys += block_keys
-        starts += [base + a for a in block_starts] if base else block_starts
-        ends += [base + b for b in block_ends] if base else block_ends
+        starts += block_starts
+        ends += block_ends
         contents.append(block)
         base += len(block)
     if not all(map(bytes.__lt__, keys, keys[1:])):  # in C; the loop below only names the culprit
