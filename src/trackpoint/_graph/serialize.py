@@ -112,11 +112,6 @@ class SerializedCheckpoint:
     _graph: _Graph
     only_variables: bool = False  # every value belongs to a plain tp.Variable
 
-    @property
-    def values(self) -> list[tuple[str, Any]]:
-        """``(checkpoint key, value)`` pairs in write order, the graph not included."""
-        return list(zip(self.keys, self.arrays))
-
     def snapshot(self) -> SerializedCheckpoint:
         """A copy whose values cannot change any more, for a write that happens later.
 
