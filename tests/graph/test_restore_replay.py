@@ -141,10 +141,10 @@ def test_restore_on_create_after_the_walk_leaves_its_plan_as_it_was(tmp_path) ->
     ckpt = tp.Checkpoint(model=live)
     status = ckpt.read(one)
     plan = ckpt._tp_restore_replay
-    values, deferrals = list(plan.values), list(plan.deferrals)
+    values, deferrals = (list(plan.value_ids), list(plan.value_keys)), list(plan.deferrals)
     live.layers = [tp.Variable(np.float32(0.0)), {"bias": tp.Variable(np.zeros(3))}]  # restored on creation
     assert live.layers[0].numpy() == 1.0
-    assert plan.values == values and plan.deferrals == deferrals
+    assert (plan.value_ids, plan.value_keys) == values and plan.deferrals == deferrals
     status.expect_partial()
 
 

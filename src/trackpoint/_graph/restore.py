@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import itertools
 import logging
+import operator
 import warnings
 import weakref
 from collections import deque
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
@@ -35,6 +36,7 @@ _restore_uids = itertools.count(1)
 _MAX_NODES = 1 << 24
 _BATCH_BYTES = 4 << 20
 _MAX_PATH_CHARS = 512
+_NODE_ID, _WANTED = operator.itemgetter(0), operator.itemgetter(2)  # of a gathered (node id, object, wanted)
 
 
 def parse_graph(raw: bytes, prefix: str, validate: bool = True) -> pb.TrackableObjectGraph:
@@ -159,7 +161,10 @@ class RestoreReplay:
         skip_slot_variables: The restore's option of that name.
         slot_free: The graph has no slot variables.
         bound: Node id -> weak reference to its object, in walk order.
-        values: ``(node id, key or [(tensor name, key)])`` of each object assigned, in order.
+        value_ids: The node id of each object assigned, in order.
+        value_keys: Its key, or ``[(tensor name, key)]``, parallel to ``value_ids`` (two
+            lists rather than one of pairs: a pair per variable is an object per variable
+            for the garbage collector to scan).
         stages: Where each walk began: the number of bindings, deferrals and values before it.
             A restore walks and assigns the root's subtree, then each attached dependency's;
             a replay keeps that order, so a failed assignment leaves the same state behind.
@@ -176,7 +181,8 @@ class RestoreReplay:
     skip_slot_variables: bool
     slot_free: bool
     bound: dict[int, weakref.ref[Trackable]]
-    values: list[tuple[int, str | list[tuple[str, str]]]]
+    value_ids: list[int]
+    value_keys: list[str | list[tuple[str, str]]]
     stages: list[tuple[int, int, int]]
     deferrals: list[tuple[int, str, int]]
     deferred_slots: list[tuple[int, int, int, str]]
@@ -234,7 +240,8 @@ class RestoreCoordinator:
         # For a RestoreReplay: cleared by anything a replay could not repeat; what was
         # assigned and what was parked for restore-on-create.
         self.replayable = True
-        self.assigned: list[tuple[int, str | list[tuple[str, str]]]] = []
+        self.assigned_ids: list[int] = []
+        self.assigned_keys: list[str | list[tuple[str, str]]] = []
         self.deferrals: list[tuple[int, str, int]] = []
         self.stages: list[tuple[int, int, int]] = []  # see RestoreReplay.stages
         self.slot_waits: list[tuple[int, int, int, str]] = []  # see RestoreReplay.deferred_slots
@@ -316,14 +323,16 @@ class RestoreCoordinator:
         restore needs no more memory than that beyond the variables: each object drops its
         old value as it takes the new one. What is assigned is noted for a :class:`RestoreReplay`.
         """
+        wanted_all = list(map(_WANTED, pending))
         keys: list[str] = []
-        for _, _, wanted in pending:
+        for wanted in wanted_all:
             if type(wanted) is str:
                 keys.append(wanted)
             else:
                 keys.extend(key for _, key in wanted)
         if self.replayable:
-            self.assigned.extend((node_id, wanted) for node_id, _, wanted in pending)
+            self.assigned_ids.extend(map(_NODE_ID, pending))
+            self.assigned_keys.extend(wanted_all)
         values = itertools.chain.from_iterable(self.reader.read_batches(keys, _BATCH_BYTES))
         for node_id, trackable, wanted in pending:
             try:
@@ -349,7 +358,7 @@ class RestoreCoordinator:
         # Per node: its position in walk order, to tell which stage a recorded effect belongs to.
         order = dict(zip(node_ids, range(len(node_ids)))) if plan.deferred_slots or plan.unused_attributes else {}
         uid = self.restore_uid
-        ends = [*plan.stages[1:], (len(node_ids), len(plan.deferrals), len(plan.values))]
+        ends = [*plan.stages[1:], (len(node_ids), len(plan.deferrals), len(plan.value_ids))]
         for (b0, d0, v0), (b1, d1, v1) in zip(plan.stages, ends):
             stage = node_ids[b0:b1]
             self.bound.update(zip(stage, refs[b0:b1]))
@@ -371,7 +380,8 @@ class RestoreCoordinator:
             for parent_id, local_name, child_id in plan.deferrals[d0:d1]:
                 by_node[parent_id]._defer_restore(local_name, CheckpointPosition(self, child_id))
                 self.deferred_ids.add(child_id)
-            self.assign([(node_id, by_node[node_id], wanted) for node_id, wanted in plan.values[v0:v1]])
+            self.assign([(node_id, by_node[node_id], wanted)
+                         for node_id, wanted in zip(plan.value_ids[v0:v1], plan.value_keys[v0:v1])])
         return True
 
     def replay_plan(self, graph: bytes, epoch: int) -> RestoreReplay | None:
@@ -391,7 +401,7 @@ class RestoreCoordinator:
         if any(obj is None for obj in objects) or not layout_is_tracked(objects, lookups=True):
             return None
         return RestoreReplay(epoch, graph, self.skip_slot_variables, not self.slot_node_ids, dict(self.bound),
-                             self.assigned, self.stages, self.deferrals, self.slot_waits,
+                             self.assigned_ids, self.assigned_keys, self.stages, self.deferrals, self.slot_waits,
                              {node_id: tuple(names) for node_id, names in self.unused_attributes.items()})
 
     def read_tensor(self, key: str, node_id: int) -> Any:
@@ -469,7 +479,8 @@ class CheckpointPosition:
     def restore(self, trackable: Trackable) -> None:
         coordinator = self.coordinator
         if coordinator.replayable:
-            coordinator.stages.append((len(coordinator.bound), len(coordinator.deferrals), len(coordinator.assigned)))
+            coordinator.stages.append((len(coordinator.bound), len(coordinator.deferrals),
+                                       len(coordinator.assigned_ids)))
         if self.bind_object(trackable):
             self._restore_descendants(trackable)
 
@@ -509,6 +520,9 @@ class CheckpointPosition:
             children = node.children
             if children:
                 lookup = obj._lookup_dependency
+                # Once per node, not per child: slot_restorations only shrinks, and slots wait
+                # in deferred_slots only when taken from it, so empty both stay empty.
+                slots_pending = bool(slot_restorations or deferred_slots)
                 for child in children:
                     child_id = child.node_id
                     if not 0 <= child_id < count:
@@ -530,7 +544,8 @@ class CheckpointPosition:
                     matched.add(child_id)
                     bound[child_id] = make_ref(local)
                     child_node = nodes[child_id]
-                    if child_node.children or child_id in slot_restorations or child_id in deferred_slots:
+                    if child_node.children or (slots_pending and (child_id in slot_restorations
+                                                                  or child_id in deferred_slots)):
                         queue.append((child_id, local))
                     elif uid > local._tp_update_uid:
                         # A leaf, most of the model: gathered here rather than queued, and a
