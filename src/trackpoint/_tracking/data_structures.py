@@ -65,15 +65,17 @@ class ListWrapper(Trackable, list):
         self._non_append_mutation = False
 
     def _trackable_children(self) -> dict[str, Trackable]:
-        if self._non_append_mutation:
-            raise ValueError(_MUTATION_ERROR.format(what=f"the list {list.__repr__(self)}"))
+        self._check_append_only()
         return {str(i): v for i, v in enumerate(self) if isinstance(v, Trackable)}
 
     def _tp_trackables(self) -> list[Trackable]:
         """The children :meth:`_trackable_children` names, without making their names."""
+        self._check_append_only()
+        return [v for v in self if isinstance(v, Trackable)]
+
+    def _check_append_only(self) -> None:
         if self._non_append_mutation:
             raise ValueError(_MUTATION_ERROR.format(what=f"the list {list.__repr__(self)}"))
-        return [v for v in self if isinstance(v, Trackable)]
 
     def _lookup_dependency(self, name: str) -> Trackable | None:
         if not name.isdigit():
