@@ -188,7 +188,7 @@ class Checkpoint(AutoTrackable):
         root = self._tp_graph_root
         replay = replay if replay is not None and replay.applies_to(raw, skip_slots, root) else None
         epoch = structure_epoch()
-        owners = [] if replay is not None and replay.slot_free else slot_owners(raw, len(graph.nodes))
+        owners = replay.slot_owners if replay is not None else slot_owners(raw, len(graph.nodes))
         coordinator = RestoreCoordinator(reader, graph, skip_slots, owners)
         try:
             with gc_paused():

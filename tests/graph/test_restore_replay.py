@@ -257,6 +257,19 @@ def test_skipping_slot_variables_or_not_is_part_of_the_plan(tmp_path, walks) -> 
     assert _equal(_slots(live), _slots(reference))
 
 
+def test_a_replay_skipping_slots_knows_which_nodes_are_slots(tmp_path, walks) -> None:
+    """The plan carries the graph's slot owners: a replay, which scans for none, still tells
+    skipped slot values from values nobody restored."""
+    one, two, _ = _training_checkpoints(tmp_path)
+    live = _trained(0.5)
+    skip = tp.CheckpointOptions(experimental_skip_slot_variables=True)
+    live.read(one, skip).assert_consumed()
+    walks.clear()
+    status = live.read(two, skip)
+    assert not walks
+    status.assert_consumed()
+
+
 def test_a_replayed_restore_names_a_mismatch_like_a_walk(tmp_path, walks) -> None:
     one, _ = _two_checkpoints(tmp_path)
     wrong = _model(4.0)

@@ -159,7 +159,8 @@ class RestoreReplay:
             (see ``structure_changed``) makes the plan stale.
         graph: The serialized object graph it was made from.
         skip_slot_variables: The restore's option of that name.
-        slot_free: The graph has no slot variables.
+        slot_owners: The nodes owning the graph's slot variables, which spares a replay
+            the slot scan (its graph is the same).
         bound: Node id -> weak reference to its object, in walk order.
         value_ids: The node id of each object assigned, in order.
         value_keys: Its key, or ``[(tensor name, key)]``, parallel to ``value_ids`` (two
@@ -179,7 +180,7 @@ class RestoreReplay:
     epoch: int
     graph: bytes
     skip_slot_variables: bool
-    slot_free: bool
+    slot_owners: list[int]
     bound: dict[int, weakref.ref[Trackable]]
     value_ids: list[int]
     value_keys: list[str | list[tuple[str, str]]]
@@ -245,12 +246,14 @@ class RestoreCoordinator:
         self.deferrals: list[tuple[int, str, int]] = []
         self.stages: list[tuple[int, int, int]] = []  # see RestoreReplay.stages
         self.slot_waits: list[tuple[int, int, int, str]] = []  # see RestoreReplay.deferred_slots
+        self.slot_owners: list[int] = []  # see RestoreReplay.slot_owners
         nodes = self.nodes
         owners = enumerate(nodes) if slot_owners is None else ((i, nodes[i]) for i in slot_owners)
         for opt_id, node in owners:
             slots = node.slot_variables
             if not slots:
                 continue
+            self.slot_owners.append(opt_id)
             for slot in slots:
                 _check_slot(slot, self.node_count, opt_id, self.prefix)
                 self.slot_node_ids.add(slot.slot_variable_node_id)
@@ -400,7 +403,7 @@ class RestoreCoordinator:
         objects = [ref() for ref in self.bound.values()]
         if any(obj is None for obj in objects) or not layout_is_tracked(objects, lookups=True):
             return None
-        return RestoreReplay(epoch, graph, self.skip_slot_variables, not self.slot_node_ids, dict(self.bound),
+        return RestoreReplay(epoch, graph, self.skip_slot_variables, self.slot_owners, dict(self.bound),
                              self.assigned_ids, self.assigned_keys, self.stages, self.deferrals, self.slot_waits,
                              {node_id: tuple(names) for node_id, names in self.unused_attributes.items()})
 
