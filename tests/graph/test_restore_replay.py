@@ -268,6 +268,7 @@ def test_a_replay_skipping_slots_knows_which_nodes_are_slots(tmp_path, walks) ->
     status = live.read(two, skip)
     assert not walks
     status.assert_consumed()
+    assert status.report().complete
 
 
 def test_a_replayed_restore_names_a_mismatch_like_a_walk(tmp_path, walks) -> None:

@@ -283,6 +283,8 @@ def test_skip_slot_variables_on_restore(tmp_path) -> None:
     options = tp.CheckpointOptions(experimental_skip_slot_variables=True)
     status = tp.Checkpoint(w=fresh_w, opt=fresh_opt).read(path, options)
     status.assert_consumed()
+    report = status.report()  # agrees with assert_consumed: the skipped slots are not "missing"
+    assert report.complete and report.missing_from_checkpoint == () and not report.pending
     assert fresh_w.numpy().tolist() == w.numpy().tolist()
     assert fresh_opt.get_slot(fresh_w, "m").numpy().tolist() == before.tolist()  # not restored
     strict = tp.Checkpoint(w=tp.Variable([0.0, 0.0]), opt=tp.optimizers.Adam(0.1)).read(path)
