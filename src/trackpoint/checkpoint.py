@@ -189,7 +189,7 @@ class Checkpoint(AutoTrackable):
         replay = replay if replay is not None and replay.applies_to(raw, skip_slots, root) else None
         epoch = structure_epoch()
         owners = replay.slot_owners if replay is not None else slot_owners(raw, len(graph.nodes))
-        coordinator = RestoreCoordinator(reader, graph, skip_slots, owners)
+        coordinator = RestoreCoordinator(reader, graph, skip_slots, owners, raw)
         try:
             with gc_paused():
                 if replay is None or not coordinator.replay(replay):

@@ -10,6 +10,7 @@ optimizer are bound, in either order.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import operator
@@ -23,6 +24,7 @@ from typing import Any
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, unescape_local_name
+from trackpoint._graph.node_bytes import split_nodes, variable_key
 from trackpoint._graph.serialize import layout_is_tracked
 from trackpoint._tracking.base import Trackable, structure_epoch
 from trackpoint._tracking.variables import VARIABLE_VALUE, Variable
@@ -209,7 +211,7 @@ class RestoreCoordinator:
     """
 
     def __init__(self, reader: BundleReader, graph: pb.TrackableObjectGraph, skip_slot_variables: bool = False,
-                 slot_owners: Sequence[int] | None = None) -> None:
+                 slot_owners: Sequence[int] | None = None, raw_graph: bytes | None = None) -> None:
         """Set up a restore of ``graph`` from ``reader``.
 
         Args:
@@ -219,10 +221,14 @@ class RestoreCoordinator:
             slot_owners: The nodes known to own all slot variables (see
                 :func:`~trackpoint._graph.slot_scan.slot_owners`), which spares a pass over
                 every node; None to look at every node.
+            raw_graph: ``graph`` serialized, from which a walk reads plain variable nodes
+                (see :mod:`~trackpoint._graph.node_bytes`); None to read every node
+                through ``graph``.
         """
         self.reader = reader
         self.prefix = reader.prefix
         self.graph = graph
+        self._raw_graph = raw_graph
         self.nodes = graph.nodes
         self.node_count = len(self.nodes)
         self.restore_uid = next(_restore_uids)
@@ -261,6 +267,14 @@ class RestoreCoordinator:
                     self.slot_restorations.setdefault(slot.original_variable_node_id, []).append(
                         (opt_id, slot.slot_variable_node_id, slot.slot_name))
         self._paths: dict[int, str] | None = None
+
+    @functools.cached_property
+    def node_bytes(self) -> list[bytes]:
+        """Each node's serialized bytes (see :mod:`~trackpoint._graph.node_bytes`), or an
+        empty string for every node, which sends the walk to ``graph``."""
+        raw, self._raw_graph = self._raw_graph, None
+        nodes = None if raw is None else split_nodes(raw, self.node_count)
+        return [b""] * self.node_count if nodes is None else nodes
 
     @property
     def paths(self) -> dict[int, str]:
@@ -506,6 +520,7 @@ class CheckpointPosition:
         uid = coordinator.restore_uid
         wanted_of = coordinator.wanted
         make_ref = weakref.ref
+        node_bytes = coordinator.node_bytes
         queue: deque[tuple[int, Trackable]] = deque([(self.proto_id, trackable)])
         pending: list[tuple[int, Trackable, str | list[tuple[str, str]]]] = []
         while queue:
@@ -546,22 +561,19 @@ class CheckpointPosition:
                         continue
                     matched.add(child_id)
                     bound[child_id] = make_ref(local)
-                    child_node = nodes[child_id]
-                    if child_node.children or (slots_pending and (child_id in slot_restorations
-                                                                  or child_id in deferred_slots)):
+                    # A plain variable node, most of the model, is read from its bytes.
+                    key = variable_key(node_bytes[child_id])
+                    if (key is None and nodes[child_id].children) or (
+                            slots_pending and (child_id in slot_restorations or child_id in deferred_slots)):
                         queue.append((child_id, local))
                     elif uid > local._tp_update_uid:
-                        # A leaf, most of the model: gathered here rather than queued, and a
-                        # plain variable's value named by its key alone (measured: collecting
-                        # leaves to gather them in one place cost 15% of a restore).
+                        # A leaf: gathered here rather than queued, and a plain variable's
+                        # value named by its key alone (measured: collecting leaves to gather
+                        # them in one place cost 15% of a restore).
                         local._tp_update_uid = uid
-                        attributes = child_node.attributes
-                        if len(attributes) == 1 and type(local) is Variable:
-                            attribute = attributes[0]
-                            if attribute.name == VARIABLE_VALUE:
-                                pending.append((child_id, local, attribute.checkpoint_key))
-                                continue
-                        if attributes:
+                        if key is not None and type(local) is Variable:
+                            pending.append((child_id, local, key))
+                        elif key is not None or nodes[child_id].attributes:
                             wanted = wanted_of(child_id, local)
                             if wanted:
                                 pending.append((child_id, local, wanted))
