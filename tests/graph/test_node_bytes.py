@@ -107,9 +107,14 @@ def _model(fill: float, key_chars: int) -> tp.Module:
 def test_a_walk_reading_node_bytes_restores_what_a_walk_through_protobuf_does(tmp_path, monkeypatch) -> None:
     """The same restore, with and without the bytes: the same values and the same account."""
     prefix = tp.Checkpoint(model=_model(1.0, 150)).write(str(tmp_path / "c"))
-    seen = []
-    real = restore.variable_key
-    monkeypatch.setattr(restore, "variable_key", lambda node: seen.append(real(node)) or seen[-1])
+    seen: list[str | None] = []
+    real = restore.variable_keys
+
+    def spy(nodes: list[bytes], ids: list[int]) -> list[str | None]:
+        seen.extend(real(nodes, ids))
+        return seen[len(seen) - len(ids):]
+
+    monkeypatch.setattr(restore, "variable_keys", spy)
     with_bytes = _model(0.0, 150)
     report = tp.Checkpoint(model=with_bytes).read(prefix).assert_consumed().report()
     assert len([key for key in seen if key is not None]) == 42  # every variable was read from its bytes

@@ -24,7 +24,7 @@ from typing import Any
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, unescape_local_name
-from trackpoint._graph.node_bytes import split_nodes, variable_key
+from trackpoint._graph.node_bytes import split_nodes, variable_keys
 from trackpoint._graph.serialize import layout_is_tracked
 from trackpoint._tracking.base import Trackable, structure_epoch
 from trackpoint._tracking.variables import VARIABLE_VALUE, Variable
@@ -541,16 +541,19 @@ class CheckpointPosition:
                 # Once per node, not per child: slot_restorations only shrinks, and slots wait
                 # in deferred_slots only when taken from it, so empty both stay empty.
                 slots_pending = bool(slot_restorations or deferred_slots)
-                for child in children:
-                    child_id = child.node_id
-                    if not 0 <= child_id < count:
+                # Ids and names in one pass over the messages, then the keys of the children
+                # that are plain variables in one pass over their bytes: cheaper than both per child.
+                named = [(child.node_id, child.local_name) for child in children]
+                ids = [child_id for child_id, _ in named]
+                if min(ids) < 0 or max(ids) >= count:
+                    for child_id in ids:
                         _check_child(child_id, count, node_id, coordinator.prefix)
+                for (child_id, local_name), key in zip(named, variable_keys(node_bytes, ids)):
                     ref = bound.get(child_id)
                     if ref is not None:
                         if ref() is not None:
                             continue  # reached by another path
                         coordinator.replayable = False  # a rebinding keeps the old place in walk order
-                    local_name = child.local_name
                     local = lookup(local_name)
                     if local is None:
                         if _has_values(nodes[child_id]):
@@ -561,8 +564,6 @@ class CheckpointPosition:
                         continue
                     matched.add(child_id)
                     bound[child_id] = make_ref(local)
-                    # A plain variable node, most of the model, is read from its bytes.
-                    key = variable_key(node_bytes[child_id])
                     if (key is None and nodes[child_id].children) or (
                             slots_pending and (child_id in slot_restorations or child_id in deferred_slots)):
                         queue.append((child_id, local))
