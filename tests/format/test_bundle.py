@@ -222,11 +222,12 @@ def test_read_batches_matches_single_reads(tmp_path_factory, tensors: dict[str, 
         assert_bit_equal(value, reader.read(key))
     sizes = [reader.entry(key).size for key in keys]
     start = 0
+    half = max(1, batch_bytes // 2)  # two batches in memory at once: see read_batches
     for batch in batches:  # each as full as allowed: the next row would not have fitted
         batch_sizes = sizes[start : start + len(batch)]
         start += len(batch)
-        assert len(batch) == 1 or sum(batch_sizes) <= batch_bytes
-        assert start == len(sizes) or sum(batch_sizes) + sizes[start] > batch_bytes
+        assert len(batch) == 1 or sum(batch_sizes) <= half
+        assert start == len(sizes) or sum(batch_sizes) + sizes[start] > half
 
 
 @pytest.mark.parametrize("pick", [slice(None), slice(None, None, -1), slice(None, None, 2), slice(3, 4), slice(6, 12),
@@ -241,3 +242,105 @@ def test_read_many_alike_tensors(tmp_path, pick: slice) -> None:
     for key, value in zip(keys, BundleReader(prefix).read_many(keys)):
         assert_bit_equal(value, tensors[key])
         assert not value.flags.writeable
+
+
+def _hundred_small_tensors(tmp_path) -> tuple[str, list[str]]:
+    prefix = str(tmp_path / "ckpt")
+    tensors = {f"t{i:03d}": np.full(256, i, np.float32) for i in range(100)}  # 1 KiB each
+    tp.save_tensors(prefix, tensors)
+    return prefix, sorted(tensors)
+
+
+def test_the_next_batch_is_read_ahead_within_the_memory_bound(tmp_path, monkeypatch) -> None:
+    """While the caller holds a batch, the next one's bytes are read on a helper thread; what is
+    read and not yet consumed never passes ``batch_bytes``."""
+    import threading
+
+    prefix, keys = _hundred_small_tensors(tmp_path)
+    reader = BundleReader(prefix)
+    read_on: list[tuple[str, int]] = []
+    real_pread = os.pread
+
+    def pread(fd: int, length: int, offset: int) -> bytes:
+        read_on.append((threading.current_thread().name, length))
+        return real_pread(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", pread)
+    batch_bytes = 10 << 10  # ten tensors
+    consumed = 0
+    for batch in reader.read_batches(keys, batch_bytes):
+        for value, key in zip(batch, keys[consumed:]):
+            assert value[0] == int(key[1:])
+        consumed += len(batch)
+        if consumed < len(keys):  # the next batch is under way without being asked for
+            deadline = 200
+            while sum(length for _, length in read_on) < (consumed + 1) * 1024 and deadline:
+                threading.Event().wait(0.01)
+                deadline -= 1
+        assert sum(length for _, length in read_on) - (consumed - len(batch)) * 1024 <= batch_bytes
+    assert consumed == len(keys)
+    assert {name for name, _ in read_on[1:]} == {"trackpoint-read"}  # all but the first read ahead
+
+
+def test_a_caller_stopping_early_leaves_no_thread_reading(tmp_path, monkeypatch) -> None:
+    import threading
+    import time
+
+    prefix, keys = _hundred_small_tensors(tmp_path)
+    real_pread = os.pread
+
+    def slow_pread(fd: int, length: int, offset: int) -> bytes:
+        if threading.current_thread().name == "trackpoint-read":
+            time.sleep(0.2)
+        return real_pread(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", slow_pread)
+    batches = BundleReader(prefix).read_batches(keys, 10 << 10)
+    next(batches)
+    batches.close()
+    assert not [t for t in threading.enumerate() if t.name == "trackpoint-read"]
+
+
+def test_a_read_ahead_that_fails_raises_when_its_batch_is_reached(tmp_path, monkeypatch) -> None:
+    """A data file shrinking under a read-ahead: the error names the key, at the batch it belongs to."""
+    prefix, keys = _hundred_small_tensors(tmp_path)
+    reader = BundleReader(prefix)
+    real_pread = os.pread
+
+    def pread(fd: int, length: int, offset: int) -> bytes:
+        return b"" if offset >= 50 << 10 else real_pread(fd, length, offset)  # the file ends at t050
+
+    monkeypatch.setattr(os, "pread", pread)
+    batches = reader.read_batches(keys, 10 << 10)
+    got = [next(batches) for _ in range(10)]
+    assert sum(map(len, got)) == 50
+    with pytest.raises(tp.errors.DataLossError, match=r"unexpected end of file reading key 't050'"):
+        next(batches)
+
+
+def test_no_read_ahead_beside_a_batch_that_fills_the_bound(tmp_path, monkeypatch) -> None:
+    """A batch of one tensor larger than half the bound is held alone: nothing is read ahead of it."""
+    import time
+
+    from trackpoint._format import bundle_reader
+
+    monkeypatch.setattr(bundle_reader, "_PARALLEL_READ_BYTES", 4 << 10)  # the 8 KiB tensor is read on its own
+    prefix = str(tmp_path / "ckpt")
+    tensors = {"a": np.arange(2048, dtype=np.float32), **{f"t{i:02d}": np.full(256, i, np.float32) for i in range(20)}}
+    tp.save_tensors(prefix, tensors)
+    fetched: list[int] = []
+    real_fetch = bundle_reader._ReadPlan.fetch
+
+    def fetch(plan: bundle_reader._ReadPlan, runs: list) -> list[bytes]:
+        fetched.append(sum(run.length for run in runs))
+        return real_fetch(plan, runs)
+
+    monkeypatch.setattr(bundle_reader._ReadPlan, "fetch", fetch)
+    batches = BundleReader(prefix).read_batches(sorted(tensors), 10 << 10)
+    (big,) = next(batches)
+    time.sleep(0.1)
+    assert fetched == [0]  # 8 KiB held: the next 5 KiB would pass the 10 KiB bound
+    del big
+    values = [value for batch in batches for value in batch]
+    assert [int(v[0]) for v in values] == list(range(20))
+    assert fetched[1:] and sum(fetched) == 20 << 10

@@ -15,6 +15,7 @@ import math
 import os
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ from trackpoint._format.crc import MASK_DELTA, crc32c, crc32c_combine, raw_crc32
 from trackpoint._format.dtypes import DTYPES, DType, enum_name, from_enum
 from trackpoint._format.entry_columns import EntryColumns, decode_spans, distinct, padded
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
-from trackpoint._format.threads import parallel_map
+from trackpoint._format.threads import Background, parallel_map
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 
 __all__ = ["BundleReader", "Entry"]
@@ -400,18 +401,34 @@ class BundleReader:
     def read_batches(self, keys: Sequence[str], batch_bytes: int) -> Iterator[list[np.ndarray | bytes]]:
         """Read tensors, checksums verified, yielding their values in order batch by batch.
 
-        A batch holds at most ``batch_bytes`` of tensors (or one larger tensor); it is read
-        only when the previous one has been consumed, so a caller that stores the values as
-        they come needs no more memory than one batch. Every entry is decoded and checked
-        against the files before the first batch is read.
+        A caller that stores the values as they come needs no more memory than ``batch_bytes``
+        (or one larger tensor): at most that much is read and not yet consumed at any time.
+        Every entry is decoded and checked against the files before the first batch is read.
 
         Small plain tensors lying next to each other in a shard are fetched with one read and
         handed out as read-only views of it; each large one is read by a few threads at once,
-        since file reads and crc32c release the GIL.
+        since file reads and crc32c release the GIL. While one batch is checked and handed
+        out, the next one's small tensors are read on a helper thread (on a first restore
+        that read spends much of its time faulting in new memory, without the GIL); batches
+        are half of ``batch_bytes`` so that two fit.
         """
         plan = _ReadPlan(self, keys)
-        for start, stop in plan.batches(batch_bytes):
-            yield plan.read(start, stop)
+        batches = list(plan.batches(max(1, batch_bytes // 2)))
+        totals = [int(plan.batch_sizes[start:stop].sum()) for start, stop in batches]
+        runs = plan.runs(*batches[0]) if batches else []
+        ahead: Background[list[bytes]] | None = None
+        try:
+            for index, (start, stop) in enumerate(batches):
+                fetched = plan.fetch(runs) if ahead is None else ahead.result()
+                current, ahead = runs, None
+                if index + 1 < len(batches):
+                    runs = plan.runs(*batches[index + 1])
+                    if runs and totals[index] + totals[index + 1] <= batch_bytes:
+                        ahead = Background(functools.partial(plan.fetch, runs), "trackpoint-read")
+                yield plan.finish(start, stop, current, fetched)
+        finally:
+            if ahead is not None:  # the caller stopped early: no thread is left reading
+                ahead.join()
 
     def _fast_rows(self, columns: EntryColumns, keys: Sequence[str]) -> np.ndarray:
         """Rows that are plain, numeric, small, valid and inside their shard file (see _ReadPlan)."""
@@ -431,8 +448,8 @@ class BundleReader:
             fast[rows] = columns.offset[rows] + columns.size[rows] <= file_size
         return fast
 
-    def _read_runs(self, shard_id: int, rows: np.ndarray, plan: _ReadPlan, results: list[Any], base: int) -> None:
-        """Read the small tensors ``rows`` of one shard with as few reads as possible.
+    def _plan_runs(self, shard_id: int, rows: np.ndarray, plan: _ReadPlan) -> list[_Run]:
+        """Group the small tensors ``rows`` of one shard into as few reads as possible.
 
         Tensors are taken in file order and grouped into runs: neighbours less than
         ``_RUN_GAP`` apart, spanning at most ``_RUN_BYTES``. Each run is one read.
@@ -443,48 +460,60 @@ class BundleReader:
         ends = starts + columns.size[order]
         reach = np.maximum.accumulate(ends)  # the end of the run so far, whatever the order of sizes
         bounds = [0, *(np.flatnonzero(starts[1:] - reach[:-1] > _RUN_GAP) + 1).tolist(), len(order)]
-        runs: list[tuple[int, int]] = []
+        spans: list[tuple[int, int]] = []
         for a, b in itertools.pairwise(bounds):
             if reach[b - 1] - starts[a] <= _RUN_BYTES:
-                runs.append((a, b))
+                spans.append((a, b))
                 continue
             for i in range(a, b):  # too long for one read: split where it grows past _RUN_BYTES
-                if i == a or reach[i] - starts[runs[-1][0]] > _RUN_BYTES:
-                    runs.append((i, i + 1))
+                if i == a or reach[i] - starts[spans[-1][0]] > _RUN_BYTES:
+                    spans.append((i, i + 1))
                 else:
-                    runs[-1] = (runs[-1][0], i + 1)
+                    spans[-1] = (spans[-1][0], i + 1)
         fd = self._shard_fd(shard_id, plan.keys[int(order[0])])[0]
-        path = naming.data_filename(self.prefix, shard_id, self.num_shards)
-        ndarray, crcs, dtypes = np.ndarray, plan.crcs, plan.dtypes
-        for a, b in runs:
+        runs = []
+        for a, b in spans:
             first = int(starts[a])
-            length = int(reach[b - 1]) - first
-            # Immutable bytes, so the arrays handed out are read-only views from the start.
-            buf = os.pread(fd, length, first)
-            while len(buf) < length:  # a short read: only a file shrinking under us ends this
-                more = os.pread(fd, length - len(buf), first + len(buf))
-                if not more:
-                    raise DataLossError(f"{path}: unexpected end of file reading key {plan.keys[int(order[a])]!r}")
-                buf += more
-            view = memoryview(buf)
-            run_rows = order[a:b]
-            row_list, los = run_rows.tolist(), (starts[a:b] - first).tolist()
-            for row, lo, hi, crc in zip(row_list, los, (ends[a:b] - first).tolist(), crcs[run_rows].tolist()):
-                if raw_crc32c(view[lo:hi]) != crc:
-                    raise DataLossError(
-                        f"{path}: checksum mismatch for key {plan.keys[row]!r}; the data file is damaged. "
-                        "Restore from another checkpoint or re-save"
-                    )
-            head = row_list[0]
-            if b - a > 1 and plan.uniform(run_rows) and (starts[a + 1 : b] == ends[a : b - 1]).all():
-                # Back to back and alike (a model's many same-shaped variables): one array over
-                # the run, whose rows are the tensors, costs less than one array per tensor.
-                arrays = list(ndarray((b - a, *plan.shape(head)), dtypes[head], buf, los[0]))
-            else:
-                shapes = plan.shapes
-                arrays = [ndarray(shapes[row], dtypes[row], buf, lo) for row, lo in zip(row_list, los)]
-            for row, array in zip(row_list, arrays):
-                results[row - base] = array
+            runs.append(_Run(shard_id, fd, first, int(reach[b - 1]) - first, order[a:b], starts[a:b] - first,
+                             ends[a:b] - first))
+        return runs
+
+    def _read_run(self, run: _Run, plan: _ReadPlan) -> bytes:
+        """A run's bytes, unchecked (see :meth:`_hand_out_run`); any thread may call this."""
+        # Immutable bytes, so the arrays handed out are read-only views from the start.
+        buf = os.pread(run.fd, run.length, run.first)
+        while len(buf) < run.length:  # a short read: only a file shrinking under us ends this
+            more = os.pread(run.fd, run.length - len(buf), run.first + len(buf))
+            if not more:
+                path = naming.data_filename(self.prefix, run.shard_id, self.num_shards)
+                raise DataLossError(f"{path}: unexpected end of file reading key {plan.keys[int(run.rows[0])]!r}")
+            buf += more
+        return buf
+
+    def _hand_out_run(self, run: _Run, buf: bytes, plan: _ReadPlan, results: list[Any], base: int) -> None:
+        """Verify each tensor of a run against its crc and place its array in ``results``."""
+        ndarray, crcs, dtypes = np.ndarray, plan.crcs, plan.dtypes
+        view = memoryview(buf)
+        run_rows = run.rows
+        row_list, los = run_rows.tolist(), run.starts.tolist()
+        for row, lo, hi, crc in zip(row_list, los, run.ends.tolist(), crcs[run_rows].tolist()):
+            if raw_crc32c(view[lo:hi]) != crc:
+                path = naming.data_filename(self.prefix, run.shard_id, self.num_shards)
+                raise DataLossError(
+                    f"{path}: checksum mismatch for key {plan.keys[row]!r}; the data file is damaged. "
+                    "Restore from another checkpoint or re-save"
+                )
+        head = row_list[0]
+        count = len(row_list)
+        if count > 1 and plan.uniform(run_rows) and (run.starts[1:] == run.ends[:-1]).all():
+            # Back to back and alike (a model's many same-shaped variables): one array over
+            # the run, whose rows are the tensors, costs less than one array per tensor.
+            arrays = list(ndarray((count, *plan.shape(head)), dtypes[head], buf, los[0]))
+        else:
+            shapes = plan.shapes
+            arrays = [ndarray(shapes[row], dtypes[row], buf, lo) for row, lo in zip(row_list, los)]
+        for row, array in zip(row_list, arrays):
+            results[row - base] = array
 
     def _check_out(self, entry: Entry, dtype: DType, out: np.ndarray) -> None:
         if dtype.is_string or out.dtype != dtype.numpy or out.shape != entry.shape:
@@ -643,18 +672,39 @@ class _ReadPlan:
             yield start, stop
             start = stop
 
-    def read(self, start: int, stop: int) -> list[Any]:
-        """The values of rows ``start:stop``, in order."""
+    def runs(self, start: int, stop: int) -> list[_Run]:
+        """The reads that fetch the small tensors of rows ``start:stop``."""
+        rows = np.flatnonzero(self.fast[start:stop]) + start
+        shards = self.columns.shard_id[rows]
+        return [run for shard_id in distinct(shards)
+                for run in self.reader._plan_runs(shard_id, rows[shards == shard_id], self)]
+
+    def fetch(self, runs: list[_Run]) -> list[bytes]:
+        """The bytes of ``runs``, unchecked: nothing but file reads, so a helper thread may do it."""
+        return [self.reader._read_run(run, self) for run in runs]
+
+    def finish(self, start: int, stop: int, runs: list[_Run], fetched: list[bytes]) -> list[Any]:
+        """The values of rows ``start:stop``, in order: the fetched ones checked, the others read now."""
         reader = self.reader
         results: list[Any] = [None] * (stop - start)
-        fast = self.fast[start:stop]
-        for row in (np.flatnonzero(~fast) + start).tolist():
+        for row in (np.flatnonzero(~self.fast[start:stop]) + start).tolist():
             results[row - start] = reader.read(self.keys[row])
-        rows = np.flatnonzero(fast) + start
-        shards = self.columns.shard_id[rows]
-        for shard_id in distinct(shards):
-            reader._read_runs(shard_id, rows[shards == shard_id], self, results, start)
+        for run, buf in zip(runs, fetched):
+            reader._hand_out_run(run, buf, self, results, start)
         return results
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One read of neighbouring small tensors: where it lies, and each tensor's row and place in it."""
+
+    shard_id: int
+    fd: int
+    first: int
+    length: int
+    rows: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
 
 
 def _unmask_all(masked: np.ndarray) -> np.ndarray:
