@@ -580,6 +580,7 @@ class CheckpointPosition:
                                 pending.append((child_id, local, wanted))
                     else:
                         coordinator.replayable = False
+                del named, ids  # not held through the reads below (a large list's are megabytes)
             if slot_restorations or deferred_slots:
                 for position, slot in CheckpointPosition(coordinator, node_id)._slots_to_restore(obj):
                     queue.append((position.proto_id, slot))
