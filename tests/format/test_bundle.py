@@ -189,10 +189,12 @@ def test_add_many_writes_what_add_writes(tmp_path_factory, tensors: dict[str, ob
 
 
 @settings(max_examples=80, deadline=None)
-@given(tensor_dicts, st.data(), st.integers(1, 400), st.integers(0, 64), st.integers(1, 300), st.integers(1, 1000))
+@given(tensor_dicts, st.data(), st.integers(1, 400), st.integers(0, 64), st.integers(1, 300), st.integers(1, 1000),
+       st.booleans())
 def test_read_batches_matches_single_reads(tmp_path_factory, tensors: dict[str, object], data, batch_bytes: int,
-                                           run_gap: int, run_bytes: int, parallel_bytes: int) -> None:
-    """Batches, runs and their splits (made tiny here) give exactly what one read per key gives."""
+                                           run_gap: int, run_bytes: int, parallel_bytes: int, ahead: bool) -> None:
+    """Batches, runs and their splits (made tiny here), read ahead or not, give exactly what one
+    read per key gives."""
     from trackpoint._format import bundle_reader
 
     prefix = str(tmp_path_factory.mktemp("batches") / "ckpt")
@@ -213,6 +215,7 @@ def test_read_batches_matches_single_reads(tmp_path_factory, tensors: dict[str, 
         patch.setattr(bundle_reader, "_RUN_GAP", run_gap)
         patch.setattr(bundle_reader, "_RUN_BYTES", run_bytes)
         patch.setattr(bundle_reader, "_PARALLEL_READ_BYTES", parallel_bytes)
+        patch.setattr(bundle_reader, "_READ_AHEAD_ROWS", 0 if ahead else 1 << 60)
         patch.setattr(os, "pread", pread)
         batches = list(reader.read_batches(keys, batch_bytes))
     assert all(length <= max(run_bytes, parallel_bytes) for length in reads)  # runs stay bounded
@@ -222,7 +225,7 @@ def test_read_batches_matches_single_reads(tmp_path_factory, tensors: dict[str, 
         assert_bit_equal(value, reader.read(key))
     sizes = [reader.entry(key).size for key in keys]
     start = 0
-    half = max(1, batch_bytes // 2)  # two batches in memory at once: see read_batches
+    half = max(1, batch_bytes // 2) if ahead else batch_bytes  # reading ahead, two batches are held at once
     for batch in batches:  # each as full as allowed: the next row would not have fitted
         batch_sizes = sizes[start : start + len(batch)]
         start += len(batch)
@@ -244,7 +247,12 @@ def test_read_many_alike_tensors(tmp_path, pick: slice) -> None:
         assert not value.flags.writeable
 
 
-def _hundred_small_tensors(tmp_path) -> tuple[str, list[str]]:
+def _hundred_small_tensors(tmp_path, monkeypatch) -> tuple[str, list[str]]:
+    """A hundred 1 KiB tensors, read ahead from batches of five (on its own, the reader reads
+    ahead from batches of hundreds)."""
+    from trackpoint._format import bundle_reader
+
+    monkeypatch.setattr(bundle_reader, "_READ_AHEAD_ROWS", 5)
     prefix = str(tmp_path / "ckpt")
     tensors = {f"t{i:03d}": np.full(256, i, np.float32) for i in range(100)}  # 1 KiB each
     tp.save_tensors(prefix, tensors)
@@ -256,7 +264,7 @@ def test_the_next_batch_is_read_ahead_within_the_memory_bound(tmp_path, monkeypa
     read and not yet consumed never passes ``batch_bytes``."""
     import threading
 
-    prefix, keys = _hundred_small_tensors(tmp_path)
+    prefix, keys = _hundred_small_tensors(tmp_path, monkeypatch)
     reader = BundleReader(prefix)
     read_on: list[tuple[str, int]] = []
     real_pread = os.pread
@@ -286,7 +294,7 @@ def test_a_caller_stopping_early_leaves_no_thread_reading(tmp_path, monkeypatch)
     import threading
     import time
 
-    prefix, keys = _hundred_small_tensors(tmp_path)
+    prefix, keys = _hundred_small_tensors(tmp_path, monkeypatch)
     real_pread = os.pread
 
     def slow_pread(fd: int, length: int, offset: int) -> bytes:
@@ -303,7 +311,7 @@ def test_a_caller_stopping_early_leaves_no_thread_reading(tmp_path, monkeypatch)
 
 def test_a_read_ahead_that_fails_raises_when_its_batch_is_reached(tmp_path, monkeypatch) -> None:
     """A data file shrinking under a read-ahead: the error names the key, at the batch it belongs to."""
-    prefix, keys = _hundred_small_tensors(tmp_path)
+    prefix, keys = _hundred_small_tensors(tmp_path, monkeypatch)
     reader = BundleReader(prefix)
     real_pread = os.pread
 
@@ -325,6 +333,7 @@ def test_no_read_ahead_beside_a_batch_that_fills_the_bound(tmp_path, monkeypatch
     from trackpoint._format import bundle_reader
 
     monkeypatch.setattr(bundle_reader, "_PARALLEL_READ_BYTES", 4 << 10)  # the 8 KiB tensor is read on its own
+    monkeypatch.setattr(bundle_reader, "_READ_AHEAD_ROWS", 1)
     prefix = str(tmp_path / "ckpt")
     tensors = {"a": np.arange(2048, dtype=np.float32), **{f"t{i:02d}": np.full(256, i, np.float32) for i in range(20)}}
     tp.save_tensors(prefix, tensors)
@@ -344,3 +353,23 @@ def test_no_read_ahead_beside_a_batch_that_fills_the_bound(tmp_path, monkeypatch
     values = [value for batch in batches for value in batch]
     assert [int(v[0]) for v in values] == list(range(20))
     assert fetched[1:] and sum(fetched) == 20 << 10
+
+
+def test_batches_of_a_few_tensors_are_not_read_ahead(tmp_path, monkeypatch) -> None:
+    """Ten tensors a batch: too little to overlap with, so every read is the caller's own."""
+    import threading
+
+    prefix = str(tmp_path / "ckpt")
+    tensors = {f"t{i:03d}": np.full(256, i, np.float32) for i in range(100)}
+    tp.save_tensors(prefix, tensors)
+    read_on: set[str] = set()
+    real_pread = os.pread
+
+    def pread(fd: int, length: int, offset: int) -> bytes:
+        read_on.add(threading.current_thread().name)
+        return real_pread(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", pread)
+    batches = list(BundleReader(prefix).read_batches(sorted(tensors), 10 << 10))
+    assert [len(batch) for batch in batches] == [10] * 10
+    assert read_on == {threading.current_thread().name}

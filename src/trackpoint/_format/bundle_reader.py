@@ -35,6 +35,7 @@ _MAX_INDEX_BYTES = 1 << 31
 _PARALLEL_READ_BYTES = 1 << 20  # tensors this large are read on their own, not in runs
 _RUN_BYTES = 4 << 20  # smaller ones are fetched in runs of up to this many bytes
 _RUN_GAP = 64 << 10  # bytes of unrelated data worth reading through rather than seeking past
+_READ_AHEAD_ROWS = 256  # tensors per batch, on average, from which the next batch is read ahead
 _READ_THREADS = min(4, os.cpu_count() or 1)
 _CHUNK_BYTES = 2 << 20  # large tensors are read in chunks of this size, overlapping read and crc (2 MiB measured best)
 _MAX_RANK = 254  # TensorShape::MaxDimensions
@@ -407,13 +408,19 @@ class BundleReader:
 
         Small plain tensors lying next to each other in a shard are fetched with one read and
         handed out as read-only views of it; each large one is read by a few threads at once,
-        since file reads and crc32c release the GIL. While one batch is checked and handed
-        out, the next one's small tensors are read on a helper thread (on a first restore
-        that read spends much of its time faulting in new memory, without the GIL); batches
-        are half of ``batch_bytes`` so that two fit.
+        since file reads and crc32c release the GIL. When batches hold many small tensors,
+        the next one's are read on a helper thread while one batch is checked and handed out
+        (on a first restore that read spends much of its time faulting in new memory, without
+        the GIL); batches are then half of ``batch_bytes`` so that two fit.
         """
         plan = _ReadPlan(self, keys)
-        batches = list(plan.batches(max(1, batch_bytes // 2)))
+        batches = list(plan.batches(batch_bytes))
+        # Reading ahead pays when a batch holds many tensors, whose checks and hand-out keep
+        # this thread busy while the helper reads; with a few larger ones there is little to
+        # overlap, and a thread and the hand-overs of the GIL per batch cost more than they save.
+        read_ahead = len(keys) >= _READ_AHEAD_ROWS * len(batches)
+        if read_ahead:
+            batches = list(plan.batches(max(1, batch_bytes // 2)))
         totals = [int(plan.batch_sizes[start:stop].sum()) for start, stop in batches]
         runs = plan.runs(*batches[0]) if batches else []
         ahead: Background[list[bytes]] | None = None
@@ -423,7 +430,7 @@ class BundleReader:
                 current, ahead = runs, None
                 if index + 1 < len(batches):
                     runs = plan.runs(*batches[index + 1])
-                    if runs and totals[index] + totals[index + 1] <= batch_bytes:
+                    if read_ahead and runs and totals[index] + totals[index + 1] <= batch_bytes:
                         ahead = Background(functools.partial(plan.fetch, runs), "trackpoint-read")
                 yield plan.finish(start, stop, current, fetched)
         finally:
