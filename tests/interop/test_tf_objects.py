@@ -113,6 +113,26 @@ def test_we_restore_tf_slots_with_assert_consumed(both_sides: tuple[str, str]) -
     assert ckpt.save_counter.numpy() == 2
 
 
+def test_tf_variable_nodes_are_read_from_their_bytes(both_sides: tuple[str, str], monkeypatch) -> None:
+    """TF writes a variable's node in the layout the restore reads straight from the bytes."""
+    from trackpoint._graph import restore
+
+    found: list[str | None] = []
+    real = restore.variable_keys
+
+    def spy(nodes: list[bytes], ids: list[int]) -> list[str | None]:
+        keys = real(nodes, ids)
+        found.extend(keys)
+        return keys
+
+    monkeypatch.setattr(restore, "variable_keys", spy)
+    ckpt, m, _ = _tp_slots()
+    ckpt.restore(os.path.join(both_sides[0], "with_slots", "ckpt-2")).assert_consumed()
+    assert {"model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE", "model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE",
+            "save_counter/.ATTRIBUTES/VARIABLE_VALUE"} <= set(found)
+    assert m.dense.kernel.numpy().any()
+
+
 def test_we_restore_tf_nested_into_fresh_objects_created_later(both_sides: tuple[str, str]) -> None:
     ckpt = tp.Checkpoint()
     status = ckpt.restore(os.path.join(both_sides[0], "nested", "ckpt-2"))
