@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -247,33 +249,42 @@ def test_read_many_alike_tensors(tmp_path, pick: slice) -> None:
         assert not value.flags.writeable
 
 
-def _hundred_small_tensors(tmp_path, monkeypatch) -> tuple[str, list[str]]:
-    """A hundred 1 KiB tensors, read ahead from batches of five (on its own, the reader reads
-    ahead from batches of hundreds)."""
+def _hundred_small_tensors(tmp_path, monkeypatch, read_ahead_rows: int | None = 5) -> tuple[str, list[str]]:
+    """A hundred 1 KiB tensors. With ``read_ahead_rows`` 5 they are read ahead from batches of
+    five (on its own, the reader reads ahead from batches of hundreds); None leaves the reader's own."""
     from trackpoint._format import bundle_reader
 
-    monkeypatch.setattr(bundle_reader, "_READ_AHEAD_ROWS", 5)
+    if read_ahead_rows is not None:
+        monkeypatch.setattr(bundle_reader, "_READ_AHEAD_ROWS", read_ahead_rows)
     prefix = str(tmp_path / "ckpt")
     tensors = {f"t{i:03d}": np.full(256, i, np.float32) for i in range(100)}  # 1 KiB each
     tp.save_tensors(prefix, tensors)
     return prefix, sorted(tensors)
 
 
-def test_the_next_batch_is_read_ahead_within_the_memory_bound(tmp_path, monkeypatch) -> None:
-    """While the caller holds a batch, the next one's bytes are read on a helper thread; what is
-    read and not yet consumed never passes ``batch_bytes``."""
-    import threading
-
-    prefix, keys = _hundred_small_tensors(tmp_path, monkeypatch)
-    reader = BundleReader(prefix)
-    read_on: list[tuple[str, int]] = []
+def _record_reads(monkeypatch, delay_on_helper: float = 0.0) -> list[tuple[str, int]]:
+    """``(thread name, length)`` of every ``os.pread``, as it happens; reads on the helper
+    thread can be slowed down."""
+    reads: list[tuple[str, int]] = []
     real_pread = os.pread
 
     def pread(fd: int, length: int, offset: int) -> bytes:
-        read_on.append((threading.current_thread().name, length))
+        name = threading.current_thread().name
+        if delay_on_helper and name == "trackpoint-read":
+            time.sleep(delay_on_helper)
+        reads.append((name, length))
         return real_pread(fd, length, offset)
 
     monkeypatch.setattr(os, "pread", pread)
+    return reads
+
+
+def test_the_next_batch_is_read_ahead_within_the_memory_bound(tmp_path, monkeypatch) -> None:
+    """While the caller holds a batch, the next one's bytes are read on a helper thread; what is
+    read and not yet consumed never passes ``batch_bytes``."""
+    prefix, keys = _hundred_small_tensors(tmp_path, monkeypatch)
+    reader = BundleReader(prefix)
+    reads = _record_reads(monkeypatch)
     batch_bytes = 10 << 10  # ten tensors
     consumed = 0
     for batch in reader.read_batches(keys, batch_bytes):
@@ -282,27 +293,17 @@ def test_the_next_batch_is_read_ahead_within_the_memory_bound(tmp_path, monkeypa
         consumed += len(batch)
         if consumed < len(keys):  # the next batch is under way without being asked for
             deadline = 200
-            while sum(length for _, length in read_on) < (consumed + 1) * 1024 and deadline:
-                threading.Event().wait(0.01)
+            while sum(length for _, length in reads) < (consumed + 1) * 1024 and deadline:
+                time.sleep(0.01)
                 deadline -= 1
-        assert sum(length for _, length in read_on) - (consumed - len(batch)) * 1024 <= batch_bytes
+        assert sum(length for _, length in reads) - (consumed - len(batch)) * 1024 <= batch_bytes
     assert consumed == len(keys)
-    assert {name for name, _ in read_on[1:]} == {"trackpoint-read"}  # all but the first read ahead
+    assert {name for name, _ in reads[1:]} == {"trackpoint-read"}  # all but the first read ahead
 
 
 def test_a_caller_stopping_early_leaves_no_thread_reading(tmp_path, monkeypatch) -> None:
-    import threading
-    import time
-
     prefix, keys = _hundred_small_tensors(tmp_path, monkeypatch)
-    real_pread = os.pread
-
-    def slow_pread(fd: int, length: int, offset: int) -> bytes:
-        if threading.current_thread().name == "trackpoint-read":
-            time.sleep(0.2)
-        return real_pread(fd, length, offset)
-
-    monkeypatch.setattr(os, "pread", slow_pread)
+    _record_reads(monkeypatch, delay_on_helper=0.2)
     batches = BundleReader(prefix).read_batches(keys, 10 << 10)
     next(batches)
     batches.close()
@@ -328,8 +329,6 @@ def test_a_read_ahead_that_fails_raises_when_its_batch_is_reached(tmp_path, monk
 
 def test_no_read_ahead_beside_a_batch_that_fills_the_bound(tmp_path, monkeypatch) -> None:
     """A batch of one tensor larger than half the bound is held alone: nothing is read ahead of it."""
-    import time
-
     from trackpoint._format import bundle_reader
 
     monkeypatch.setattr(bundle_reader, "_PARALLEL_READ_BYTES", 4 << 10)  # the 8 KiB tensor is read on its own
@@ -357,19 +356,8 @@ def test_no_read_ahead_beside_a_batch_that_fills_the_bound(tmp_path, monkeypatch
 
 def test_batches_of_a_few_tensors_are_not_read_ahead(tmp_path, monkeypatch) -> None:
     """Ten tensors a batch: too little to overlap with, so every read is the caller's own."""
-    import threading
-
-    prefix = str(tmp_path / "ckpt")
-    tensors = {f"t{i:03d}": np.full(256, i, np.float32) for i in range(100)}
-    tp.save_tensors(prefix, tensors)
-    read_on: set[str] = set()
-    real_pread = os.pread
-
-    def pread(fd: int, length: int, offset: int) -> bytes:
-        read_on.add(threading.current_thread().name)
-        return real_pread(fd, length, offset)
-
-    monkeypatch.setattr(os, "pread", pread)
-    batches = list(BundleReader(prefix).read_batches(sorted(tensors), 10 << 10))
+    prefix, keys = _hundred_small_tensors(tmp_path, monkeypatch, read_ahead_rows=None)
+    reads = _record_reads(monkeypatch)
+    batches = list(BundleReader(prefix).read_batches(keys, 10 << 10))
     assert [len(batch) for batch in batches] == [10] * 10
-    assert read_on == {threading.current_thread().name}
+    assert {name for name, _ in reads} == {threading.current_thread().name}
