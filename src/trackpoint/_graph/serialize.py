@@ -169,6 +169,9 @@ class SavePlan:
     keys: list[str]  # the key of each value, in order
     variables: list[Variable] | None  # set when every entry is a plain tp.Variable
     hooks: list[Trackable]  # objects with an after-save check
+    #: List and dict wrappers: an edit of their storage made outside the wrapper reports to
+    #: no epoch, so a replay first asks each whether its storage is as it left it.
+    containers: list[ListWrapper | DictWrapper]
 
 
 _SAFE_CHILDREN = {Trackable._trackable_children, ListWrapper._trackable_children, DictWrapper._trackable_children,
@@ -201,7 +204,10 @@ def layout_is_tracked(objects: list[Trackable], lookups: bool = False) -> bool:
 
 
 def _replay(plan: SavePlan) -> SerializedCheckpoint | None:
-    """Serialize along a previous plan; None if an object now names its tensors differently."""
+    """Serialize along a previous plan; None if an object now names its tensors differently,
+    or a container was changed behind its wrapper (the walk then raises TF's error)."""
+    if not all(container._tp_storage_unchanged() for container in plan.containers):
+        return None
     if plan.variables is not None:  # the common case: variables only, each named VARIABLE_VALUE
         return SerializedCheckpoint(plan.keys, list(map(_VALUE, plan.variables)), plan.owners, plan.graph, True)
     arrays: list[Any] = []
@@ -304,7 +310,8 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
         only_variables = all(type(obj) is Variable for obj, _, _ in all_entries)
         hooks = [obj for obj in objects if hasattr(obj, "_tp_after_save")]
         variables = [obj for obj, _, _ in all_entries] if only_variables and not hooks else None
-        plan = SavePlan(epoch, all_entries, objects, graph, list(owners), keys, variables, hooks)
+        containers = [obj for obj in objects if isinstance(obj, (ListWrapper, DictWrapper))]
+        plan = SavePlan(epoch, all_entries, objects, graph, list(owners), keys, variables, hooks, containers)
     return SerializedCheckpoint(keys, [value for _, value in tensors], owners, graph), plan
 
 

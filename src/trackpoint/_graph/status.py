@@ -11,7 +11,6 @@ from typing import Any
 from trackpoint._graph.restore import RestoreCoordinator
 from trackpoint._graph.serialize import children_with_attached
 from trackpoint._tracking.base import Trackable
-from trackpoint._tracking.data_structures import ListWrapper
 
 __all__ = ["CheckpointLoadStatus", "InitializationOnlyStatus", "RestoreReport"]
 
@@ -195,7 +194,7 @@ def _live_by_id(root: Trackable, attached: Mapping[str, Trackable], with_slots: 
     """Every live object by id, as :func:`_reachable` finds them but without the paths (a check's fast path)."""
     live = {id(root): root}
     objects = [root]
-    plain, of_list = Trackable._trackable_children, ListWrapper._trackable_children
+    plain = Trackable._trackable_children
     for obj in objects:  # grows as it goes: breadth first
         found = type(obj)._trackable_children
         if obj is root:
@@ -207,8 +206,6 @@ def _live_by_id(root: Trackable, attached: Mapping[str, Trackable], with_slots: 
             if state is None:
                 continue
             children = state["children"].values()
-        elif found is of_list:
-            children = obj._tp_trackables()  # type: ignore[attr-defined]  # no names needed here
         else:
             children = obj._trackable_children().values()
         for child in children:
