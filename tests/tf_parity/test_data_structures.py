@@ -163,13 +163,13 @@ def test_list_wrapper_basic() -> None:
 
 def test_accepts_non_trackable_content() -> None:
     """Ports ListWrapperTest.testAcceptsNonTrackableContent."""
-    l = ListWrapper([1, 2, 3])  # noqa: E741
+    l = ListWrapper([1, 2, 3])
     assert l == [1, 2, 3]
 
 
 def test_wrapper_changes_list() -> None:
     """Ports ListWrapperTest.testWrapperChangesList."""
-    l = []  # noqa: E741
+    l = []
     l_wrapper = ListWrapper(l)
     l_wrapper.append(1)
     assert [1] == l
@@ -177,7 +177,7 @@ def test_wrapper_changes_list() -> None:
 
 def test_list_changes_wrapper() -> None:
     """Ports ListWrapperTest.testListChangesWrapper."""
-    l = []  # noqa: E741
+    l = []
     l_wrapper = ListWrapper(l)
     l.append(1)
     assert [1] == l_wrapper
@@ -191,7 +191,7 @@ def test_not_hashable() -> None:
 
 def test_del_item() -> None:
     """Ports ListWrapperTest.testDelItem."""
-    l = ListWrapper([1, 2, 3, [4]])  # noqa: E741
+    l = ListWrapper([1, 2, 3, [4]])
     del l[0]
     assert l == [2, 3, [4]]
     _assert_unable_to_save(l, "Unable to save .*__delitem__")
@@ -199,7 +199,7 @@ def test_del_item() -> None:
 
 def test_del_slice() -> None:
     """Ports ListWrapperTest.testDelSlice."""
-    l = ListWrapper([1, 2, 3, [4]])  # noqa: E741
+    l = ListWrapper([1, 2, 3, [4]])
     del l[2:3]
     assert l == [1, 2, [4]]
     _assert_unable_to_save(l, "Unable to save .*__delslice__")
@@ -207,7 +207,7 @@ def test_del_slice() -> None:
 
 def test_set_slice_can_save_for_non_trackable_items() -> None:
     """Ports ListWrapperTest.testSetSlice_canSaveForNonTrackableItems."""
-    l = ListWrapper([1, 2, 3, 4])  # noqa: E741
+    l = ListWrapper([1, 2, 3, 4])
     l[:] = 2, 8, 9, 0
     assert l == [2, 8, 9, 0]
     assert len(l._trackable_children()) == 0
@@ -217,7 +217,7 @@ def test_set_slice_cannot_save_if_trackable_modified() -> None:
     """Ports ListWrapperTest.testSetSlice_cannotSaveIfTrackableModified."""
     v1 = tp.Variable(1.0)
     v2 = tp.Variable(1.0)
-    l = ListWrapper([1, 2, v1, v2])  # noqa: E741
+    l = ListWrapper([1, 2, v1, v2])
     l[:] = 2, 8, 9, v2
     assert l == [2, 8, 9, v2]
     _assert_unable_to_save(l, "Unable to save .*__setslice__")
@@ -225,22 +225,22 @@ def test_set_slice_cannot_save_if_trackable_modified() -> None:
 
 def test_set_slice_truncate() -> None:
     """Ports ListWrapperTest.testSetSlice_truncate."""
-    l = ListWrapper([1, 2, 3, 4])  # noqa: E741
+    l = ListWrapper([1, 2, 3, 4])
     l[:] = []
     assert l == []
 
 
 def test_set_slice_extend() -> None:
     """Ports ListWrapperTest.testSetSlice_extend."""
-    l = ListWrapper([1, 2, 3, 4])  # noqa: E741
+    l = ListWrapper([1, 2, 3, 4])
     l[2:] = 1, 2, 3, 4
     assert l == [1, 2, 1, 2, 3, 4]
 
 
 def test_imul_negative() -> None:
     """Ports ListWrapperTest.testIMulNegative."""
-    l = ListWrapper([1, 2, 3, [4]])  # noqa: E741
-    l *= -1  # noqa: E741
+    l = ListWrapper([1, 2, 3, [4]])
+    l *= -1
     assert l == [1, 2, 3, [4]] * -1
     _assert_unable_to_save(l, "Unable to save")
 
@@ -248,12 +248,12 @@ def test_imul_negative() -> None:
 def test_imul_positive(tmp_path) -> None:
     """Ports ListWrapperTest.testIMulPositive."""
     v = tp.Variable(1.0)
-    l = ListWrapper([1, 2, 3, 4, v])  # noqa: E741
+    l = ListWrapper([1, 2, 3, 4, v])
     assert {"4": v} == l._trackable_children()
     root = tp.Checkpoint(l=l)
     path = root.save(str(tmp_path / "ckpt"))
     v.assign(5.0)
-    l *= 2  # noqa: E741
+    l *= 2
     assert l == [1, 2, 3, 4, v, 1, 2, 3, 4, v]
     assert {"4": v, "9": v} == l._trackable_children()
     root.restore(path)
@@ -262,7 +262,7 @@ def test_imul_positive(tmp_path) -> None:
 
 def test_sort() -> None:
     """Ports ListWrapperTest.testSort."""
-    l = ListWrapper([[1], [2], [3], [4]])  # noqa: E741
+    l = ListWrapper([[1], [2], [3], [4]])
     l.sort()
     assert l == [[1], [2], [3], [4]]
     # Regardless of being a no-op for the input list, we still refuse to save: otherwise
@@ -286,10 +286,10 @@ def test_hashing() -> None:
     a = tp.AutoTrackable()
     a.d = {}
     assert {} == a.d
-    assert not ({} != a.d)
+    assert not ({} != a.d)  # noqa: SIM202  (TF tests __ne__ on purpose)
     assert {1: 2} != a.d
     with pytest.raises(TypeError, match="unhashable"):
-        set([a.d])
+        _ = {a.d}
 
 
 def test_list_shallow_copy() -> None:
@@ -418,11 +418,11 @@ def test_constructable_from_sequence() -> None:
 
 def test_mapping_pickle() -> None:
     """Ports MappingTests.testPickle."""
-    original = DictWrapper(dict(a=1, b=2))
+    original = DictWrapper({"a": 1, "b": 2})
     serialized = pickle.dumps(original)
     del original
     deserialized = pickle.loads(serialized)
-    assert dict(a=1, b=2) == deserialized
+    assert {"a": 1, "b": 2} == deserialized
 
 
 def test_list_add_order() -> None:
@@ -463,7 +463,7 @@ def test_tuple_slicing() -> None:
     v2 = tp.Variable(1.0)
     v3 = tp.Variable(1.0)
     v4 = tp.Variable(1.0)
-    l = TupleWrapper((v1, v2, v3, v4))  # noqa: E741
+    l = TupleWrapper((v1, v2, v3, v4))
     assert l[1:] == (v2, v3, v4)
     assert l[1:-1] == (v2, v3)
     assert l[:-1] == (v1, v2, v3)
@@ -471,15 +471,15 @@ def test_tuple_slicing() -> None:
 
 def test_tuple_hash() -> None:
     """Ports TupleTests.testHash."""
-    has_sequences = set([TupleWrapper(), TupleWrapper()])
+    has_sequences = {TupleWrapper(), TupleWrapper()}
     assert len(has_sequences) == 1
     assert TupleWrapper() in has_sequences
 
 
 def test_tuple_imul_zero() -> None:
     """Ports TupleTests.testIMul_zero."""
-    l = TupleWrapper((1,))  # noqa: E741
-    l *= 0  # noqa: E741
+    l = TupleWrapper((1,))
+    l *= 0
     assert () == l
 
 
@@ -488,9 +488,9 @@ def test_tuple_imul() -> None:
     # Tuple behavior differs from list behavior: lists are mutated by imul/iadd, tuples
     # assign a new object to the left hand side of the expression.
     v = tp.Variable(1.0)
-    l = TupleWrapper((v,))  # noqa: E741
+    l = TupleWrapper((v,))
     original = l
-    l *= 2  # noqa: E741
+    l *= 2
     assert l == (v,) * 2
     assert original != (v,) * 2
 
@@ -498,9 +498,9 @@ def test_tuple_imul() -> None:
 def test_tuple_iadd() -> None:
     """Ports TupleTests.testIAdd."""
     v = tp.Variable(1.0)
-    l = TupleWrapper((v,))  # noqa: E741
+    l = TupleWrapper((v,))
     original = l
-    l += (1,)  # noqa: E741
+    l += (1,)
     assert l == (v, 1)
     assert original != (v, 1)
     assert original == (v,)
@@ -509,14 +509,14 @@ def test_tuple_iadd() -> None:
 def test_tuple_mul() -> None:
     """Ports TupleTests.testMul."""
     v = tp.Variable(1.0)
-    l = TupleWrapper((v, v, v))  # noqa: E741
+    l = TupleWrapper((v, v, v))
     assert l * 2 == (v, v, v) * 2
 
 
 def test_tuple_rmul() -> None:
     """Ports TupleTests.testRMul."""
     v = tp.Variable(1.0)
-    l = TupleWrapper((v, v, v))  # noqa: E741
+    l = TupleWrapper((v, v, v))
     assert 2 * l == (v, v, v) * 2
 
 
@@ -558,12 +558,12 @@ def test_named_subclassing() -> None:
     v = tp.Variable(2)
 
     class NamedSubclass(named):
-        def __new__(cls, x, y):  # noqa: ANN001, ANN204
+        def __new__(cls, x, y):
             del y  # unused
             return super().__new__(cls, x, 3)
 
         @property
-        def summed(self):  # noqa: ANN202
+        def summed(self):
             return self.x.numpy() + self.y  # TF adds the tensor; tp.Variable has no operators
 
     nt = NamedSubclass(x=v, y=2)
@@ -583,7 +583,7 @@ def test_unnamed_subclassing() -> None:
 
     class UnnamedSubclass(tuple):
         @property
-        def summed(self):  # noqa: ANN202
+        def summed(self):
             return self[0].numpy() + self[1]  # TF adds the tensor; tp.Variable has no operators
 
     unt = UnnamedSubclass([v, 2])
@@ -598,7 +598,7 @@ def test_namedtuple_subclass_with_custom_new(tmp_path) -> None:
     """Ports TupleTests.testNamedtupleSubclassWithCustomNew."""
 
     class SubclassWithDifferentArgs(collections.namedtuple("A", ["x"])):
-        def __new__(cls):  # noqa: ANN204
+        def __new__(cls):
             return super().__new__(cls, [])
 
     nt = SubclassWithDifferentArgs()
