@@ -8,10 +8,14 @@
     ├── DataLossError(CheckpointError, IOError)
     │       checksum mismatch, truncated or damaged file
     ├── InvalidArgumentError(CheckpointError, ValueError)
-    │       malformed input: bad option, dtype/shape mismatch, hostile sizes
-    └── WriteError(CheckpointError, OSError)
-            a save could not be completed (disk full, permission denied, not a directory);
-            nothing of it was published and earlier checkpoints are untouched
+    │   │   malformed input: bad option, dtype/shape mismatch, hostile sizes
+    │   └── ShardingCallbackError(InvalidArgumentError, RuntimeError)
+    │           a sharding callback's shards do not hold the checkpoint's tensors exactly
+    ├── WriteError(CheckpointError, OSError)
+    │       a save could not be completed (disk full, permission denied, not a directory);
+    │       nothing of it was published and earlier checkpoints are untouched
+    └── DeadReferenceError(CheckpointError, ReferenceError, AssertionError)
+            the root of a ``Checkpoint(root=weakref.ref(obj))`` was garbage-collected
 
 Each leaf also subclasses the builtin a caller would naturally catch, so
 ``except FileNotFoundError`` or ``except ValueError`` keeps working. Messages name the
@@ -28,7 +32,8 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["CheckpointError", "DataLossError", "InvalidArgumentError", "NotFoundError", "WriteError"]
+__all__ = ["CheckpointError", "DataLossError", "DeadReferenceError", "InvalidArgumentError", "NotFoundError",
+           "ShardingCallbackError", "WriteError"]
 
 
 class CheckpointError(Exception):
@@ -51,5 +56,22 @@ class InvalidArgumentError(CheckpointError, ValueError):
     """Input is malformed or inconsistent: wrong dtype or shape, impossible sizes, bad options."""
 
 
+class ShardingCallbackError(InvalidArgumentError, RuntimeError):
+    """A sharding callback dropped, added, repeated or altered a tensor.
+
+    Also a ``RuntimeError``, which is what TensorFlow raises for the same mistakes, so code
+    written against TF's ``validate_shards`` keeps catching it.
+    """
+
+
 class WriteError(CheckpointError, OSError):
     """A save failed part way; its temporary files were removed and nothing was published."""
+
+
+class DeadReferenceError(CheckpointError, ReferenceError, AssertionError):
+    """An object a checkpoint held only by a weak reference was garbage-collected.
+
+    ``tp.Checkpoint(root=weakref.ref(obj))`` keeps ``obj`` alive no more than TensorFlow
+    does; once it is gone, saving or restoring raises this. It is also an
+    ``AssertionError``, which is what TensorFlow raises then.
+    """

@@ -13,7 +13,7 @@ import numpy as np
 from trackpoint._format import slices
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._saving.device_spec import DeviceSpec
-from trackpoint.errors import InvalidArgumentError
+from trackpoint.errors import InvalidArgumentError, ShardingCallbackError
 
 __all__ = ["MaxShardSizePolicy", "Shard", "ShardByTaskPolicy", "ShardableTensor", "ShardingCallback",
            "validate_shards"]
@@ -246,31 +246,32 @@ def validate_shards(shards: Any, tensors: Sequence[ShardableTensor], description
     """Check a callback's output against its input; return the non-empty shards.
 
     Raises:
-        InvalidArgumentError: Naming the key (and the callback) when a tensor is dropped or
+        ShardingCallbackError: Naming the key (and the callback) when a tensor is dropped or
             added, changes dtype or shape, appears twice, or its slices do not tile it.
     """
     where = f"sharding callback ({description})"
     if not isinstance(shards, Sequence) or isinstance(shards, (str, bytes)):
-        raise InvalidArgumentError(f"{where} must return a list of shards, got {type(shards).__name__}")
+        raise ShardingCallbackError(f"{where} must return a list of shards, got {type(shards).__name__}")
     by_key = {t.checkpoint_key: t for t in tensors}
     seen: dict[str, list[tuple[tuple[int, int], ...]]] = {}
     for shard in shards:
         if not isinstance(shard, MutableMapping):
-            raise InvalidArgumentError(f"{where} returned a shard of type {type(shard).__name__}, not a dict")
+            raise ShardingCallbackError(f"{where} returned a shard of type {type(shard).__name__}, not a dict")
         for key, parts in shard.items():
             original = by_key.get(key)
             if original is None:
-                raise InvalidArgumentError(f"{where} added a tensor the checkpoint does not have: {key!r}")
+                raise ShardingCallbackError(f"{where} added {key!r}, a tensor not originally in the object graph")
             if not isinstance(parts, MutableMapping):
-                raise InvalidArgumentError(f"{where}: {key!r} must map slice specs to tensors")
+                raise ShardingCallbackError(f"{where}: {key!r} must map slice specs to tensors")
             for spec, value in parts.items():
                 _check_part(where, original, spec, value, seen.setdefault(key, []))
     for key, t in by_key.items():
         boxes = seen.get(key)
         if boxes is None:
-            raise InvalidArgumentError(f"{where} dropped the tensor {key!r}")
+            raise ShardingCallbackError(f"{where} dropped {key!r}: tensors in the object graph were not found in the "
+                                        "checkpoint shards")
         if sum(slices.volume(b) for b in boxes) != math.prod(t.shape):
-            raise InvalidArgumentError(f"{where}: the slices of {key!r} do not cover it exactly once")
+            raise ShardingCallbackError(f"{where}: the slices of {key!r} do not cover it exactly once")
     return [shard for shard in shards if shard]
 
 
@@ -282,17 +283,22 @@ def _check_part(where: str, original: ShardableTensor, spec: str, value: Any,
     else:
         full_shape, extents = slices.parse_spec(spec)
         if full_shape != tuple(original.shape):
-            raise InvalidArgumentError(f"{where}: slice {spec!r} of {key!r} changes its shape {list(original.shape)}")
+            raise ShardingCallbackError(f"{where}: slice {spec!r} of {key!r} changes its shape {list(original.shape)}: "
+                                        "a tensor was found with an altered shape")
         bounds = slices.resolve(extents, full_shape, key)
     expected_shape = tuple(stop - start for start, stop in bounds)
     is_string = original.dtype == np.dtype(object)
     value_dtype = np.dtype(object) if isinstance(value, bytes) else np.asarray(value).dtype
     if value_dtype != original.dtype and not (is_string and value_dtype.kind in "OS"):
-        raise InvalidArgumentError(f"{where} changed the dtype of {key!r} from {original.dtype} to {value_dtype}")
+        raise ShardingCallbackError(f"{where} changed the dtype of {key!r} from {original.dtype} to {value_dtype}: "
+                                    "a tensor was found with an altered dtype")
     if np.shape(value) != expected_shape:
-        raise InvalidArgumentError(f"{where}: {key!r} slice {spec!r} holds shape {list(np.shape(value))}, "
-                                   f"expected {list(expected_shape)}")
+        raise ShardingCallbackError(f"{where}: {key!r} slice {spec!r} holds shape {list(np.shape(value))}, "
+                                    f"expected {list(expected_shape)}: a tensor was found with an altered shape")
     for other in boxes:
-        if all(a < d and c < b for (a, b), (c, d) in zip(bounds, other)) or bounds == other:
-            raise InvalidArgumentError(f"{where} put overlapping or repeated slices of {key!r} ({spec!r})")
+        if bounds == other:
+            raise ShardingCallbackError(f"{where} put overlapping or repeated slices of {key!r} ({spec!r}): multiple "
+                                        "tensors with the same checkpoint key and slice spec were found")
+        if all(a < d and c < b for (a, b), (c, d) in zip(bounds, other)):
+            raise ShardingCallbackError(f"{where} put overlapping or repeated slices of {key!r} ({spec!r})")
     boxes.append(bounds)

@@ -207,10 +207,11 @@ class Variable(Trackable):
         array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object if isinstance(value, bytes) else None)
         current = self._value
         if (array.dtype is not current.dtype and array.dtype != current.dtype) or array.shape != current.shape:
-            raise InvalidArgumentError(
-                f"variable {self._name!r} is {_describe(self.dtype, self.shape)} but the checkpoint holds "
-                f"{_describe(array.dtype, array.shape)}"
-            )
+            message = (f"variable {self._name!r} is {_describe(self.dtype, self.shape)} but the checkpoint holds "
+                       f"{_describe(array.dtype, array.shape)}")
+            if array.shape != current.shape:  # TF's words, which tests written for TF match
+                message += f": received incompatible tensor with shape {list(array.shape)}"
+            raise InvalidArgumentError(message)
         if array.flags.writeable:
             array.flags.writeable = False
         self._value = array
