@@ -260,3 +260,18 @@ def test_restore_on_create_through_wrapper_appends(tmp_path) -> None:
     fresh.d["k"] = tp.Variable(0.0)
     status.assert_consumed()
     assert layers[0].numpy() == 1.0 and table["k"].numpy() == 2.0
+
+
+# Inherited as they are: comparisons that raise for dicts anyway, and object machinery.
+_DICT_INHERITED = {"__ge__", "__gt__", "__le__", "__lt__", "__getattribute__", "__new__", "__init_subclass__",
+                   "__subclasshook__", "__class_getitem__", "fromkeys"}
+
+
+def test_every_dict_method_goes_to_the_storage() -> None:
+    """A dict method a new Python adds would otherwise read or change the wrapper's own slots, not the user's dict."""
+    from trackpoint._tracking.data_structures import DictWrapper
+
+    inherited = [name for name in dir(dict) if name not in _DICT_INHERITED and callable(getattr(dict, name))
+                 and getattr(dict, name) is not getattr(object, name, None)
+                 and getattr(DictWrapper, name) == getattr(dict, name)]
+    assert inherited == []

@@ -313,6 +313,9 @@ class ListWrapper(Trackable, list):
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
         return (ListWrapper, (self._tp_storage,))
 
+    def __sizeof__(self) -> int:
+        return list.__sizeof__(self) + self._tp_storage.__sizeof__()  # the expected contents and the storage
+
     def __repr__(self) -> str:
         return f"ListWrapper({self._tp_storage!r})"
 
@@ -493,6 +496,9 @@ class DictWrapper(Trackable, dict):
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple:
         return (DictWrapper, (self._tp_storage,))
+
+    def __sizeof__(self) -> int:
+        return dict.__sizeof__(self) + self._tp_storage.__sizeof__()
 
     def __repr__(self) -> str:
         return f"DictWrapper({self._tp_storage!r})"
