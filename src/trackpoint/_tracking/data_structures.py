@@ -530,6 +530,8 @@ class TupleWrapper(Trackable):
         (True, 2, ['first', '0'])
     """
 
+    _tp_wrapped: tuple
+
     def __init__(self, original: tuple = ()) -> None:
         depends = [not isinstance(v, NoDependency) for v in original]
         elements = [wrap_or_unwrap(v) for v in original]
@@ -543,7 +545,7 @@ class TupleWrapper(Trackable):
             self._tp_constructable = False
             self._tp_wrapped = original
             return
-        self._tp_wrapped: tuple = wrapped
+        self._tp_wrapped = wrapped
         children = self._tp_state()["children"]
         if fields is not None:
             for name, depend, value in zip(fields, depends, wrapped):
