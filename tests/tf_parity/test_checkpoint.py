@@ -2,7 +2,7 @@
 
 Source: the newest copy of the file the code index holds (a mirror of ``tensorflow/tensorflow``
 that has ``testDeepCopyCheckpointCopiesGraphView*``, ``testLookupCache`` and the write-callback
-tests; the index's own ``tensorflow/tensorflow`` copy predates them): 56 test methods.
+tests; the index's own ``tensorflow/tensorflow`` copy predates them): 53 test methods.
 
 Translation: ``trackable_utils.Checkpoint`` is ``tp.Checkpoint``; ``variables_lib.Variable``,
 ``ResourceVariable`` and ``variable_scope.get_variable`` are ``tp.Variable``;
@@ -96,7 +96,11 @@ def test_init_not_called() -> None:
 
 
 class _OwnsMirroredVariables(tp.Trackable):
-    """A Trackable which saves one value and restores it into two variables."""
+    """A Trackable which saves one value and restores it into two variables.
+
+    TF's version returns a legacy ``SaveableObject`` from ``_gather_saveables_for_checkpoint``;
+    trackpoint's protocol for the same thing is ``_serialize_to_tensors``/``_restore_from_tensors``.
+    """
 
     def __init__(self) -> None:
         self.non_dep_variable = tp.Variable(6.0, name="non_dep_variable")

@@ -1,6 +1,6 @@
 """Port of TensorFlow's ``tensorflow/python/checkpoint/checkpoint_management_test.py`` to trackpoint.
 
-Source: the ``tensorflow/tensorflow`` copy of the file (27 test methods).
+Source: the ``tensorflow/tensorflow`` copy of the file (26 test methods).
 
 Translation: ``util.Checkpoint`` is ``tp.Checkpoint``; ``checkpoint_management.CheckpointManager``,
 ``latest_checkpoint`` and ``get_checkpoint_state`` are ``tp.CheckpointManager``,
