@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import weakref
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.state_file import write_state
-from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.gc_pause import gc_paused
+from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.restore import CheckpointPosition, RestoreCoordinator, parse_graph, read_object_graph_bytes
-from trackpoint._graph.serialize import SerializedCheckpoint, serialize
+from trackpoint._graph.serialize import SavePlan, SerializedCheckpoint, serialize
 from trackpoint._graph.slot_scan import slot_owners
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
 from trackpoint._saving.async_writer import AsyncWriter
@@ -21,11 +24,58 @@ from trackpoint._tracking.autotrackable import AutoTrackable
 from trackpoint._tracking.base import Trackable, structure_changed, structure_epoch
 from trackpoint._tracking.data_structures import wrap_or_unwrap
 from trackpoint._tracking.variables import Variable
-from trackpoint.errors import InvalidArgumentError, NotFoundError
+from trackpoint.errors import DeadReferenceError, InvalidArgumentError, NotFoundError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
 from trackpoint.reader import resolve_prefix
 
 __all__ = ["Checkpoint"]
+
+
+def _dead_root_error() -> DeadReferenceError:
+    return DeadReferenceError(
+        "The root of this Checkpoint was passed as a weak reference (Checkpoint(root=weakref.ref(obj))) and has "
+        "been garbage-collected, so there is nothing to save or restore. Keep a reference to the root for as long as "
+        "the Checkpoint is used, or pass the object itself."
+    )
+
+
+def _forget_save_plan(checkpoint_ref: weakref.ref[Checkpoint]) -> None:
+    """Called when a weakly held root goes: its checkpoint's save plan must not keep its objects."""
+    checkpoint = checkpoint_ref()
+    if checkpoint is not None:
+        checkpoint.__dict__.pop("_tp_save_plan", None)
+        checkpoint.__dict__.pop("_tp_plan_finalizer", None)
+
+
+class _Attached(Mapping[str, Trackable]):
+    """The dependencies attached to a ``Checkpoint(root)``'s root, by name.
+
+    A root given as a weak reference is held as that reference, its ``"root"`` self-edge
+    included, and looked up on each use, so the checkpoint never keeps it alive.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[str, Trackable | weakref.ref[Trackable]] = {}
+
+    def __getitem__(self, name: str) -> Trackable:
+        value = self._items[name]
+        if isinstance(value, weakref.ref):
+            obj = value()
+            if obj is None:
+                raise _dead_root_error()
+            return obj
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __setitem__(self, name: str, value: Trackable | weakref.ref[Trackable]) -> None:
+        self._items[name] = value
 
 
 class Checkpoint(AutoTrackable):
@@ -52,10 +102,35 @@ class Checkpoint(AutoTrackable):
         array([1., 2.], dtype=float32)
     """
 
-    def __init__(self, root: Trackable | None = None, **kwargs: Trackable) -> None:
-        attached: dict[str, Trackable] = {}
+    def __init__(self, root: Trackable | weakref.ref[Trackable] | None = None, **kwargs: Trackable) -> None:
+        """Group ``kwargs`` under this checkpoint, or attach them to ``root``.
+
+        Args:
+            root: The root object, or a ``weakref.ref`` to it, as TF accepts: the checkpoint
+                then holds only the weak reference (``ckpt.root`` is that reference) and, once
+                the object is gone, saving or restoring raises
+                :class:`~trackpoint.errors.DeadReferenceError`.
+            **kwargs: Trackable objects (or lists, dicts, tuples of them) to checkpoint.
+
+        Raises:
+            InvalidArgumentError: An argument is not trackable (a dead weak reference
+                included), or ``root`` already has another child of a keyword's name.
+        """
+        attached = _Attached()
+        root_ref: weakref.ref[Trackable] | None = None
+        graph_root: Trackable | None = None
+        if isinstance(root, weakref.ref):
+            root_ref, graph_root = root, root()
+        else:
+            graph_root = root
         if root is not None:
-            kwargs["root"] = root
+            if not isinstance(graph_root, Trackable):
+                dead = " (the weak reference's object is gone)" if root_ref is not None and graph_root is None else ""
+                raise InvalidArgumentError(
+                    f"`Checkpoint` was expecting root to be a trackable object (an object derived from `Trackable`), "
+                    f"got {graph_root!r}{dead}."
+                )
+            kwargs["root"] = graph_root
         for name in sorted(kwargs):
             value = wrap_or_unwrap(kwargs[name])  # lists and dicts become container nodes, as in TF
             if not isinstance(value, Trackable):
@@ -63,19 +138,48 @@ class Checkpoint(AutoTrackable):
                     f"`Checkpoint` was expecting a trackable object (an object derived from `Trackable`) for "
                     f"{name!r}, got {value!r}."
                 )
-            if root is not None:
-                object.__setattr__(self, name, value)
-                existing = root._lookup_dependency(name)
+            if graph_root is not None:
+                held = root_ref if name == "root" and root_ref is not None else value
+                object.__setattr__(self, name, held)
+                existing = graph_root._lookup_dependency(name)
                 if existing is None:
-                    attached[name] = value
+                    attached[name] = held
                 elif existing is not value:
                     raise InvalidArgumentError(
                         f"Cannot create a Checkpoint with keyword argument {name!r} if root.{name} already exists.")
             else:
                 setattr(self, name, value)
-        object.__setattr__(self, "_tp_graph_root", root if root is not None else self)
+        # None when the checkpoint is its own root: a reference to itself would be a cycle,
+        # which keeps it and its variables alive until the garbage collector runs.
+        object.__setattr__(self, "_tp_root", root_ref if root_ref is not None else graph_root)
         object.__setattr__(self, "_tp_attached", attached)
         object.__setattr__(self, "_tp_save_counter", None)
+
+    # Set in __init__ with object.__setattr__ (AutoTrackable would track them as children).
+    _tp_root: Trackable | weakref.ref[Trackable] | None
+    _tp_attached: _Attached
+    _tp_save_counter: Variable | None
+
+    @property
+    def _tp_graph_root(self) -> Trackable:
+        """The object at node 0: the root given, or this checkpoint (see :meth:`_live_root`)."""
+        return self._live_root()
+
+    def _live_root(self) -> Trackable:
+        """The object at node 0: the root given, or this checkpoint.
+
+        Raises:
+            DeadReferenceError: The root was given as a weak reference and is gone.
+        """
+        root = self._tp_root
+        if root is None:
+            return self
+        if isinstance(root, weakref.ref):
+            obj = root()
+            if obj is None:
+                raise _dead_root_error()
+            return obj
+        return root
 
     # -- save_counter -------------------------------------------------------------------
 
@@ -87,14 +191,19 @@ class Checkpoint(AutoTrackable):
         def make(value: Any) -> Variable:
             return Variable(value, dtype=np.int64, name="save_counter", trainable=False)
 
-        if self._tp_graph_root is self:
+        root = self._tp_root
+        if root is None:
             counter = self._add_variable("save_counter", make, 0)
         else:
             counter = make(0)
             self._tp_attached["save_counter"] = counter
             structure_changed()
-            # A restore parked the checkpoint's save_counter on the root, which has no such child.
-            self._tp_graph_root._handle_deferred_dependencies("save_counter", counter)
+            # A restore parked the checkpoint's save_counter on the root, which has no such
+            # child. (A weakly held root that is gone has nothing parked: the counter is
+            # still made, as TF makes it.)
+            live_root = root() if isinstance(root, weakref.ref) else root
+            if live_root is not None:
+                live_root._handle_deferred_dependencies("save_counter", counter)
         object.__setattr__(self, "_tp_save_counter", counter)
         return counter
 
@@ -116,8 +225,12 @@ class Checkpoint(AutoTrackable):
         """Serialize now; write (here, or on the background thread) and then run the callbacks."""
         options = CheckpointOptions.coerce(options)
         prefix = os.fspath(file_prefix)
+        root = self._tp_graph_root
+        previous = self.__dict__.get("_tp_save_plan")
         with gc_paused():
-            serialized, plan = serialize(self._tp_graph_root, self._tp_attached, self.__dict__.get("_tp_save_plan"))
+            serialized, plan = serialize(root, self._tp_attached, previous)
+        if plan is not None and plan is not previous:
+            plan = self._keepable_plan(plan, root)
         object.__setattr__(self, "_tp_save_plan", plan)
         callbacks = list(options.experimental_write_callbacks or ())
         sharding = options.experimental_sharding_callback
@@ -135,6 +248,28 @@ class Checkpoint(AutoTrackable):
             write(serialized)
         return prefix
 
+    def _keepable_plan(self, plan: SavePlan, root: Trackable) -> SavePlan | None:
+        """``plan`` as this checkpoint may keep it for the next save, or None.
+
+        A plan holds every object of the graph, the root first. Kept as it is, it would make
+        a checkpoint that is its own root reference itself (a cycle, see ``__init__``), and
+        keep a weakly held root and its variables alive. Nothing reads the root back from
+        the plan, so it is kept without it; and for a weakly held root, only until the root
+        goes (then its objects must go too, as in TF), or not at all if the root also owns
+        values of the plan.
+        """
+        weak_root = isinstance(self._tp_root, weakref.ref)
+        if not plan.objects or plan.objects[0] is not (self if self._tp_root is None else root):
+            return plan if not weak_root else None
+        if weak_root:
+            if any(obj is root for obj in plan.owners) or any(obj is root for obj in plan.hooks):
+                return None
+            if self.__dict__.get("_tp_plan_finalizer") is None:
+                finalizer = weakref.finalize(root, _forget_save_plan, weakref.ref(self))
+                finalizer.atexit = False
+                object.__setattr__(self, "_tp_plan_finalizer", finalizer)
+        return dataclasses.replace(plan, objects=plan.objects[1:])
+
     def write(self, file_prefix: str, options: CheckpointOptions | None = None) -> str:
         """Write the objects to ``file_prefix`` exactly (no numbering, no state file); return it."""
         return self._write(file_prefix, options)
@@ -145,6 +280,7 @@ class Checkpoint(AutoTrackable):
         With ``enable_async`` the state file is updated by the writer thread once the files
         are complete, so it never names a half-written checkpoint.
         """
+        self._live_root()  # a root that is gone raises here, before a number is used up
         number = int(self.save_counter.assign_add(1).numpy())
         path = f"{os.fspath(file_prefix)}-{number}"
 
@@ -167,39 +303,61 @@ class Checkpoint(AutoTrackable):
         A checkpoint with the same object graph as the previous restore through this
         ``Checkpoint``, into objects unchanged since, is restored by repeating that restore's
         bindings instead of walking the graph again (the values are always read).
+
+        No file of the checkpoint stays open once this returns, not even while values wait
+        for objects to be created (restore-on-create): such a value is read when its object
+        appears, from the files reopened for that read, which must be the same files (same
+        inode, size and modification time). A checkpoint replaced, modified or deleted in
+        between raises ``DataLossError`` (``NotFoundError`` if deleted) naming the file and
+        key, never another checkpoint's values; restore again to read it as it is now.
         """
+        return self._read(save_path, options, with_counter=False)
+
+    def _read(self, save_path: str | None, options: CheckpointOptions | None,
+              with_counter: bool) -> CheckpointLoadStatus | InitializationOnlyStatus:
         options = CheckpointOptions.coerce(options)
         if save_path is None:
             return InitializationOnlyStatus()
+        root = self._tp_graph_root  # a weakly held root that is gone raises before any file is opened
         self.sync()  # a checkpoint still being written is completed first
         prefix = resolve_prefix(save_path)
         reader = BundleReader(prefix)
-        raw = read_object_graph_bytes(reader)
-        if raw is None:
-            raise InvalidArgumentError(
-                f"{prefix} is not an object-based checkpoint (no {OBJECT_GRAPH_KEY} key); read its tensors with "
-                "tp.load_checkpoint()"
-            )
-        graph = parse_graph(raw, prefix, validate=False)  # the restore checks references as it walks
-        # The same graph restored into the same, unchanged objects as last time: repeat that
-        # restore's bindings instead of walking (see RestoreReplay).
-        replay = self.__dict__.get("_tp_restore_replay")
-        skip_slots = options.experimental_skip_slot_variables
-        root = self._tp_graph_root
-        replay = replay if replay is not None and replay.applies_to(raw, skip_slots, root) else None
-        epoch = structure_epoch()
-        owners = replay.slot_owners if replay is not None else slot_owners(raw, len(graph.nodes))
-        coordinator = RestoreCoordinator(reader, graph, skip_slots, owners, raw)
+        try:
+            raw = read_object_graph_bytes(reader)
+            if raw is None:
+                raise InvalidArgumentError(
+                    f"{prefix} is not an object-based checkpoint (no {OBJECT_GRAPH_KEY} key); read its tensors with "
+                    "tp.load_checkpoint()"
+                )
+            graph = parse_graph(raw, prefix, validate=False)  # the restore checks references as it walks
+            # The same graph restored into the same, unchanged objects as last time: repeat that
+            # restore's bindings instead of walking (see RestoreReplay).
+            replay = self.__dict__.get("_tp_restore_replay")
+            skip_slots = options.experimental_skip_slot_variables
+            replay = replay if replay is not None and replay.applies_to(raw, skip_slots, root) else None
+            epoch = structure_epoch()
+            owners = replay.slot_owners if replay is not None else slot_owners(raw, len(graph.nodes))
+            coordinator = RestoreCoordinator(reader, graph, skip_slots, owners, raw)
+        except BaseException:
+            reader.close()
+            raise
+        coordinator.begin_reads()
         try:
             with gc_paused():
                 if replay is None or not coordinator.replay(replay):
                     self._restore_root(coordinator, root)
                     replay = coordinator.replay_plan(raw, epoch)
+            object.__setattr__(self, "_tp_restore_replay", replay)
+            status = CheckpointLoadStatus(coordinator, root, self._tp_attached)
+            if with_counter:
+                # While the files are still open: a save_counter parked on the root reads them.
+                self._maybe_create_save_counter()
         except BaseException:
             coordinator.expect_partial = True  # the exception says what went wrong; no second warning
             raise
-        object.__setattr__(self, "_tp_restore_replay", replay)
-        return CheckpointLoadStatus(coordinator, root, self._tp_attached)
+        finally:
+            coordinator.end_reads()  # closes the files
+        return status
 
     def _restore_root(self, coordinator: RestoreCoordinator, root: Trackable) -> None:
         """Bind node 0 to the root, then each attached dependency to its edge from node 0."""
@@ -217,15 +375,12 @@ class Checkpoint(AutoTrackable):
             InvalidArgumentError: A dtype or shape mismatch, naming the key and both sides.
         """
         try:
-            status = self.read(save_path, options)
+            status = self._read(save_path, options, with_counter=True)
         except NotFoundError as exc:
             if save_path is None or os.path.isdir(save_path):
                 raise
             raise NotFoundError(f"{exc}. Checkpoint.save() numbers its prefixes: did you mean '{save_path}-1' or "
                                 "the directory holding them?") from exc
-        try:
+        if isinstance(status, InitializationOnlyStatus):
             self._maybe_create_save_counter()
-        except BaseException:
-            status.expect_partial()
-            raise
         return status

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,7 +131,23 @@ class CheckpointView:
         return order
 
     def match(self, obj: Trackable) -> dict[int, Trackable]:
-        """Map checkpoint node ids to ``obj``'s objects by local names along the edges."""
+        """Map checkpoint node ids to ``obj``'s objects by local names along the edges.
+
+        A node reached along two paths (the checkpoint's graph is a DAG, not a tree) keeps
+        the object found first; when the other path leads to a different live object, a
+        ``UserWarning`` names both, as TF logs "Inconsistent references when matching the
+        checkpoint into this object graph": a restore would give the node's values to one
+        of them only.
+
+        Example:
+            >>> import tempfile
+            >>> import trackpoint as tp
+            >>> root = tp.Module()
+            >>> root.w = tp.Variable(1.0)
+            >>> view = tp.CheckpointView(tp.Checkpoint(root).write(tempfile.mkdtemp() + "/ckpt"))
+            >>> sorted(view.match(root))
+            [0, 1]
+        """
         matched: dict[int, Trackable] = {0: obj}
         visited: set[int] = set()
         queue = deque([(0, obj)])
@@ -140,9 +157,20 @@ class CheckpointView:
             for name, child_id in self.children(node_id).items():
                 if child_id in visited or child_id == 0 or name not in live:
                     continue
-                if child_id not in matched:
+                current = matched.get(child_id)
+                if current is None:
                     matched[child_id] = live[name]
                     queue.append((child_id, live[name]))
+                elif current is not live[name]:
+                    warnings.warn(
+                        f"{self._prefix}: Inconsistent references when matching the checkpoint into this object "
+                        f"graph. The referenced objects are: ({current!r} and {live[name]!r}). Checkpoint node "
+                        f"{self._paths.get(child_id, child_id)} is also reached as "
+                        f"{self._paths.get(node_id, node_id)}.{name}, which leads to the second; the match keeps "
+                        "the first. Make both paths lead to one object to restore it in both places.",
+                        UserWarning,
+                        stacklevel=2,
+                    )
             visited.add(node_id)
         return matched
 

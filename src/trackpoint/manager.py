@@ -6,6 +6,7 @@ import collections
 import glob
 import os
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,21 @@ def _as_int(value: Any) -> int:
     return int(np.asarray(value))
 
 
+def _as_step(value: Any) -> int:
+    """``last_checkpoint_step`` as an int: an int, a numpy integer or an integer ``tp.Variable``.
+
+    Raises:
+        InvalidArgumentError: Anything else (a float, a string, an array of several values).
+    """
+    array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+    if array.shape != () or array.dtype.kind not in "iu":
+        raise InvalidArgumentError(
+            f"last_checkpoint_step must be an integer step number (an int or an integer variable), got {value!r}; "
+            "pass the step at which the last checkpoint was saved, or None"
+        )
+    return int(array)
+
+
 class CheckpointManager:
     """Keep the last ``max_to_keep`` checkpoints of a :class:`Checkpoint` in ``directory``.
 
@@ -44,6 +60,12 @@ class CheckpointManager:
         step_counter: A variable (or int-like) read when ``checkpoint_interval`` is set.
         checkpoint_interval: Save only when the step advanced at least this much.
         init_fn: Called by :meth:`restore_or_initialize` when there is nothing to restore.
+        last_checkpoint_step: The step of the last checkpoint saved, from which
+            ``checkpoint_interval`` is counted: the first ``save()`` is skipped unless the
+            step moved on from it by at least the interval (or, with ``check_interval=False``,
+            at all). None, the default, lets the first ``save()`` through. Used only with
+            ``checkpoint_interval``, as in TF; :meth:`restore_or_initialize` replaces it with
+            the restored step.
 
     Example:
         >>> import tempfile
@@ -65,6 +87,7 @@ class CheckpointManager:
         step_counter: Any = None,
         checkpoint_interval: int | None = None,
         init_fn: Callable[[], Any] | None = None,
+        last_checkpoint_step: Any = None,
     ) -> None:
         if not isinstance(checkpoint, Checkpoint):
             raise InvalidArgumentError(f"CheckpointManager needs a tp.Checkpoint, got {type(checkpoint).__name__}")
@@ -80,7 +103,10 @@ class CheckpointManager:
         self._step_counter = step_counter
         self._checkpoint_interval = checkpoint_interval
         self._init_fn = init_fn
+        # TF reads last_checkpoint_step only when there is an interval to count from it.
         self._last_checkpoint_step: int | None = None
+        if checkpoint_interval is not None and last_checkpoint_step is not None:
+            self._last_checkpoint_step = _as_step(last_checkpoint_step)
         self._maybe_delete: collections.OrderedDict[str, float] = collections.OrderedDict()
         now = time.time()
         state = get_checkpoint_state(self._directory)
@@ -89,7 +115,19 @@ class CheckpointManager:
             self._last_preserved_timestamp = now - 1
             return
         self._latest_checkpoint = state.model_checkpoint_path
-        self._last_preserved_timestamp = min(state.last_preserved_timestamp, now)
+        self._last_preserved_timestamp = state.last_preserved_timestamp
+        if now < self._last_preserved_timestamp:
+            # A clock set back, or a state file from a machine whose clock runs ahead: as TF
+            # does, say so and count keep_checkpoint_every_n_hours from now.
+            warnings.warn(
+                f"time.time() returned a value {self._last_preserved_timestamp - now:f} seconds behind the last "
+                f"preserved checkpoint timestamp (last_preserved_timestamp in "
+                f"{os.path.join(self._directory, 'checkpoint')}). The manager uses the current time instead, so "
+                "keep_checkpoint_every_n_hours counts from now; check the system clock if this is unexpected.",
+                UserWarning,
+                stacklevel=2,
+            )
+            self._last_preserved_timestamp = now
         timestamps = state.all_model_checkpoint_timestamps or (self._last_preserved_timestamp,) * len(
             state.all_model_checkpoint_paths)
         for path, stamp in zip(state.all_model_checkpoint_paths, timestamps):

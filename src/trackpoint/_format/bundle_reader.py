@@ -41,6 +41,11 @@ _CHUNK_BYTES = 2 << 20  # large tensors are read in chunks of this size, overlap
 _MAX_RANK = 254  # TensorShape::MaxDimensions
 
 
+def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
+    """What tells one file from another at the same path: device, inode, size, modification time."""
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
 def _decode_key(key: bytes) -> str:
     return key.decode("utf-8", "surrogateescape")
 
@@ -168,7 +173,8 @@ class BundleReader:
         self.index_path = naming.index_filename(prefix)
         try:
             with open(self.index_path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
+                stat = os.fstat(f.fileno())
+                size = stat.st_size
                 if size > _MAX_INDEX_BYTES:
                     raise InvalidArgumentError(f"{self.index_path}: index of {size} bytes is implausibly large")
                 data = f.read()
@@ -205,6 +211,11 @@ class BundleReader:
         self._rows: dict[bytes, int] = dict(zip(table.keys[1:], range(1, count + 1)))  # key -> row of the table
         self._spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # for entry_columns, made on demand
         self._fds: dict[int, tuple[int, int]] = {}
+        # What each file was when first opened, so that a reopen after release_files() can
+        # tell whether it still is the checkpoint this index describes.
+        self._index_identity = _identity(stat)
+        self._identities: dict[int, tuple[int, int, int, int]] = {}
+        self._released = False
         self._lock = threading.Lock()
         self._closed = False
 
@@ -279,12 +290,64 @@ class BundleReader:
             try:
                 fd = os.open(path, os.O_RDONLY)
             except FileNotFoundError as exc:
+                if self._released:
+                    raise NotFoundError(
+                        f"{path}: data shard of {self.prefix} was deleted after its index was read, so key {key!r} "
+                        f"(a value a restore kept for an object created later) cannot be read; restore again from "
+                        "a checkpoint that exists"
+                    ) from exc
                 raise NotFoundError(
                     f"{path}: data shard of {self.prefix} is missing (needed for key {key!r}); "
                     "the checkpoint is incomplete: copy every '.data-*' file next to its '.index'"
                 ) from exc
-            self._fds[shard_id] = (fd, os.fstat(fd).st_size)
+            try:
+                identity = _identity(os.fstat(fd))
+                if self._released:
+                    self._check_unchanged(shard_id, identity, path, key)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._identities.setdefault(shard_id, identity)
+            self._fds[shard_id] = (fd, identity[2])
             return self._fds[shard_id]
+
+    def _check_unchanged(self, shard_id: int, identity: tuple[int, int, int, int], path: str, key: str) -> None:
+        """After :meth:`release_files`: raise unless a reopened data file is the one this index describes.
+
+        A shard read before the release must be the very file read then (same device,
+        inode, size and modification time); one never read is trusted while the index file
+        is unchanged, since every save replaces the index after its data files.
+        """
+        known = self._identities.get(shard_id)
+        if known is not None:
+            changed = identity != known
+        else:
+            try:
+                changed = _identity(os.stat(self.index_path)) != self._index_identity
+            except OSError:
+                changed = True
+        if changed:
+            raise DataLossError(
+                f"{path}: the checkpoint {self.prefix} was replaced or modified after its index was read, so key "
+                f"{key!r} (a value a restore kept for an object created later) cannot be read from it; restore "
+                "again to read the checkpoint as it is now"
+            )
+
+    def release_files(self) -> None:
+        """Close the data files now; a later read reopens them, and raises if they changed meanwhile.
+
+        A restore calls this when it returns, so that no file stays open for as long as its
+        status lives or values wait for objects not created yet (restore-on-create). When
+        such a value is needed, its file is reopened for that read and closed again; if the
+        checkpoint was replaced, modified or deleted in between, the read raises
+        :class:`~trackpoint.errors.DataLossError` (or ``NotFoundError``) naming the file and
+        key instead of returning other values. Unlike :meth:`close`, the reader stays usable.
+        """
+        with self._lock:
+            self._released = True
+            fds, self._fds = list(self._fds.values()), {}
+        for fd, _ in fds:
+            os.close(fd)
 
     def _data_path(self, entry: Entry) -> str:
         return naming.data_filename(self.prefix, entry.shard_id, self.num_shards)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf import text_format
 
@@ -12,10 +13,40 @@ from trackpoint._format import atomic
 from trackpoint._format._proto import checkpoint_state_pb2 as pb
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["CheckpointState", "STATE_FILENAME", "read_state", "write_state"]
+__all__ = ["CheckpointState", "RepeatedField", "STATE_FILENAME", "read_state", "write_state"]
 
 STATE_FILENAME = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20
+
+class RepeatedField(tuple):  # type: ignore[type-arg]  # of str or of float
+    """A tuple that also equals a list of the same items, as a protobuf repeated field does.
+
+    TF's ``get_checkpoint_state`` returns the protobuf message, whose repeated fields
+    compare equal to lists; code written against it (``state.all_model_checkpoint_paths ==
+    [...]``) keeps working. Unlike protobuf's, it equals a tuple too, and is hashable.
+
+    Example:
+        >>> paths = RepeatedField(["ckpt-1", "ckpt-2"])
+        >>> paths == ["ckpt-1", "ckpt-2"], paths == ("ckpt-1", "ckpt-2"), paths != ["ckpt-2"]
+        (True, True, True)
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            return tuple.__eq__(self, tuple(other))
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = tuple.__hash__
+
+
+def _repeated(values: Iterable[Any]) -> RepeatedField:
+    return values if type(values) is RepeatedField else RepeatedField(values)
 
 
 @dataclass(frozen=True)
@@ -34,6 +65,11 @@ class CheckpointState:
     all_model_checkpoint_paths: tuple[str, ...] = ()
     all_model_checkpoint_timestamps: tuple[float, ...] = ()
     last_preserved_timestamp: float = 0.0
+
+    def __post_init__(self) -> None:
+        # Repeated fields equal lists as well as tuples (see RepeatedField), however made.
+        object.__setattr__(self, "all_model_checkpoint_paths", _repeated(self.all_model_checkpoint_paths))
+        object.__setattr__(self, "all_model_checkpoint_timestamps", _repeated(self.all_model_checkpoint_timestamps))
 
 
 def _absolute(directory: str, path: str) -> str:

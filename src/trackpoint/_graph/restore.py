@@ -14,6 +14,7 @@ import functools
 import itertools
 import logging
 import operator
+import threading
 import warnings
 import weakref
 from collections import deque
@@ -228,6 +229,9 @@ class RestoreCoordinator:
         self.reader = reader
         self.prefix = reader.prefix
         self.graph = graph
+        # Calls reading values right now (see begin_reads): the files are closed when the last ends.
+        self._reads = 0
+        self._reads_lock = threading.Lock()
         self._raw_graph = raw_graph
         self.nodes = graph.nodes
         self.node_count = len(self.nodes)
@@ -316,6 +320,25 @@ class RestoreCoordinator:
 
     # -- values -------------------------------------------------------------------------
 
+    def begin_reads(self) -> None:
+        """Note a call that may read values; pair with :meth:`end_reads` (in ``finally``).
+
+        The checkpoint's files are open only between these: the restore call itself, and
+        each later restore-on-create. When the outermost call ends they are closed (see
+        :meth:`BundleReader.release_files`), so nothing stays open while the status lives or
+        values wait for objects yet to be created; a later read reopens the files, checking
+        that they are still the same. Counted under a lock: objects created on two threads may
+        both be reading.
+        """
+        with self._reads_lock:
+            self._reads += 1
+
+    def end_reads(self) -> None:
+        with self._reads_lock:
+            self._reads -= 1
+            if self._reads == 0:
+                self.reader.release_files()
+
     def wanted(self, node_id: int, trackable: Trackable) -> list[tuple[str, str]]:
         """``(tensor name, checkpoint key)`` of the node's values that ``trackable`` takes (possibly none).
 
@@ -350,17 +373,23 @@ class RestoreCoordinator:
         if self.replayable:
             self.assigned_ids.extend(map(_NODE_ID, pending))
             self.assigned_keys.extend(wanted_all)
-        values = itertools.chain.from_iterable(self.reader.read_batches(keys, _BATCH_BYTES))
-        for node_id, trackable, wanted in pending:
-            try:
-                if type(wanted) is str:  # a plain variable: no dict to build
-                    trackable._restore_value(next(values))  # type: ignore[attr-defined]
-                else:
-                    trackable._restore_from_tensors({name: next(values) for name, _ in wanted})
-            except InvalidArgumentError as exc:
-                keys_text = wanted if type(wanted) is str else ", ".join(key for _, key in wanted)
-                raise InvalidArgumentError(f"{self.prefix}: cannot restore checkpoint key {keys_text} into "
-                                           f"{self.paths[node_id]}: {exc}") from exc
+        batches = self.reader.read_batches(keys, _BATCH_BYTES)
+        values = itertools.chain.from_iterable(batches)
+        try:
+            for node_id, trackable, wanted in pending:
+                try:
+                    if type(wanted) is str:  # a plain variable: no dict to build
+                        trackable._restore_value(next(values))  # type: ignore[attr-defined]
+                    else:
+                        trackable._restore_from_tensors({name: next(values) for name, _ in wanted})
+                except InvalidArgumentError as exc:
+                    keys_text = wanted if type(wanted) is str else ", ".join(key for _, key in wanted)
+                    raise InvalidArgumentError(f"{self.prefix}: cannot restore checkpoint key {keys_text} into "
+                                               f"{self.paths[node_id]}: {exc}") from exc
+        finally:
+            # On a failure, now rather than when the traceback goes: its read-ahead thread must
+            # be done before the files close.
+            batches.close()
 
     def replay(self, plan: RestoreReplay) -> bool:
         """Repeat what ``plan`` records (see :class:`RestoreReplay`); False, doing nothing, if
@@ -438,23 +467,41 @@ class RestoreCoordinator:
         skipped = self.slot_node_ids if self.skip_slot_variables else ()
         return [i for i in range(self.node_count) if i not in matched and i not in skipped and nodes[i].attributes]
 
+    def partial_restore_warning(self) -> str | None:
+        """What TF warns about when a restore is deleted before all its values found a home.
+
+        Two kinds, as in TF: checkpoint nodes with values that no object was bound to, and
+        attributes of bound nodes that their object does not take (a variable's value
+        restored into an object without tensors). None when there is neither.
+        """
+        missing = self.unrestored_values()
+        unused = list(self.unused_attributes.items())
+        if not missing and not unused:
+            return None
+        paths = self.paths
+        lines = [(f"{self.prefix}: a restore is being deleted with unrestored values. Call expect_partial() on the "
+                  "restore status to silence this warning.")]
+        if missing:
+            lines.append(f"{len(missing)} checkpoint value(s) were never restored (no object matched them):")
+            lines.extend(f"  {paths[i]}" for i in missing[:10])
+            if len(missing) > 10:
+                lines.append(f"  ... and {len(missing) - 10} more")
+        if unused:
+            lines.append(f"{len(unused)} restored object(s) did not take attribute(s) the checkpoint holds for them:")
+            lines.extend(f"  {paths[i]}: {', '.join(names)}" for i, names in unused[:10])
+            if len(unused) > 10:
+                lines.append(f"  ... and {len(unused) - 10} more")
+        return "\n".join(lines)
+
     def __del__(self) -> None:
         if self.expect_partial:
             return
         try:
-            missing = self.unrestored_values()
-        except Exception:
+            message = self.partial_restore_warning()
+        except Exception:  # at interpreter exit, modules may be half torn down
             return
-        if missing:
-            paths = self.paths
-            shown = ", ".join(paths[i] for i in missing[:10])
-            more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
-            warnings.warn(
-                f"{self.prefix}: {len(missing)} checkpoint value(s) were never restored: {shown}{more}. "
-                "Call expect_partial() on the restore status to silence this.",
-                UserWarning,
-                stacklevel=2,
-            )
+        if message is not None:
+            warnings.warn(message, UserWarning, stacklevel=2)
 
 
 class CheckpointPosition:
@@ -476,8 +523,13 @@ class CheckpointPosition:
                 and not self.coordinator.nodes[self.proto_id].children)
 
     def simple_variable_value(self) -> Any:
-        self.coordinator.matched_proto_ids.add(self.proto_id)
-        return self.coordinator.read_tensor(self.coordinator.attributes(self.proto_id)[0][2], self.proto_id)
+        coordinator = self.coordinator
+        coordinator.matched_proto_ids.add(self.proto_id)
+        coordinator.begin_reads()
+        try:
+            return coordinator.read_tensor(coordinator.attributes(self.proto_id)[0][2], self.proto_id)
+        finally:
+            coordinator.end_reads()
 
     def bind_object(self, trackable: Trackable) -> bool:
         """Bind this node to ``trackable``; True if that is a new binding."""
@@ -499,7 +551,11 @@ class CheckpointPosition:
             coordinator.stages.append((len(coordinator.bound), len(coordinator.deferrals),
                                        len(coordinator.assigned_ids)))
         if self.bind_object(trackable):
-            self._restore_descendants(trackable)
+            coordinator.begin_reads()  # a restore-on-create reopens the files, and closes them after
+            try:
+                self._restore_descendants(trackable)
+            finally:
+                coordinator.end_reads()
 
     def _restore_descendants(self, trackable: Trackable) -> None:
         """Bind every node below this one that has a live counterpart, then assign their values.
