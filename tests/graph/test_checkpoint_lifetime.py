@@ -1,0 +1,113 @@
+"""A checkpoint and what it holds are freed as soon as the last reference goes: no cycles.
+
+Each test runs with the garbage collector disabled, so only reference counting can free
+anything: an object kept alive here sits in a reference cycle (or is really still held).
+"""
+
+from __future__ import annotations
+
+import gc
+import pathlib
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pytest
+
+import trackpoint as tp
+
+
+@pytest.fixture
+def no_gc() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _variables() -> dict[str, tp.Variable]:
+    return {"v": tp.Variable(np.ones(3, np.float32)), "w": tp.Variable(2.0)}
+
+
+def _just_made(ckpt: tp.Checkpoint, tmp_path: pathlib.Path) -> None:
+    del ckpt, tmp_path
+
+
+def _saved(ckpt: tp.Checkpoint, tmp_path: pathlib.Path) -> None:
+    ckpt.save(str(tmp_path / "s"))
+    ckpt.save(str(tmp_path / "s"))  # the second save replays the first's plan
+
+
+def _written(ckpt: tp.Checkpoint, tmp_path: pathlib.Path) -> None:
+    ckpt.write(str(tmp_path / "w"))
+
+
+def _saved_async(ckpt: tp.Checkpoint, tmp_path: pathlib.Path) -> None:
+    ckpt.save(str(tmp_path / "a"), tp.CheckpointOptions(enable_async=True))
+    ckpt.sync()
+
+
+def _restored(ckpt: tp.Checkpoint, tmp_path: pathlib.Path) -> None:
+    path = ckpt.save(str(tmp_path / "r"))
+    ckpt.restore(path).assert_consumed()
+    ckpt.restore(path).assert_consumed()  # replayed
+
+
+def _restored_with_values_pending(ckpt: tp.Checkpoint, tmp_path: pathlib.Path) -> None:
+    source = tp.Checkpoint(v=tp.Variable(np.zeros(3, np.float32)), w=tp.Variable(0.0), later=tp.Variable(5.0))
+    ckpt.restore(source.save(str(tmp_path / "p")))  # 'later' waits on the checkpoint, status dropped
+
+
+def _managed(ckpt: tp.Checkpoint, tmp_path: pathlib.Path) -> None:
+    manager = tp.CheckpointManager(ckpt, str(tmp_path / "m"), max_to_keep=1)
+    manager.save()
+    manager.save(options=tp.CheckpointOptions(enable_async=True))
+    manager.sync()
+    manager.restore_or_initialize()
+
+
+@pytest.mark.parametrize("use", [_just_made, _saved, _written, _saved_async, _restored, _restored_with_values_pending,
+                                 _managed], ids=lambda f: f.__name__.strip("_"))
+def test_checkpoint_without_root_is_freed_with_its_variables_at_once(
+        tmp_path, no_gc, use: Callable[[tp.Checkpoint, pathlib.Path], None]) -> None:
+    variables = _variables()
+    ckpt = tp.Checkpoint(**variables)
+    use(ckpt, tmp_path)
+    refs = [weakref.ref(ckpt), *map(weakref.ref, variables.values())]
+    del ckpt, variables
+    assert [ref() is None for ref in refs] == [True] * len(refs)
+
+
+def test_a_restore_status_and_its_coordinator_are_freed_with_the_checkpoint(tmp_path, no_gc) -> None:
+    ckpt = tp.Checkpoint(**_variables())
+    status = ckpt.restore(ckpt.save(str(tmp_path / "c")))
+    refs = [weakref.ref(ckpt), weakref.ref(status), weakref.ref(status._coordinator)]
+    del ckpt, status
+    assert [ref() is None for ref in refs] == [True, True, True]
+
+
+def test_checkpoint_with_root_is_freed_and_keeps_nothing_alive(tmp_path, no_gc) -> None:
+    root = tp.Module()
+    root.v = tp.Variable(1.0)
+    ckpt = tp.Checkpoint(root, extra=tp.Variable(2.0))
+    ckpt.restore(ckpt.save(str(tmp_path / "c"))).assert_consumed()
+    refs = [weakref.ref(ckpt), weakref.ref(root), weakref.ref(root.v)]
+    del ckpt, root
+    assert [ref() is None for ref in refs] == [True, True, True]
+
+
+def test_the_async_save_thread_ends_when_its_checkpoint_is_freed(tmp_path) -> None:
+    def writers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "trackpoint-async-save"]
+
+    before = writers()
+    ckpt = tp.Checkpoint(v=tp.Variable(1.0))
+    ckpt.save(str(tmp_path / "c"), tp.CheckpointOptions(enable_async=True))
+    thread = next(t for t in writers() if t not in before)
+    del ckpt  # a save may still be running: the thread finishes it, then ends
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert tp.latest_checkpoint(str(tmp_path)) == str(tmp_path / "c-1")
