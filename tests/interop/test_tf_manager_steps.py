@@ -1,0 +1,80 @@
+"""CheckpointManager's ``last_checkpoint_step`` and clock warning, side by side with TensorFlow 2.21."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import trackpoint as tp
+
+# (checkpoint_interval, last_checkpoint_step, check_interval, steps)
+SCENARIOS = {
+    "from_last": (2, 1, True, [1, 2, 3, 4, 5, 6, 7]),
+    "none": (2, None, True, [1, 2, 3, 4, 5, 6, 7]),
+    "ahead_of_the_steps": (3, 10, True, [4, 8, 12, 13, 14, 20]),
+    "no_check": (5, 4, False, [4, 4, 5, 5, 6, 9]),
+    "zero": (1, 0, True, [0, 0, 1, 1, 3]),
+    "no_interval": (None, 3, True, [1, 2, 3]),
+}
+
+
+def _run(lib: str, directory: str, interval: int | None, last: int | None, check: bool,
+         steps: list[int]) -> tuple[list[int], list[str]]:
+    """The steps at which ``save()`` wrote a checkpoint, and the checkpoints kept (base names)."""
+    if lib == "tf":
+        step = tf.Variable(0, dtype=tf.int64)
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), directory, max_to_keep=None,
+                                             step_counter=step if interval else None, checkpoint_interval=interval,
+                                             last_checkpoint_step=last)
+    else:
+        step = tp.Variable(0, dtype=np.int64)
+        manager = tp.CheckpointManager(tp.Checkpoint(step=step), directory, max_to_keep=None,
+                                       step_counter=step if interval else None, checkpoint_interval=interval,
+                                       last_checkpoint_step=last)
+    saved = []
+    for value in steps:
+        step.assign(value)
+        if manager.save(check_interval=check) is not None:
+            saved.append(value)
+    return saved, [os.path.basename(path) for path in manager.checkpoints]
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_last_checkpoint_step_saves_at_the_steps_tf_saves_at(tmp_path, scenario: str) -> None:
+    interval, last, check, steps = SCENARIOS[scenario]
+    theirs = _run("tf", str(tmp_path / "tf"), interval, last, check, steps)
+    ours = _run("tp", str(tmp_path / "tp"), interval, last, check, steps)
+    assert ours == theirs
+
+
+def test_both_warn_when_the_clock_is_behind_the_last_preserved_timestamp(tmp_path) -> None:
+    directory = str(tmp_path)
+    tp.CheckpointManager(tp.Checkpoint(v=tp.Variable(1.0)), directory, max_to_keep=1).save()
+    ahead = time.time() + 7200.0
+    with open(os.path.join(directory, "checkpoint"), "w", encoding="utf-8") as f:
+        f.write(f'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n'
+                f"all_model_checkpoint_timestamps: {ahead}\nlast_preserved_timestamp: {ahead}\n")
+
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("tensorflow")
+    logger.addHandler(handler)
+    try:
+        theirs = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)), directory, max_to_keep=1)
+    finally:
+        logger.removeHandler(handler)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ours = tp.CheckpointManager(tp.Checkpoint(v=tp.Variable(1.0)), directory, max_to_keep=1)
+    phrase = "seconds behind the last preserved checkpoint timestamp"
+    assert [line for line in lines if phrase in line]
+    assert [w for w in caught if phrase in str(w.message) and issubclass(w.category, UserWarning)]
+    assert ours.checkpoints == theirs.checkpoints == []
+    assert ours.latest_checkpoint == theirs.latest_checkpoint
