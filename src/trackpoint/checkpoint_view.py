@@ -119,16 +119,20 @@ class CheckpointView:
 
     def descendants(self) -> list[int]:
         """Node ids reachable from the root, breadth first, root first (slot nodes excluded)."""
-        order = [0]
-        seen = {0}
+        return list(self._descendants_with_paths())
+
+    def _descendants_with_paths(self) -> dict[int, str]:
+        """``{node id: "root.a.b"}`` along the first path found breadth first (TF's private method of
+        the same name, which TF's tests call; :meth:`paths` gives the readable ``(root).a.b``)."""
+        found = {0: "root"}
         queue = deque([0])
         while queue:
-            for child in self._graph.nodes[queue.popleft()].children:
-                if child.node_id not in seen:
-                    seen.add(child.node_id)
-                    order.append(child.node_id)
+            node_id = queue.popleft()
+            for child in self._graph.nodes[node_id].children:
+                if child.node_id not in found:
+                    found[child.node_id] = f"{found[node_id]}.{child.local_name}"
                     queue.append(child.node_id)
-        return order
+        return found
 
     def match(self, obj: Trackable) -> dict[int, Trackable]:
         """Map checkpoint node ids to ``obj``'s objects by local names along the edges.

@@ -9,8 +9,10 @@
     │       checksum mismatch, truncated or damaged file
     ├── InvalidArgumentError(CheckpointError, ValueError)
     │   │   malformed input: bad option, dtype/shape mismatch, hostile sizes
-    │   └── ShardingCallbackError(InvalidArgumentError, RuntimeError)
-    │           a sharding callback's shards do not hold the checkpoint's tensors exactly
+    │   ├── ShardingCallbackError(InvalidArgumentError, RuntimeError)
+    │   │       a sharding callback's shards do not hold the checkpoint's tensors exactly
+    │   └── InvalidCallbackError(InvalidArgumentError, TypeError, AssertionError)
+    │           a write callback that is not callable, or takes more than the save path
     ├── WriteError(CheckpointError, OSError)
     │       a save could not be completed (disk full, permission denied, not a directory);
     │       nothing of it was published and earlier checkpoints are untouched
@@ -32,8 +34,8 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["CheckpointError", "DataLossError", "DeadReferenceError", "InvalidArgumentError", "NotFoundError",
-           "ShardingCallbackError", "WriteError"]
+__all__ = ["CheckpointError", "DataLossError", "DeadReferenceError", "InvalidArgumentError",
+           "InvalidCallbackError", "NotFoundError", "ShardingCallbackError", "WriteError"]
 
 
 class CheckpointError(Exception):
@@ -61,6 +63,14 @@ class ShardingCallbackError(InvalidArgumentError, RuntimeError):
 
     Also a ``RuntimeError``, which is what TensorFlow raises for the same mistakes, so code
     written against TF's ``validate_shards`` keeps catching it.
+    """
+
+
+class InvalidCallbackError(InvalidArgumentError, TypeError, AssertionError):
+    """A write callback cannot be called with the save path.
+
+    Also a ``TypeError`` (a call of the wrong shape) and an ``AssertionError``, which is what
+    TensorFlow's ``CheckpointOptions`` raises for the same callback.
     """
 
 

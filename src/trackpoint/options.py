@@ -10,7 +10,7 @@ from typing import Any
 
 from trackpoint._saving.device_spec import parse_device
 from trackpoint._saving.sharding_policies import ShardingCallback
-from trackpoint.errors import InvalidArgumentError
+from trackpoint.errors import InvalidArgumentError, InvalidCallbackError
 
 __all__ = ["CheckpointOptions", "WriteCallback"]
 
@@ -19,14 +19,14 @@ WriteCallback = Callable[..., Any]
 
 def _check_callback(callback: Any) -> None:
     if not callable(callback):
-        raise TypeError(f"experimental_write_callbacks must hold callables, got {callback!r}")
+        raise InvalidCallbackError(f"experimental_write_callbacks must hold callables, got {callback!r}")
     try:
         params = inspect.signature(callback).parameters.values()
     except (TypeError, ValueError):
         return  # a builtin without a signature: it will be called with the path
     required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     if len(required) > 1 or any(p.kind == p.KEYWORD_ONLY for p in required):
-        raise TypeError(f"write callback {callback!r} must take no argument or one (the save path)")
+        raise InvalidCallbackError(f"write callback {callback!r} must take no argument or one (the save path)")
 
 
 def run_write_callbacks(callbacks: Sequence[WriteCallback], save_path: str) -> None:

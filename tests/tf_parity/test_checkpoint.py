@@ -199,14 +199,20 @@ def test_deep_copy_checkpoint_copies_graph_view_attached_dependencies() -> None:
     assert graph_root is copied_ckpt.root
     assert graph_root is not original_ckpt.root
     assert attached_dependencies["root"] is copied_ckpt.root
-    # The TF test (newer than 2.21) says the copy's attached "child" is its own copy:
-    #     assertIs(attached_dependencies["child"], copied_ckpt.child)
-    #     assertIsNot(attached_dependencies["child"], original_ckpt.child)
-    # TF 2.21, the arbiter, does the opposite: the copy keeps the ORIGINAL child attached,
-    # so `copied_ckpt.save()` writes `original_ckpt.child`'s value (checked: after
-    # copied_ckpt.child.assign(5.0), the copy's save holds 1.0). Following TF 2.21:
-    assert attached_dependencies["child"] is not copied_ckpt.child
-    assert attached_dependencies["child"] is original_ckpt.child
+    # TF 2.21 keeps the ORIGINAL child attached to the copy, so `copied_ckpt.save()` silently
+    # writes `original_ckpt.child`'s value (after copied_ckpt.child.assign(5.0) its save holds
+    # 1.0). trackpoint follows TF's newer test instead, which fixes that: the copy saves its own.
+    assert attached_dependencies["child"] is copied_ckpt.child
+    assert attached_dependencies["child"] is not original_ckpt.child
+
+
+def test_a_deep_copied_checkpoint_saves_its_own_values(tmp_path) -> None:
+    """What the attachment above means for the files (TF 2.21 would save 1.0 here)."""
+    original = tp.Checkpoint(root=tp.AutoTrackable(), child=tp.Variable(1.0))
+    copied = copy.deepcopy(original)
+    copied.child.assign(5.0)
+    path = copied.write(str(tmp_path / "copy"))
+    assert tp.load_variable(path, "child/.ATTRIBUTES/VARIABLE_VALUE") == 5.0
 
 
 def test_passing_checkpoint_options(tmp_path) -> None:

@@ -50,8 +50,8 @@ def test_all_nodes_with_paths(tmp_path) -> None:
     leaf2.leaf5 = tp.AutoTrackable()
     root_ckpt = tp.Checkpoint(root=root)
     root_save_path = root_ckpt.save(str(tmp_path / "root_ckpt"))
-    # TF tests this private method ("names ... subject to change"); trackpoint's public
-    # CheckpointView.paths() spells paths "(root).leaf1" instead.
+    # TF tests this private method ("names ... subject to change"); trackpoint keeps it with
+    # TF's spelling, beside its public CheckpointView.paths() ("(root).leaf1").
     all_nodes_with_paths = tp.CheckpointView(root_save_path)._descendants_with_paths()
     assert {
         "root", "root.leaf1", "root.leaf2", "root.save_counter",
