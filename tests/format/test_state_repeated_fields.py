@@ -18,7 +18,7 @@ def test_paths_and_timestamps_equal_lists_and_tuples(tmp_path) -> None:
     assert state.all_model_checkpoint_paths == paths
     assert paths == state.all_model_checkpoint_paths
     assert state.all_model_checkpoint_paths == tuple(paths)
-    assert not state.all_model_checkpoint_paths != paths
+    assert (state.all_model_checkpoint_paths != paths) is False
     assert state.all_model_checkpoint_paths != paths[:1]
     assert state.all_model_checkpoint_timestamps == [10.5, 20.25]
     assert state.all_model_checkpoint_timestamps != [10.5]

@@ -11,6 +11,7 @@ import pytest
 
 import trackpoint as tp
 from tests.conftest import EveryTensorAlone
+from trackpoint._format.bundle_reader import BundleReader
 
 
 def _open_files(directory: pathlib.Path) -> list[str]:
@@ -142,6 +143,31 @@ def test_a_failed_restore_leaves_no_file_open_even_while_its_traceback_lives(tmp
     with pytest.raises(tp.errors.InvalidArgumentError, match="model/b") as caught:
         target.restore(path)
     assert caught.traceback  # the frames, and the restore's locals, are still referenced
+    assert _open_files(tmp_path) == []
+
+
+def test_a_value_read_alone_for_restore_on_create_is_checked_like_a_batch(tmp_path) -> None:
+    # A variable created on its own takes its one tensor without batch planning; the
+    # checksum, dtype and shape checks are the same.
+    source = tp.Module()
+    source.ok = tp.Variable(np.arange(4, dtype=np.int64))
+    source.bad = tp.Variable(np.full(8, 3.0))
+    path = tp.Checkpoint(model=source).write(str(tmp_path / "ckpt"))
+    with BundleReader(path) as reader:
+        entry = reader.entry("model/bad/.ATTRIBUTES/VARIABLE_VALUE")
+    with open(path + ".data-00000-of-00001", "r+b") as f:  # damaged before the restore
+        f.seek(entry.offset)
+        f.write(b"\xff")
+    model = tp.Module()
+    tp.Checkpoint(model=model).read(path).expect_partial()
+    model.ok = tp.Variable(np.zeros(4, np.int64))
+    assert model.ok.numpy().tolist() == [0, 1, 2, 3] and not model.ok.numpy().flags.writeable
+    with pytest.raises(tp.errors.DataLossError, match="checksum mismatch for key 'model/bad"):
+        model.bad = tp.Variable(np.zeros(8))
+    late = tp.Module()
+    tp.Checkpoint(model=late).read(path).expect_partial()
+    with pytest.raises(tp.errors.InvalidArgumentError, match="received incompatible tensor with shape"):
+        late.ok = tp.Variable(np.zeros(5, np.int64))
     assert _open_files(tmp_path) == []
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
 
 import pytest
 import tensorflow as tf
@@ -13,7 +14,7 @@ import trackpoint as tp
 PHRASE = "Inconsistent references when matching the checkpoint into this object graph."
 
 
-def _tf_lines(run) -> list[str]:  # noqa: ANN001
+def _tf_lines(run: Callable[[], object]) -> list[str]:
     lines: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]

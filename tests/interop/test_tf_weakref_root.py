@@ -31,6 +31,14 @@ def test_a_weak_root_writes_the_files_tf_writes(tmp_path) -> None:
         assert filecmp.cmp(written["tf"] + suffix, written["tp"] + suffix, shallow=False), suffix
 
 
+def _call(ckpt: object, operation: str, directory: str, path: str) -> object:
+    if operation == "save":
+        return ckpt.save(os.path.join(directory, "ckpt"))  # type: ignore[attr-defined]
+    if operation == "write":
+        return ckpt.write(os.path.join(directory, "w"))  # type: ignore[attr-defined]
+    return getattr(ckpt, operation)(path)
+
+
 @pytest.mark.parametrize("operation", ["save", "write", "restore", "read"])
 def test_after_the_root_is_gone_both_raise_assertion_error_and_keep_save_counter(tmp_path, operation: str) -> None:
     outcome = {}
@@ -43,10 +51,8 @@ def test_after_the_root_is_gone_both_raise_assertion_error_and_keep_save_counter
         del root
         gc.collect()
         assert ref() is None
-        call = {"save": lambda: ckpt.save(str(directory / "ckpt")), "write": lambda: ckpt.write(str(directory / "w")),
-                "restore": lambda: ckpt.restore(path), "read": lambda: ckpt.read(path)}[operation]
         with pytest.raises(AssertionError):
-            call()
+            _call(ckpt, operation, str(directory), path)
         outcome[lib] = (isinstance(ckpt.root, weakref.ref), sorted(f for f in os.listdir(directory)
                                                                    if f.startswith(("ckpt-2", "w."))))
     assert outcome["tp"] == outcome["tf"] == (True, [])

@@ -18,7 +18,7 @@ import threading
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -373,8 +373,15 @@ class RestoreCoordinator:
         if self.replayable:
             self.assigned_ids.extend(map(_NODE_ID, pending))
             self.assigned_keys.extend(wanted_all)
-        batches = self.reader.read_batches(keys, _BATCH_BYTES)
-        values = itertools.chain.from_iterable(batches)
+        batches = None
+        if len(keys) == 1:
+            # One tensor, the usual restore-on-create of a variable created on its own: read
+            # alone, with the same checks, it skips planning batches for the whole of a
+            # restore, which costs ten times the read.
+            values: Iterator[Any] = map(self.reader.read, keys)
+        else:
+            batches = self.reader.read_batches(keys, _BATCH_BYTES)
+            values = itertools.chain.from_iterable(batches)
         try:
             for node_id, trackable, wanted in pending:
                 try:
@@ -389,7 +396,8 @@ class RestoreCoordinator:
         finally:
             # On a failure, now rather than when the traceback goes: its read-ahead thread must
             # be done before the files close.
-            batches.close()
+            if batches is not None:
+                batches.close()
 
     def replay(self, plan: RestoreReplay) -> bool:
         """Repeat what ``plan`` records (see :class:`RestoreReplay`); False, doing nothing, if
