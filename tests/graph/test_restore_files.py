@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import threading
 
 import numpy as np
 import pytest
@@ -168,6 +169,46 @@ def test_a_value_read_alone_for_restore_on_create_is_checked_like_a_batch(tmp_pa
     tp.Checkpoint(model=late).read(path).expect_partial()
     with pytest.raises(tp.errors.InvalidArgumentError, match="received incompatible tensor with shape"):
         late.ok = tp.Variable(np.zeros(5, np.int64))
+    assert _open_files(tmp_path) == []
+
+
+def test_objects_created_on_several_threads_read_their_values_while_others_close_the_files(tmp_path) -> None:
+    # Each creation opens the files and closes them when the last reader is done: one
+    # thread's close must never pull a descriptor from under another's read.
+    threads, per_thread = 6, 40
+    source = tp.Module()
+    for t in range(threads):
+        part = tp.Module()
+        for i in range(per_thread):
+            setattr(part, f"v{i}", tp.Variable(np.full(512, t * 1000 + i, np.int64)))
+        setattr(source, f"part{t}", part)
+    path = tp.Checkpoint(model=source).write(str(tmp_path / "ckpt"))
+    model = tp.Module()
+    parts = [tp.Module() for _ in range(threads)]
+    for t, part in enumerate(parts):
+        setattr(model, f"part{t}", part)  # bound now; their variables wait
+    status = tp.Checkpoint(model=model).read(path)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(threads)
+
+    def create(t: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(per_thread):
+                setattr(parts[t], f"v{i}", tp.Variable(np.zeros(512, np.int64)))
+        except BaseException as exc:  # reported below, on the test's thread
+            errors.append(exc)
+
+    workers = [threading.Thread(target=create, args=(t,)) for t in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert errors == []
+    status.assert_consumed()
+    for t, part in enumerate(parts):
+        assert [int(getattr(part, f"v{i}").numpy()[0]) for i in range(per_thread)] == [
+            t * 1000 + i for i in range(per_thread)]
     assert _open_files(tmp_path) == []
 
 
