@@ -109,3 +109,15 @@ def test_a_weak_root_with_a_child_of_a_keyword_name_is_rejected_as_a_strong_one(
     model = _model()
     with pytest.raises(tp.errors.InvalidArgumentError, match="root.v already exists"):
         tp.Checkpoint(root=weakref.ref(model), v=tp.Variable(0.0))
+
+
+def test_a_manager_of_a_checkpoint_whose_weak_root_is_gone_raises_without_using_a_number(tmp_path) -> None:
+    model = _model()
+    manager = tp.CheckpointManager(tp.Checkpoint(root=weakref.ref(model)), str(tmp_path), max_to_keep=2)
+    assert manager.save().endswith("ckpt-1")
+    del model
+    gc.collect()
+    with pytest.raises(tp.errors.DeadReferenceError):
+        manager.save()
+    assert int(manager.checkpoint.save_counter.numpy()) == 1
+    assert [path.rsplit("/", 1)[1] for path in manager.checkpoints] == ["ckpt-1"]
