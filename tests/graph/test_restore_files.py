@@ -196,7 +196,7 @@ def test_objects_created_on_several_threads_read_their_values_while_others_close
             barrier.wait()
             for i in range(per_thread):
                 setattr(parts[t], f"v{i}", tp.Variable(np.zeros(512, np.int64)))
-        except BaseException as exc:  # reported below, on the test's thread
+        except BaseException as exc:  # noqa: BLE001 - reported below, on the test's thread
             errors.append(exc)
 
     workers = [threading.Thread(target=create, args=(t,)) for t in range(threads)]

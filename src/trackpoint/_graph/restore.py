@@ -506,7 +506,7 @@ class RestoreCoordinator:
             return
         try:
             message = self.partial_restore_warning()
-        except Exception:  # at interpreter exit, modules may be half torn down
+        except Exception:  # noqa: BLE001 - at interpreter exit, modules may be half torn down
             return
         if message is not None:
             warnings.warn(message, UserWarning, stacklevel=2)

@@ -39,7 +39,7 @@ def _run(tasks: queue.Queue[_Task | None], errors: list[BaseException]) -> None:
                                    exc_info=errors[0])
                     return
                 task()
-            except BaseException as exc:  # kept for sync() and the next save
+            except BaseException as exc:  # noqa: BLE001 - kept for sync() and the next save
                 errors[:] = [exc]
             finally:
                 # Drop the finished task now: its snapshot must not keep old arrays alive
