@@ -377,8 +377,8 @@ class Checkpoint(AutoTrackable):
         try:
             status = self._read(save_path, options, with_counter=True)
         except NotFoundError as exc:
-            if save_path is None or os.path.isdir(save_path):
-                raise
+            if save_path is None or os.path.isdir(save_path) or os.path.exists(f"{os.fspath(save_path)}.index"):
+                raise  # not a prefix missing its number: a missing data shard, say
             raise NotFoundError(f"{exc}. Checkpoint.save() numbers its prefixes: did you mean '{save_path}-1' or "
                                 "the directory holding them?") from exc
         if isinstance(status, InitializationOnlyStatus):

@@ -224,3 +224,13 @@ def test_many_pending_values_are_each_read_from_reopened_files(tmp_path) -> None
         assert _open_files(tmp_path) == []
     status.assert_consumed()
     assert [int(getattr(model, f"v{i}").numpy()[0]) for i in range(50)] == list(range(50))
+
+
+def test_a_missing_data_shard_is_not_mistaken_for_a_prefix_missing_its_number(tmp_path) -> None:
+    path = _source(tmp_path).save(str(tmp_path / "ckpt"))
+    os.remove(path + ".data-00000-of-00001")
+    with pytest.raises(tp.errors.NotFoundError, match="data shard") as caught:
+        _source(tmp_path).restore(path)
+    assert "did you mean" not in str(caught.value)
+    with pytest.raises(tp.errors.NotFoundError, match="did you mean"):
+        _source(tmp_path).restore(str(tmp_path / "ckpt"))
