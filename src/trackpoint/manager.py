@@ -14,6 +14,7 @@ import numpy as np
 
 from trackpoint._format import atomic, naming
 from trackpoint._format.state_file import write_state
+from trackpoint._graph import kept_values
 from trackpoint.checkpoint import Checkpoint
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.options import CheckpointOptions
@@ -171,6 +172,7 @@ class CheckpointManager:
             if self._keep_every_n_hours and stamp - self._keep_every_n_hours * 3600.0 >= self._last_preserved_timestamp:
                 self._last_preserved_timestamp = stamp
                 continue
+            kept_values.keep_values_of(path)  # values a restore of it still waits to hand out
             # The index first: a reader never finds an index whose data is gone.
             atomic.remove([naming.index_filename(path)] + glob.glob(glob.escape(path) + ".data-?????-of-?????"))
 

@@ -14,6 +14,7 @@ import functools
 import itertools
 import logging
 import operator
+import os
 import threading
 import warnings
 import weakref
@@ -24,6 +25,7 @@ from typing import Any
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._graph import kept_values
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, unescape_local_name
 from trackpoint._graph.node_bytes import split_nodes, variable_keys
 from trackpoint._graph.serialize import layout_is_tracked
@@ -228,6 +230,9 @@ class RestoreCoordinator:
         """
         self.reader = reader
         self.prefix = reader.prefix
+        self.real_prefix = os.path.realpath(reader.prefix)
+        self.kept: dict[str, Any] = {}  # values read into memory before their files went (see kept_values)
+        kept_values.register(self)
         self.graph = graph
         # Calls reading values right now (see begin_reads): the files are closed when the last ends.
         self._reads = 0
@@ -374,11 +379,14 @@ class RestoreCoordinator:
             self.assigned_ids.extend(map(_NODE_ID, pending))
             self.assigned_keys.extend(wanted_all)
         batches = None
-        if len(keys) == 1:
+        kept = self.kept
+        if kept and all(key in kept for key in keys):
+            values: Iterator[Any] = map(kept.__getitem__, keys)
+        elif len(keys) == 1:
             # One tensor, the usual restore-on-create of a variable created on its own: read
             # alone, with the same checks, it skips planning batches for the whole of a
             # restore, which costs ten times the read.
-            values: Iterator[Any] = map(self.reader.read, keys)
+            values = map(self.reader.read, keys)
         else:
             batches = self.reader.read_batches(keys, _BATCH_BYTES)
             values = itertools.chain.from_iterable(batches)
@@ -459,10 +467,38 @@ class RestoreCoordinator:
                              {node_id: tuple(names) for node_id, names in self.unused_attributes.items()})
 
     def read_tensor(self, key: str, node_id: int) -> Any:
+        kept = self.kept.get(key)
+        if kept is not None:
+            return kept
         try:
             return self.reader.read(key)
         except CheckpointError as exc:
             raise type(exc)(f"{exc} (restoring {self.paths[node_id]})") from exc
+
+    def keep_waiting_values(self) -> None:
+        """Read into memory every value no object has taken yet (see :mod:`kept_values`).
+
+        A checkpoint that can no longer be read as it was is left alone: the read that needs
+        a value raises then, naming the file and key, as it would have anyway.
+        """
+        keys = [a.checkpoint_key for node_id in self.unrestored_values() for a in self.nodes[node_id].attributes
+                if a.checkpoint_key not in self.kept]
+        if not keys:
+            return
+        self.begin_reads()
+        try:
+            batches = self.reader.read_batches(keys, _BATCH_BYTES)
+            try:
+                values = list(itertools.chain.from_iterable(batches))
+            finally:
+                batches.close()
+        except CheckpointError as exc:
+            _log.warning("%s: could not keep the values waiting for objects before the checkpoint's files go: %s",
+                         self.prefix, exc)
+            return
+        finally:
+            self.end_reads()
+        self.kept = {**self.kept, **dict(zip(keys, values))}
 
     def unrestored_values(self) -> list[int]:
         """Checkpoint nodes holding values that no live object has received."""

@@ -16,6 +16,7 @@ from trackpoint._format import naming, slices
 from trackpoint._format.atomic import prepare_directory
 from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, merge_shards, write_index
 from trackpoint._format.threads import parallel_map
+from trackpoint._graph import kept_values
 from trackpoint._saving.sharding_policies import (
     LOCAL_DEVICE,
     Shard,
@@ -67,6 +68,8 @@ def write_bundle(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callb
         trackables: The owner of each tensor, offered to the callback.
     """
     prefix = os.fspath(prefix)
+    if os.path.exists(naming.index_filename(prefix)):
+        kept_values.keep_values_of(prefix)  # an overwrite: values a restore of it still waits to hand out
     try:
         _write(prefix, tensors, sharding_callback, trackables)
     except CheckpointError:
