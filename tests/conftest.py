@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import pathlib
+from collections.abc import Iterator
 
 import numpy as np
+import pytest
 
 from trackpoint import sharding
 
@@ -38,5 +41,16 @@ class EveryTensorAlone(sharding.ShardingCallback):
     def description(self) -> str:
         return "one shard per tensor"
 
-    def __call__(self, shardable_tensors):  # noqa: ANN001, ANN204
+    def __call__(self, shardable_tensors):
         return [{t.checkpoint_key: {t.slice_spec: t.tensor}} for t in shardable_tensors]
+
+
+@pytest.fixture
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector off: what a test frees, reference counting alone must free."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -6,26 +6,15 @@ anything: an object kept alive here sits in a reference cycle (or is really stil
 
 from __future__ import annotations
 
-import gc
 import pathlib
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 import trackpoint as tp
-
-
-@pytest.fixture
-def no_gc() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _variables() -> dict[str, tp.Variable]:

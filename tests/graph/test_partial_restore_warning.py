@@ -7,25 +7,12 @@ disabled, so "goes" means at the ``del``, with no cycle to wait for.
 
 from __future__ import annotations
 
-import gc
 import warnings
 import weakref
-from collections.abc import Iterator
 
 import numpy as np
-import pytest
 
 import trackpoint as tp
-
-
-@pytest.fixture
-def no_gc() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def parse_warning(message: str) -> tuple[list[str], dict[str, str]]:

@@ -5,22 +5,11 @@ from __future__ import annotations
 import filecmp
 import gc
 import weakref
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 import trackpoint as tp
-
-
-@pytest.fixture
-def no_gc() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _model(value: float = 1.0) -> tp.Module:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 import warnings
@@ -12,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 import trackpoint as tp
+from tests.interop.conftest import tf_log_lines
 
 # (checkpoint_interval, last_checkpoint_step, check_interval, steps)
 SCENARIOS = {
@@ -61,15 +61,10 @@ def test_both_warn_when_the_clock_is_behind_the_last_preserved_timestamp(tmp_pat
         f.write(f'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n'
                 f"all_model_checkpoint_timestamps: {ahead}\nlast_preserved_timestamp: {ahead}\n")
 
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
-    logger = logging.getLogger("tensorflow")
-    logger.addHandler(handler)
-    try:
-        theirs = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)), directory, max_to_keep=1)
-    finally:
-        logger.removeHandler(handler)
+    made: list[tf.train.CheckpointManager] = []
+    lines = tf_log_lines(lambda: made.append(
+        tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)), directory, max_to_keep=1)))
+    theirs = made[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ours = tp.CheckpointManager(tp.Checkpoint(v=tp.Variable(1.0)), directory, max_to_keep=1)

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import gc
-import logging
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import tensorflow as tf
 
 import trackpoint as tp
 from tests.graph.test_partial_restore_warning import parse_warning
+from tests.interop.conftest import tf_log_lines
 
 
 @pytest.fixture(scope="module")
@@ -24,39 +23,14 @@ def tf_checkpoint(tmp_path_factory) -> str:
     return tf.train.Checkpoint(v1=v1, v2=v2, optimizer=optimizer).save(str(tmp_path_factory.mktemp("tf") / "ckpt"))
 
 
-@pytest.fixture
-def no_gc() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-
-
 def _tf_report(run: Callable[[], None]) -> tuple[list[str], dict[str, str]]:
     """What TF logs when ``run`` drops its partial restore: values never restored, attributes not taken."""
-    handler = _Lines()
-    logger = logging.getLogger("tensorflow")
-    logger.addHandler(handler)
-    try:
-        run()
-    finally:
-        logger.removeHandler(handler)
-    assert any("deleted with unrestored values" in line and "expect_partial()" in line for line in handler.lines)
-    unmatched = [line.split(": ", 1)[1] for line in handler.lines
+    lines = tf_log_lines(run)
+    assert any("deleted with unrestored values" in line and "expect_partial()" in line for line in lines)
+    unmatched = [line.split(": ", 1)[1] for line in lines
                  if line.startswith("Value in checkpoint could not be found in the restored object: ")]
     unused = {}
-    for line in handler.lines:
+    for line in lines:
         found = re.fullmatch(r"An attribute in the restored object could not be found in the checkpoint\. "
                              r"Object: (.*), attribute: \['(.*)'\]", line)
         if found:

@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import logging
 import warnings
-from collections.abc import Callable
 
 import pytest
 import tensorflow as tf
 
 import trackpoint as tp
+from tests.interop.conftest import tf_log_lines
 
 PHRASE = "Inconsistent references when matching the checkpoint into this object graph."
-
-
-def _tf_lines(run: Callable[[], object]) -> list[str]:
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
-    logger = logging.getLogger("tensorflow")
-    logger.addHandler(handler)
-    try:
-        run()
-    finally:
-        logger.removeHandler(handler)
-    return lines
 
 
 @pytest.mark.parametrize("shared_live", [False, True], ids=["two live objects", "one live object"])
@@ -44,7 +30,7 @@ def test_inconsistent_references_are_reported_as_tf_reports_them(tmp_path, share
 
     tf_live = live(tf.Module, tf.Variable)
     tf_matched: dict[int, object] = {}
-    lines = _tf_lines(lambda: tf_matched.update(tf.train.CheckpointView(path).match(tf_live)))
+    lines = tf_log_lines(lambda: tf_matched.update(tf.train.CheckpointView(path).match(tf_live)))
     tp_live = live(tp.Module, tp.Variable)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
