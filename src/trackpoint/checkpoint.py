@@ -31,6 +31,16 @@ from trackpoint.reader import resolve_prefix
 __all__ = ["Checkpoint"]
 
 
+def _deref(held: Trackable | weakref.ref[Trackable]) -> Trackable:
+    """The object itself, or the referent of a weakly held root (raising once it is gone)."""
+    if not isinstance(held, weakref.ref):
+        return held
+    obj = held()
+    if obj is None:
+        raise _dead_root_error()
+    return obj
+
+
 def _dead_root_error() -> DeadReferenceError:
     return DeadReferenceError(
         "The root of this Checkpoint was passed as a weak reference (Checkpoint(root=weakref.ref(obj))) and has "
@@ -60,13 +70,7 @@ class _Attached(Mapping[str, Trackable]):
         self._items: dict[str, Trackable | weakref.ref[Trackable]] = {}
 
     def __getitem__(self, name: str) -> Trackable:
-        value = self._items[name]
-        if isinstance(value, weakref.ref):
-            obj = value()
-            if obj is None:
-                raise _dead_root_error()
-            return obj
-        return value
+        return _deref(self._items[name])
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._items)
@@ -172,14 +176,7 @@ class Checkpoint(AutoTrackable):
             DeadReferenceError: The root was given as a weak reference and is gone.
         """
         root = self._tp_root
-        if root is None:
-            return self
-        if isinstance(root, weakref.ref):
-            obj = root()
-            if obj is None:
-                raise _dead_root_error()
-            return obj
-        return root
+        return self if root is None else _deref(root)
 
     # -- save_counter -------------------------------------------------------------------
 
