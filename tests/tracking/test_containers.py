@@ -93,6 +93,19 @@ def test_an_outside_edit_is_remembered_after_it_is_undone_through_the_wrapper(tm
         _write(m, str(tmp_path / "c"))
 
 
+def test_an_outside_replacement_is_found_after_later_changes_through_the_wrapper(tmp_path) -> None:
+    """Appends and item assignments check only the length; the save compares every element."""
+    sizes = [1, 2, 3]
+    m = tp.Module()
+    m.sizes, m.w = sizes, tp.Variable(1.0)
+    sizes[0] = 5  # same length
+    m.sizes[1] = 7
+    m.sizes.append(tp.Variable(2.0))
+    assert sizes == [5, 7, 3, m.sizes[3]]
+    with pytest.raises(ValueError, match="modified outside the wrapper"):
+        _write(m, str(tmp_path / "c"))
+
+
 def test_removing_a_plain_value_beside_a_trackable_cannot_renumber_it(tmp_path) -> None:
     """Before, ``del l[0]`` moved the variable from l/1 to l/0 without a word."""
     m = tp.Module()

@@ -182,9 +182,9 @@ class ListWrapper(Trackable, list):
         return self
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._tp_storage_unchanged()
         storage = self._tp_storage
         if isinstance(key, slice):
+            self._tp_storage_unchanged()  # before the resync below, which would hide an outside change
             before = list(storage)
             storage[key] = value
             if any(isinstance(v, Trackable) for v in before):
@@ -194,6 +194,7 @@ class ListWrapper(Trackable, list):
                     storage[index] = self._tp_track(storage[index], index)
             self._tp_resync()
             return
+        self._tp_quick_check()
         index = operator.index(key)
         old = storage[index]  # IndexError as for a list
         if index < 0:
