@@ -338,22 +338,20 @@ class Checkpoint(AutoTrackable):
         except BaseException:
             reader.close()
             raise
-        coordinator.begin_reads()
-        try:
-            with gc_paused():
-                if replay is None or not coordinator.replay(replay):
-                    self._restore_root(coordinator, root)
-                    replay = coordinator.replay_plan(raw, epoch)
-            object.__setattr__(self, "_tp_restore_replay", replay)
-            status = CheckpointLoadStatus(coordinator, root, self._tp_attached)
-            if with_counter:
-                # While the files are still open: a save_counter parked on the root reads them.
-                self._maybe_create_save_counter()
-        except BaseException:
-            coordinator.expect_partial = True  # the exception says what went wrong; no second warning
-            raise
-        finally:
-            coordinator.end_reads()  # closes the files
+        with coordinator.reading():  # the files close when this ends
+            try:
+                with gc_paused():
+                    if replay is None or not coordinator.replay(replay):
+                        self._restore_root(coordinator, root)
+                        replay = coordinator.replay_plan(raw, epoch)
+                object.__setattr__(self, "_tp_restore_replay", replay)
+                status = CheckpointLoadStatus(coordinator, root, self._tp_attached)
+                if with_counter:
+                    # While the files are still open: a save_counter parked on the root reads them.
+                    self._maybe_create_save_counter()
+            except BaseException:
+                coordinator.expect_partial = True  # the exception says what went wrong; no second warning
+                raise
         return status
 
     def _restore_root(self, coordinator: RestoreCoordinator, root: Trackable) -> None:

@@ -10,6 +10,7 @@ optimizer are bound, in either order.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
@@ -234,7 +235,7 @@ class RestoreCoordinator:
         self.kept: dict[str, Any] = {}  # values read into memory before their files went (see kept_values)
         kept_values.register(self)
         self.graph = graph
-        # Calls reading values right now (see begin_reads): the files are closed when the last ends.
+        # Calls reading values right now (see reading()): the files are closed when the last ends.
         self._reads = 0
         self._reads_lock = threading.Lock()
         self._raw_graph = raw_graph
@@ -325,24 +326,25 @@ class RestoreCoordinator:
 
     # -- values -------------------------------------------------------------------------
 
-    def begin_reads(self) -> None:
-        """Note a call that may read values; pair with :meth:`end_reads` (in ``finally``).
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around a call that may read values: the restore call itself, or a restore-on-create.
 
-        The checkpoint's files are open only between these: the restore call itself, and
-        each later restore-on-create. When the outermost call ends they are closed (see
-        :meth:`BundleReader.release_files`), so nothing stays open while the status lives or
-        values wait for objects yet to be created; a later read reopens the files, checking
-        that they are still the same. Counted under a lock: objects created on two threads may
-        both be reading.
+        The checkpoint's files are open only inside. When the outermost such call ends they
+        are closed (see :meth:`BundleReader.release_files`), so nothing stays open while the
+        status lives or values wait for objects yet to be created; a later read reopens the
+        files, checking that they are still the same. Counted under a lock: objects created on
+        two threads may both be reading.
         """
         with self._reads_lock:
             self._reads += 1
-
-    def end_reads(self) -> None:
-        with self._reads_lock:
-            self._reads -= 1
-            if self._reads == 0:
-                self.reader.release_files()
+        try:
+            yield
+        finally:
+            with self._reads_lock:
+                self._reads -= 1
+                if self._reads == 0:
+                    self.reader.release_files()
 
     def wanted(self, node_id: int, trackable: Trackable) -> list[tuple[str, str]]:
         """``(tensor name, checkpoint key)`` of the node's values that ``trackable`` takes (possibly none).
@@ -485,19 +487,13 @@ class RestoreCoordinator:
                 if a.checkpoint_key not in self.kept]
         if not keys:
             return
-        self.begin_reads()
         try:
-            batches = self.reader.read_batches(keys, _BATCH_BYTES)
-            try:
+            with self.reading(), contextlib.closing(self.reader.read_batches(keys, _BATCH_BYTES)) as batches:
                 values = list(itertools.chain.from_iterable(batches))
-            finally:
-                batches.close()
         except CheckpointError as exc:
             _log.warning("%s: could not keep the values waiting for objects before the checkpoint's files go: %s",
                          self.prefix, exc)
             return
-        finally:
-            self.end_reads()
         self.kept = {**self.kept, **dict(zip(keys, values))}
 
     def unrestored_values(self) -> list[int]:
@@ -525,16 +521,10 @@ class RestoreCoordinator:
         paths = self.paths
         lines = [(f"{self.prefix}: a restore is being deleted with unrestored values. Call expect_partial() on the "
                   "restore status to silence this warning.")]
-        if missing:
-            lines.append(f"{len(missing)} checkpoint value(s) were never restored (no object matched them):")
-            lines.extend(f"  {paths[i]}" for i in missing[:10])
-            if len(missing) > 10:
-                lines.append(f"  ... and {len(missing) - 10} more")
-        if unused:
-            lines.append(f"{len(unused)} restored object(s) did not take attribute(s) the checkpoint holds for them:")
-            lines.extend(f"  {paths[i]}: {', '.join(names)}" for i, names in unused[:10])
-            if len(unused) > 10:
-                lines.append(f"  ... and {len(unused) - 10} more")
+        _list_some(lines, f"{len(missing)} checkpoint value(s) were never restored (no object matched them):",
+                   [paths[i] for i in missing[:10]], len(missing))
+        _list_some(lines, f"{len(unused)} restored object(s) did not take attribute(s) the checkpoint holds for them:",
+                   [f"{paths[i]}: {', '.join(names)}" for i, names in unused[:10]], len(unused))
         return "\n".join(lines)
 
     def __del__(self) -> None:
@@ -546,6 +536,15 @@ class RestoreCoordinator:
             return
         if message is not None:
             warnings.warn(message, UserWarning, stacklevel=2)
+
+
+def _list_some(lines: list[str], heading: str, shown: list[str], total: int) -> None:
+    """Append ``heading`` and the first items, indented, with a count of the rest (nothing when ``total`` is 0)."""
+    if total:
+        lines.append(heading)
+        lines.extend(f"  {item}" for item in shown)
+        if total > len(shown):
+            lines.append(f"  ... and {total - len(shown)} more")
 
 
 class CheckpointPosition:
@@ -569,11 +568,8 @@ class CheckpointPosition:
     def simple_variable_value(self) -> Any:
         coordinator = self.coordinator
         coordinator.matched_proto_ids.add(self.proto_id)
-        coordinator.begin_reads()
-        try:
+        with coordinator.reading():
             return coordinator.read_tensor(coordinator.attributes(self.proto_id)[0][2], self.proto_id)
-        finally:
-            coordinator.end_reads()
 
     def bind_object(self, trackable: Trackable) -> bool:
         """Bind this node to ``trackable``; True if that is a new binding."""
@@ -595,11 +591,8 @@ class CheckpointPosition:
             coordinator.stages.append((len(coordinator.bound), len(coordinator.deferrals),
                                        len(coordinator.assigned_ids)))
         if self.bind_object(trackable):
-            coordinator.begin_reads()  # a restore-on-create reopens the files, and closes them after
-            try:
+            with coordinator.reading():  # a restore-on-create reopens the files, and closes them after
                 self._restore_descendants(trackable)
-            finally:
-                coordinator.end_reads()
 
     def _restore_descendants(self, trackable: Trackable) -> None:
         """Bind every node below this one that has a live counterpart, then assign their values.
