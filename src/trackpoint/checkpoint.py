@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import weakref
 from collections.abc import Iterator, Mapping
@@ -15,7 +14,7 @@ from trackpoint._format.state_file import write_state
 from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.restore import CheckpointPosition, RestoreCoordinator, parse_graph, read_object_graph_bytes
-from trackpoint._graph.serialize import SavePlan, SerializedCheckpoint, serialize
+from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.slot_scan import slot_owners
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
 from trackpoint._saving.async_writer import AsyncWriter
@@ -47,14 +46,6 @@ def _dead_root_error() -> DeadReferenceError:
         "been garbage-collected, so there is nothing to save or restore. Keep a reference to the root for as long as "
         "the Checkpoint is used, or pass the object itself."
     )
-
-
-def _forget_save_plan(checkpoint_ref: weakref.ref[Checkpoint]) -> None:
-    """Called when a weakly held root goes: its checkpoint's save plan must not keep its objects."""
-    checkpoint = checkpoint_ref()
-    if checkpoint is not None:
-        checkpoint.__dict__.pop("_tp_save_plan", None)
-        checkpoint.__dict__.pop("_tp_plan_finalizer", None)
 
 
 class _Attached(Mapping[str, Trackable]):
@@ -222,12 +213,10 @@ class Checkpoint(AutoTrackable):
         """Serialize now; write (here, or on the background thread) and then run the callbacks."""
         options = CheckpointOptions.coerce(options)
         prefix = os.fspath(file_prefix)
-        root = self._tp_graph_root
-        previous = self.__dict__.get("_tp_save_plan")
         with gc_paused():
-            serialized, plan = serialize(root, self._tp_attached, previous)
-        if plan is not None and plan is not previous:
-            plan = self._keepable_plan(plan, root)
+            serialized, plan = serialize(self._tp_graph_root, self._tp_attached, self.__dict__.get("_tp_save_plan"))
+        if isinstance(self._tp_root, weakref.ref):
+            plan = None  # a plan holds the graph's variables, which must go with a weakly held root
         object.__setattr__(self, "_tp_save_plan", plan)
         callbacks = list(options.experimental_write_callbacks or ())
         sharding = options.experimental_sharding_callback
@@ -244,28 +233,6 @@ class Checkpoint(AutoTrackable):
             self.sync()  # keep saves in order behind any background write
             write(serialized)
         return prefix
-
-    def _keepable_plan(self, plan: SavePlan, root: Trackable) -> SavePlan | None:
-        """``plan`` as this checkpoint may keep it for the next save, or None.
-
-        A plan holds every object of the graph, the root first. Kept as it is, it would make
-        a checkpoint that is its own root reference itself (a cycle, see ``__init__``), and
-        keep a weakly held root and its variables alive. Nothing reads the root back from
-        the plan, so it is kept without it; and for a weakly held root, only until the root
-        goes (then its objects must go too, as in TF), or not at all if the root also owns
-        values of the plan.
-        """
-        weak_root = isinstance(self._tp_root, weakref.ref)
-        if not plan.objects or plan.objects[0] is not (self if self._tp_root is None else root):
-            return plan if not weak_root else None
-        if weak_root:
-            if any(obj is root for obj in plan.owners) or any(obj is root for obj in plan.hooks):
-                return None
-            if self.__dict__.get("_tp_plan_finalizer") is None:
-                finalizer = weakref.finalize(root, _forget_save_plan, weakref.ref(self))
-                finalizer.atexit = False
-                object.__setattr__(self, "_tp_plan_finalizer", finalizer)
-        return dataclasses.replace(plan, objects=plan.objects[1:])
 
     def write(self, file_prefix: str, options: CheckpointOptions | None = None) -> str:
         """Write the objects to ``file_prefix`` exactly (no numbering, no state file); return it."""

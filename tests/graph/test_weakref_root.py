@@ -41,7 +41,7 @@ def test_the_checkpoint_keeps_neither_the_root_nor_its_variables_alive(tmp_path,
     model = _model()
     ckpt = tp.Checkpoint(root=weakref.ref(model))
     path = ckpt.save(str(tmp_path / "ckpt"))
-    ckpt.save(str(tmp_path / "ckpt"))  # replays the first save's plan
+    ckpt.save(str(tmp_path / "ckpt"))  # a second save (with a weak root, no plan is kept to replay)
     ckpt.restore(path).assert_consumed()
     ckpt.restore(path).assert_consumed()  # replays the first restore's bindings
     refs = [weakref.ref(model), weakref.ref(model.v), weakref.ref(model.inner.w)]

@@ -157,13 +157,11 @@ class SavePlan:
     Attributes:
         epoch: The structure epoch it was made in (see ``structure_changed``).
         entries: ``(object, tensor names, checkpoint keys)`` in write order.
-        objects: Every object of the graph, slots included.
         graph: The object graph as plain lists.
     """
 
     epoch: int
     entries: list[tuple[Trackable, list[str], list[str]]]
-    objects: list[Trackable]
     graph: _Graph
     owners: list[Trackable]  # the owner of each value, in order
     keys: list[str]  # the key of each value, in order
@@ -311,7 +309,7 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
         hooks = [obj for obj in objects if hasattr(obj, "_tp_after_save")]
         variables = [obj for obj, _, _ in all_entries] if only_variables and not hooks else None
         containers = [obj for obj in objects if isinstance(obj, (ListWrapper, DictWrapper))]
-        plan = SavePlan(epoch, all_entries, objects, graph, list(owners), keys, variables, hooks, containers)
+        plan = SavePlan(epoch, all_entries, graph, list(owners), keys, variables, hooks, containers)
     return SerializedCheckpoint(keys, [value for _, value in tensors], owners, graph), plan
 
 
