@@ -157,10 +157,6 @@ class Checkpoint(AutoTrackable):
 
     @property
     def _tp_graph_root(self) -> Trackable:
-        """The object at node 0: the root given, or this checkpoint (see :meth:`_live_root`)."""
-        return self._live_root()
-
-    def _live_root(self) -> Trackable:
         """The object at node 0: the root given, or this checkpoint.
 
         Raises:
@@ -168,6 +164,12 @@ class Checkpoint(AutoTrackable):
         """
         root = self._tp_root
         return self if root is None else _deref(root)
+
+    def _count_save(self) -> int:
+        """Add one to ``save_counter`` for a numbered save and return it; a root that is gone
+        raises first, so a save that cannot happen uses up no number."""
+        _ = self._tp_graph_root  # raises DeadReferenceError once a weakly held root is gone
+        return int(self.save_counter.assign_add(1).numpy())
 
     # -- save_counter -------------------------------------------------------------------
 
@@ -244,8 +246,7 @@ class Checkpoint(AutoTrackable):
         With ``enable_async`` the state file is updated by the writer thread once the files
         are complete, so it never names a half-written checkpoint.
         """
-        self._live_root()  # a root that is gone raises here, before a number is used up
-        number = int(self.save_counter.assign_add(1).numpy())
+        number = self._count_save()
         path = f"{os.fspath(file_prefix)}-{number}"
 
         def record_state() -> None:

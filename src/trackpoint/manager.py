@@ -191,10 +191,8 @@ class CheckpointManager:
                 if check_interval and step < self._last_checkpoint_step + self._checkpoint_interval:
                     return None
             self._last_checkpoint_step = step
-        self._checkpoint._live_root()  # a weakly held root that is gone raises before a number is used up
-        counter = self._checkpoint.save_counter
-        counter.assign_add(1)
-        number = _as_int(counter) if checkpoint_number is None else _as_int(checkpoint_number)
+        count = self._checkpoint._count_save()
+        number = count if checkpoint_number is None else _as_int(checkpoint_number)
         path = f"{self._prefix}-{number}"
 
         def record_and_sweep() -> None:
