@@ -8,7 +8,6 @@ no object has taken yet are read into memory first, so restore-on-create still g
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import trackpoint as tp
 from tests.graph.test_restore_files import _open_files, _source
@@ -61,13 +60,3 @@ def test_only_values_no_object_took_are_kept(tmp_path) -> None:
                                     "optimizer/beta1_power/.ATTRIBUTES/VARIABLE_VALUE",
                                     "optimizer/beta2_power/.ATTRIBUTES/VARIABLE_VALUE"]  # model.a was taken
 
-
-def test_a_checkpoint_changed_by_someone_else_is_still_caught(tmp_path) -> None:
-    """Keeping happens only for trackpoint's own deletions; others are found when the value is read."""
-    path = _source(tmp_path).write(str(tmp_path / "ckpt"))
-    model = tp.Module()
-    tp.Checkpoint(model=model).read(path).expect_partial()
-    for file in tmp_path.glob("ckpt.*"):
-        file.unlink()
-    with pytest.raises(tp.errors.NotFoundError):
-        model.a = tp.Variable(np.zeros(3, np.float32))

@@ -35,6 +35,8 @@ def register(restore: _Waiting) -> None:
 
 def keep_values_of(prefix: str) -> None:
     """Before the files of ``prefix`` go: every live restore of it reads its waiting values into memory."""
+    if not _restores:  # the usual save: nothing restored is alive, so no path to resolve
+        return
     target = os.path.realpath(prefix)
     for restore in list(_restores):
         if restore.real_prefix == target:

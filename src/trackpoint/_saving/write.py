@@ -68,8 +68,7 @@ def write_bundle(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callb
         trackables: The owner of each tensor, offered to the callback.
     """
     prefix = os.fspath(prefix)
-    if os.path.exists(naming.index_filename(prefix)):
-        kept_values.keep_values_of(prefix)  # an overwrite: values a restore of it still waits to hand out
+    kept_values.keep_values_of(prefix)  # an overwrite: values a restore of it still waits to hand out
     try:
         _write(prefix, tensors, sharding_callback, trackables)
     except CheckpointError:

@@ -113,7 +113,7 @@ class ListWrapper(Trackable, list):
     def _tp_mark_external(self) -> None:
         self._tp_external = True
         self._tp_snapshot = list.copy(self)
-        list.__setitem__(self, slice(None), self._tp_storage)
+        self._tp_resync()
         structure_changed()
 
     def _tp_quick_check(self) -> None:
@@ -121,12 +121,15 @@ class ListWrapper(Trackable, list):
         if not self._tp_external and list.__len__(self) != len(self._tp_storage):
             self._tp_mark_external()
 
-    def _tp_non_append_if_tracking(self, *incoming: Any) -> None:
-        if self._tp_non_append:
-            return
-        if any(isinstance(v, Trackable) for v in incoming) or any(isinstance(v, Trackable) for v in self._tp_storage):
+    def _tp_mark_non_append(self) -> None:
+        if not self._tp_non_append:
             self._tp_non_append = True
             structure_changed()
+
+    def _tp_non_append_if_tracking(self, *incoming: Any) -> None:
+        """A non-append change: it breaks positions if the list (or what comes in) holds a trackable."""
+        if not self._tp_non_append and any(isinstance(v, Trackable) for v in (*incoming, *self._tp_storage)):
+            self._tp_mark_non_append()
 
     def _tp_resync(self) -> None:
         list.__setitem__(self, slice(None), self._tp_storage)
@@ -188,7 +191,7 @@ class ListWrapper(Trackable, list):
             before = list(storage)
             storage[key] = value
             if any(isinstance(v, Trackable) for v in before):
-                self._tp_non_append_if_tracking(*before)
+                self._tp_mark_non_append()
             for index in range(len(storage)):
                 if index >= len(before) or storage[index] is not before[index]:
                     storage[index] = self._tp_track(storage[index], index)
@@ -200,7 +203,7 @@ class ListWrapper(Trackable, list):
         if index < 0:
             index += len(storage)  # TF names such an element "-1", under which no restore finds it
         if isinstance(old, Trackable):
-            self._tp_non_append_if_tracking(old)
+            self._tp_mark_non_append()
         value = self._tp_track(value, index)
         storage[index] = value
         list.__setitem__(self, index, value)
@@ -240,7 +243,7 @@ class ListWrapper(Trackable, list):
         storage, n = self._tp_storage, len(self._tp_storage)
         moving = storage[: n // 2] + storage[(n + 1) // 2:]  # the middle of an odd-length list stays put
         if any(isinstance(v, Trackable) for v in moving):
-            self._tp_non_append_if_tracking(*moving)
+            self._tp_mark_non_append()
         storage.reverse()
         self._tp_resync()
 
