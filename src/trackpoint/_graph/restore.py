@@ -231,7 +231,6 @@ class RestoreCoordinator:
         """
         self.reader = reader
         self.prefix = reader.prefix
-        self.real_prefix = os.path.realpath(reader.prefix)
         self.kept: dict[str, Any] = {}  # values read into memory before their files went (see kept_values)
         kept_values.register(self)
         self.graph = graph
@@ -277,6 +276,11 @@ class RestoreCoordinator:
                     self.slot_restorations.setdefault(slot.original_variable_node_id, []).append(
                         (opt_id, slot.slot_variable_node_id, slot.slot_name))
         self._paths: dict[int, str] | None = None
+
+    @functools.cached_property
+    def real_prefix(self) -> str:
+        """The prefix with links resolved, to recognise the files a save is about to remove (see kept_values)."""
+        return os.path.realpath(self.prefix)
 
     @functools.cached_property
     def node_bytes(self) -> list[bytes]:
