@@ -20,7 +20,8 @@ __all__ = ["keep_values_of", "register"]
 
 
 class _Waiting(Protocol):
-    real_prefix: str
+    @property
+    def real_prefix(self) -> str: ...
 
     def keep_waiting_values(self) -> None: ...
 
