@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 
 import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint._format import bundle_writer
+from trackpoint._format import bundle_writer, temps
 
 
 def _setup(tmp_path):  # noqa: ANN202
@@ -136,13 +137,28 @@ def test_unwritable_location(tmp_path) -> None:
 
 
 def test_stale_temporaries_of_dead_writers_are_removed_by_the_next_save(tmp_path) -> None:
-    dead = tmp_path / "ckpt-7.index.tp-tmp-999999999-abcd"
+    here = temps.node_id()
+    dead = tmp_path / f"ckpt-7.index.tp-tmp-{here}-999999999-abcd"
     dead.write_bytes(b"half")
-    ours = tmp_path / f"other.index.tp-tmp-{os.getpid()}-abcd"
+    ours = tmp_path / f"other.index.tp-tmp-{here}-{os.getpid()}-abcd"
     ours.write_bytes(b"in flight")
     assert tp.latest_checkpoint(str(tmp_path)) is None  # readers ignore them
     tp.save_tensors(str(tmp_path / "new"), {"x": np.zeros(1)})
     assert not dead.exists() and ours.exists()  # a live writer's files are left alone
+
+
+def test_temporaries_of_other_namespaces_are_removed_only_when_old(tmp_path) -> None:
+    # A PID in another container's (or host's) namespace says nothing here: only age does.
+    other = "0" * 8 if temps.node_id() != "0" * 8 else "1" * 8
+    fresh = tmp_path / f"a.index.tp-tmp-{other}-999999999-abcd"
+    old = tmp_path / f"b.index.tp-tmp-{other}-999999999-abcd"
+    legacy = tmp_path / "c.index.tp-tmp-999999999-abcd"  # no namespace recorded
+    for path in (fresh, old, legacy):
+        path.write_bytes(b"x")
+    past = time.time() - temps.FOREIGN_TEMP_AGE - 60
+    os.utime(old, (past, past))
+    tp.save_tensors(str(tmp_path / "new"), {"x": np.zeros(1)})
+    assert fresh.exists() and legacy.exists() and not old.exists()
 
 
 def test_state_file_naming_a_deleted_checkpoint_says_what_to_do(tmp_path) -> None:

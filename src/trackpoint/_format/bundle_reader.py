@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import naming, slices, sstable
+from trackpoint._format import naming, previous, slices, sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import MASK_DELTA, crc32c, crc32c_combine, raw_crc32c, unmask
 from trackpoint._format.dtypes import DTYPES, DType, enum_name, from_enum
@@ -169,8 +169,10 @@ class BundleReader:
 
     def __init__(self, prefix: str, damaged_blocks: list[str] | None = None) -> None:
         """Open ``prefix.index``; with ``damaged_blocks``, skip and record damaged index blocks."""
-        self.prefix = prefix
-        self.index_path = naming.index_filename(prefix)
+        # An overwrite of the prefix cut short inside TF's window is read from its kept
+        # previous version (see trackpoint._format.previous).
+        self.prefix = previous.readable_prefix(prefix)
+        self.index_path = naming.index_filename(self.prefix)
         try:
             with open(self.index_path, "rb") as f:
                 stat = os.fstat(f.fileno())

@@ -13,11 +13,12 @@ from typing import BinaryIO
 
 import numpy as np
 
-from trackpoint._format import atomic, naming, slices, sstable, varint
+from trackpoint._format import atomic, naming, publish, slices, sstable, varint
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import crc32c, mask, raw_crc32c
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
+from trackpoint._format.temps import temp_path
 from trackpoint._format.threads import Background
 from trackpoint.errors import InvalidArgumentError
 
@@ -99,7 +100,7 @@ def write_index(prefix: str, entries: Mapping[bytes, bytes | pb.BundleEntryProto
     """Write ``prefix.index`` and publish it together with ``data_files`` (``(temp, final)`` pairs).
 
     The index is written under a temporary name and fsynced; then the data files and the
-    index are renamed into place, the index last (see :mod:`trackpoint._format.atomic`).
+    index are renamed into place, the index last (see :mod:`trackpoint._format.publish`).
     ``data_synced``, if given, is called before anything is published and must return only
     once the data files are durable (or raise).
     """
@@ -109,7 +110,7 @@ def write_index(prefix: str, entries: Mapping[bytes, bytes | pb.BundleEntryProto
         if not isinstance(entry, bytes):  # the full entry of a sliced tensor
             items[i] = (key, entry.SerializeToString())
     path = naming.index_filename(prefix)
-    temp = atomic.temp_path(path)
+    temp = temp_path(path)
     try:
         with open(temp, "wb") as f:
             f.write(sstable.build_table(items))
@@ -117,7 +118,7 @@ def write_index(prefix: str, entries: Mapping[bytes, bytes | pb.BundleEntryProto
             os.fsync(f.fileno())
         if data_synced is not None:
             data_synced()
-        atomic.publish(data_files, temp, path)
+        publish.publish(data_files, temp, path, num_shards)
     except BaseException:
         atomic.remove_quietly(temp)
         raise
@@ -132,7 +133,7 @@ class ShardWriter:
 
     def __init__(self, path: str, shard_id: int) -> None:
         self.path = path  # the final name; bytes go to temp_path until the bundle is published
-        self.temp_path = atomic.temp_path(path)
+        self.temp_path = temp_path(path)
         self.shard_id = shard_id
         self.entries: dict[bytes, bytes] = {}  # key -> serialized BundleEntryProto
         # full key -> (name, dtype, full shape, extents of each slice in write order)
@@ -302,7 +303,7 @@ class BundleWriter:
     def __init__(self, prefix: str, num_shards: int = 1) -> None:
         if num_shards < 1:
             raise InvalidArgumentError(f"{prefix}: a bundle needs at least one shard, got {num_shards}")
-        atomic.prepare_directory(prefix)
+        publish.prepare_directory(prefix)
         self._prefix = prefix
         self._num_shards = num_shards
         self._shards: dict[int, ShardWriter] = {}

@@ -10,6 +10,7 @@ from typing import Any
 from google.protobuf import text_format
 
 from trackpoint._format import atomic
+from trackpoint._format.temps import temp_path
 from trackpoint._format._proto import checkpoint_state_pb2 as pb
 from trackpoint.errors import InvalidArgumentError
 
@@ -158,7 +159,7 @@ def write_state(
     )
     if last_preserved_timestamp is not None:
         proto.last_preserved_timestamp = last_preserved_timestamp
-    temp = atomic.temp_path(state_path)
+    temp = temp_path(state_path)
     try:
         with open(temp, "w", encoding="utf-8") as f:
             f.write(text_format.MessageToString(proto))

@@ -1,0 +1,85 @@
+"""Publishing a bundle so that no reader ever sees a partial checkpoint under its final name.
+
+Every file of a save is written under a temporary name in the target directory (see
+:mod:`trackpoint._format.temps`), flushed and fsynced, then renamed into place, the
+``.index`` last, and the directory is fsynced. A killed save leaves only temporary files,
+which readers never look at and a later save into the directory removes. Overwriting a
+prefix keeps its previous version until the new index is in place (see
+:mod:`trackpoint._format.previous`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from trackpoint._format import atomic, naming, previous
+from trackpoint._format.temps import remove_stale_temps
+from trackpoint.errors import WriteError
+
+__all__ = ["prepare_directory", "publish"]
+
+
+def prepare_directory(prefix: str) -> None:
+    """Create the directory of ``prefix`` if needed, clear what killed saves left in it, and
+    finish an interrupted overwrite of ``prefix`` (so TensorFlow reads it again)."""
+    directory = os.path.dirname(prefix)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    remove_stale_temps(directory)
+    previous.settle(prefix)
+
+
+def publish(data_files: Sequence[tuple[str, str]], index_temp: str, index_final: str, num_shards: int) -> None:
+    """Rename fsynced temporaries into place: data files first, the index last.
+
+    At no instant does the prefix lack a whole checkpoint: the index is replaced by one
+    rename, and data files the current index names are kept under the previous prefix
+    until the new index is in place. Data files the new index (of ``num_shards`` shards)
+    does not name are removed afterwards; their space is freed on a helper thread.
+
+    Raises:
+        OSError: Nothing was published and the prefix holds what it held before.
+        WriteError: A rename failed part way and the previous version could not be put back;
+            the message says where it is.
+    """
+    prefix = index_final[: -len(naming.index_filename(""))]
+    previous.settle(prefix)
+    new = {final for _, final in data_files}
+    old = previous.data_files(prefix)
+    named = {naming.data_filename(prefix, i, num_shards) for i in range(num_shards)}
+    kept = not new.isdisjoint(old) and os.path.exists(index_final)
+    if kept:
+        previous.keep(prefix)
+    done: list[str] = []
+    try:
+        for temp, final in data_files:
+            os.replace(temp, final)
+            done.append(final)
+        os.replace(index_temp, index_final)
+    except BaseException as exc:
+        _undo(prefix, kept, [path for path in done if path not in old], exc)
+        raise
+    atomic.fsync_directory(os.path.dirname(index_final))
+    try:  # the new version is published: what follows only tidies up, and may fail quietly
+        atomic.remove([path for path in old if path not in named])
+        previous.discard(prefix)
+    except OSError:
+        pass  # left for the next save of this prefix to remove
+
+
+def _undo(prefix: str, kept: bool, added: list[str], cause: BaseException) -> None:
+    """Return the prefix to its previous version after a rename failed part way."""
+    for path in added:  # data files no index names
+        atomic.remove_quietly(path)
+    if not kept:
+        return
+    try:
+        previous.settle(prefix)
+    except OSError as exc:
+        raise WriteError(
+            f"could not write checkpoint {prefix}: {cause}; then putting its previous version back failed ({exc}). "
+            f"The previous version is whole at {previous.previous_prefix(prefix)}, and trackpoint reads it when "
+            f"asked for {prefix}; TensorFlow cannot read {prefix} until the next save to it or "
+            f"`trackpoint verify --repair {prefix}` puts it back."
+        ) from cause

@@ -1,0 +1,186 @@
+"""Writing a fixed prefix again: a whole checkpoint is readable from it at every instant.
+
+A save killed inside TensorFlow's window (data files renamed, index not yet) is simulated
+exactly: a child process SIGKILLs itself at the index rename.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import trackpoint as tp
+from trackpoint._format import previous
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+
+def _checkpoint(value: float, count: int = 6) -> tuple[tp.Checkpoint, tp.Module]:
+    model = tp.Module()
+    model.vs = [tp.Variable(np.full(256, value, np.float32)) for _ in range(count)]
+    return tp.Checkpoint(model=model), model
+
+
+def _options(shards: int) -> tp.CheckpointOptions:
+    # six 1 KiB tensors: 1 KiB shards hold one each, 2 KiB two, 1 MiB all
+    size = 6 * 1024 // shards if shards > 1 else 1 << 20
+    return tp.CheckpointOptions(experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(size))
+
+
+def _restored(prefix: str, count: int = 6) -> float:
+    ckpt, model = _checkpoint(-1.0, count)
+    ckpt.read(prefix).assert_consumed()
+    values = {float(v) for var in model.vs for v in var.numpy()}
+    assert len(values) == 1, f"{prefix} mixes versions: {values}"
+    return values.pop()
+
+
+def _files(directory) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+@pytest.mark.parametrize(("first", "second"), [(6, 1), (1, 6), (6, 3)])
+def test_an_overwrite_with_another_shard_count_leaves_no_stale_data_files(tmp_path, first: int, second: int) -> None:
+    prefix = str(tmp_path / "weights")
+    ckpt, model = _checkpoint(1.0)
+    ckpt.write(prefix, _options(first))
+    for var in model.vs:
+        var.assign(np.full(256, 2.0, np.float32))
+    ckpt.write(prefix, _options(second))
+    count = len([n for n in _files(tmp_path) if ".data-" in n])
+    assert count == second and all(f"-of-{second:05d}" in n for n in _files(tmp_path) if ".data-" in n)
+    assert _files(tmp_path) == sorted(["weights.index"] + [f"weights.data-{i:05d}-of-{second:05d}"
+                                                          for i in range(second)])
+    assert _restored(prefix) == 2.0
+
+
+def test_the_index_is_never_missing_while_a_prefix_is_overwritten(tmp_path, monkeypatch) -> None:
+    prefix = str(tmp_path / "weights")
+    ckpt, model = _checkpoint(1.0)
+    ckpt.write(prefix, _options(6))
+    seen = []
+    real_replace, real_unlink = os.replace, os.unlink
+
+    def check(name):  # noqa: ANN001, ANN202
+        def call(*args):  # noqa: ANN002, ANN202
+            result = (real_replace if name == "replace" else real_unlink)(*args)
+            seen.append(name)
+            assert os.path.exists(prefix + ".index"), f"no index after {name}{args}"
+            return result
+        return call
+
+    monkeypatch.setattr(os, "replace", check("replace"))
+    monkeypatch.setattr(os, "unlink", check("unlink"))
+    for step in (2.0, 3.0):
+        for var in model.vs:
+            var.assign(np.full(256, step, np.float32))
+        ckpt.write(prefix, _options(6))
+    monkeypatch.undo()
+    assert seen.count("replace") >= 14
+    assert _restored(prefix) == 3.0 and _files(tmp_path) == sorted(
+        ["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)])
+
+
+@pytest.mark.parametrize("repair_fails", [False, True])
+def test_a_rename_failing_part_way_puts_the_previous_version_back(tmp_path, monkeypatch, repair_fails: bool) -> None:
+    prefix = str(tmp_path / "weights")
+    ckpt, model = _checkpoint(1.0)
+    ckpt.write(prefix, _options(6))
+    for var in model.vs:
+        var.assign(np.full(256, 2.0, np.float32))
+    real_replace = os.replace
+    calls = []
+
+    def fail_fourth(src: str, dst: str) -> None:
+        calls.append(dst)
+        if len(calls) == 4 or (repair_fails and len(calls) > 4):
+            raise OSError(5, "Input/output error", dst)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_fourth)
+    expected = (r"putting its previous version back failed .*The previous version is whole at .*weights\.tp-prev, "
+                r"and trackpoint reads it .*TensorFlow cannot read" if repair_fails
+                else r"Nothing of it was published; earlier checkpoints are untouched")
+    with pytest.raises(tp.errors.WriteError, match=expected):
+        ckpt.write(prefix, _options(6))
+    monkeypatch.undo()
+    # Three data files had been replaced: put back, or read from the kept previous version.
+    assert _restored(prefix) == 1.0
+    assert previous.inspect(prefix).interrupted is repair_fails
+    if repair_fails:
+        assert previous.settle(prefix) is True
+    assert not previous.inspect(prefix).previous and not [n for n in _files(tmp_path) if "tp-" in n]
+    assert _restored(prefix) == 1.0
+
+
+_KILL_AT_INDEX = textwrap.dedent("""
+    import os, signal, sys
+    import numpy as np
+    sys.path.insert(0, {tests!r})
+    from tests.saving.test_overwrite import _checkpoint, _options
+    ckpt, model = _checkpoint(2.0)
+    real = os.replace
+    def replace(src, dst):
+        if dst.endswith(".index"):
+            os.kill(os.getpid(), signal.SIGKILL)  # inside TF's window: data renamed, index not
+        real(src, dst)
+    os.replace = replace
+    ckpt.write({prefix!r}, _options(6))
+""")
+
+
+def _kill_inside_the_window(prefix: str) -> None:
+    ckpt, _ = _checkpoint(1.0)
+    ckpt.write(prefix, _options(6))
+    code = _KILL_AT_INDEX.format(tests=ROOT, prefix=prefix)
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+
+
+def test_a_save_killed_inside_the_window_leaves_the_previous_version_readable(tmp_path) -> None:
+    prefix = str(tmp_path / "weights")
+    _kill_inside_the_window(prefix)
+    state = previous.inspect(prefix)
+    assert state.interrupted and state.previous == prefix + ".tp-prev"
+    # The prefix's own files mix versions (TensorFlow's window: its checksums refuse them)...
+    mixed = [name for name in _files(tmp_path) if name.startswith("weights.data-")
+             and (tmp_path / name).read_bytes() != (tmp_path / name.replace("weights", "weights.tp-prev")).read_bytes()]
+    assert mixed, "the child was killed before it replaced any data file"
+    # ...and trackpoint reads the previous version, whole, in its place, changing nothing.
+    before = {name: (tmp_path / name).read_bytes() for name in _files(tmp_path)}
+    assert _restored(prefix) == 1.0
+    assert tp.verify_checkpoint(prefix) == []
+    assert {name: (tmp_path / name).read_bytes() for name in _files(tmp_path)} == before
+
+
+def test_the_next_save_repairs_an_interrupted_overwrite_before_it_writes(tmp_path, monkeypatch) -> None:
+    prefix = str(tmp_path / "weights")
+    _kill_inside_the_window(prefix)
+    # The next save fails before it publishes: the repair it began with stays.
+    ckpt, _ = _checkpoint(3.0)
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with pytest.raises(tp.errors.WriteError):
+        ckpt.write(prefix, _options(6))
+    monkeypatch.undo()
+    state = previous.inspect(prefix)
+    assert not state.interrupted and not state.previous and not state.leftovers
+    assert _files(tmp_path) == sorted(["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)])
+    assert _restored(prefix) == 1.0
+    ckpt.write(prefix, _options(6))
+    assert _restored(prefix) == 3.0
+
+
+def test_settle_restores_the_previous_version_and_reports_it(tmp_path) -> None:
+    prefix = str(tmp_path / "weights")
+    _kill_inside_the_window(prefix)
+    assert previous.settle(prefix) is True
+    assert previous.settle(prefix) is False  # nothing left to do
+    # (the killed writer's index temporary stays until the next save's cleanup)
+    assert [n for n in _files(tmp_path) if ".tp-tmp-" not in n] == sorted(["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)])
+    assert _restored(prefix) == 1.0
