@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ from trackpoint._tracking.autotrackable import AutoTrackable
 from trackpoint._tracking.base import Trackable, structure_changed, structure_epoch
 from trackpoint._tracking.data_structures import wrap_or_unwrap
 from trackpoint._tracking.variables import Variable
-from trackpoint.errors import DeadReferenceError, InvalidArgumentError, NotFoundError
+from trackpoint.errors import DeadReferenceError, InvalidArgumentError, NotFoundError, WriteError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
 from trackpoint.reader import resolve_prefix
 
@@ -211,8 +211,14 @@ class Checkpoint(AutoTrackable):
             object.__setattr__(self, "_tp_writer", writer)
         return writer
 
-    def _write(self, file_prefix: str, options: CheckpointOptions | None) -> str:
-        """Serialize now; write (here, or on the background thread) and then run the callbacks."""
+    def _write(self, file_prefix: str, options: CheckpointOptions | None,
+               record: Callable[[], None] | None = None) -> str:
+        """Serialize now; write (here, or on the background thread), then run the callbacks.
+
+        ``record`` (the state file's update) runs after the write callbacks, as TF appends it
+        to them, but also when a callback raises: the checkpoint is complete either way, and
+        the callback's error is raised after it is recorded.
+        """
         options = CheckpointOptions.coerce(options)
         prefix = os.fspath(file_prefix)
         with gc_paused():
@@ -226,7 +232,11 @@ class Checkpoint(AutoTrackable):
         def write(state: SerializedCheckpoint) -> None:
             tensors, owners = state.with_graph()
             write_bundle(prefix, tensors, sharding, owners)
-            run_write_callbacks(callbacks, prefix)
+            try:
+                run_write_callbacks(callbacks, prefix)
+            finally:
+                if record is not None:
+                    record()
 
         if options.enable_async:
             snapshot = serialized.snapshot()
@@ -250,9 +260,17 @@ class Checkpoint(AutoTrackable):
         path = f"{os.fspath(file_prefix)}-{number}"
 
         def record_state() -> None:
-            write_state(os.path.dirname(path) or ".", path)
+            directory = os.path.dirname(path) or "."
+            try:
+                write_state(directory, path)
+            except OSError as exc:
+                raise WriteError(
+                    f"checkpoint {path} is complete, but the state file {os.path.join(directory, 'checkpoint')} could "
+                    f"not be updated to name it ({exc}); the state file still names what it named before. Restore "
+                    f"{path} by its path, or free space and save again."
+                ) from exc
 
-        return self._write(path, CheckpointOptions.coerce(options).with_callbacks(record_state))
+        return self._write(path, options, record_state)
 
     def sync(self) -> None:
         """Wait until background saves finish; re-raise the failure of one (unlike TF, which only waits)."""

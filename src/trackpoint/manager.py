@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import glob
 import os
 import time
 import warnings
@@ -12,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import atomic, naming
-from trackpoint._format.state_file import write_state
+from trackpoint._format import atomic, naming, previous
+from trackpoint._format.state_file import STATE_FILENAME, write_state
 from trackpoint._graph import kept_values
 from trackpoint.checkpoint import Checkpoint
-from trackpoint.errors import InvalidArgumentError
+from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError
 from trackpoint.options import CheckpointOptions
 from trackpoint.reader import get_checkpoint_state
 
@@ -109,10 +108,21 @@ class CheckpointManager:
         if checkpoint_interval is not None and last_checkpoint_step is not None:
             self._last_checkpoint_step = _as_step(last_checkpoint_step)
         self._maybe_delete: collections.OrderedDict[str, float] = collections.OrderedDict()
+        self._latest_checkpoint: str | None = None
+        self._last_preserved_timestamp = 0.0
+        self._load_state(warn_clock=True)
+
+    def _load_state(self, warn_clock: bool = False) -> None:
+        """Take the list, the latest checkpoint and the timestamps from the state file on disk.
+
+        Entries outside the directory are left out of the list (so never deleted), with a
+        warning; a latest checkpoint outside it stays readable, as in TF.
+        """
         now = time.time()
         state = get_checkpoint_state(self._directory)
+        self._maybe_delete.clear()
         if state is None:
-            self._latest_checkpoint: str | None = None
+            self._latest_checkpoint = None
             self._last_preserved_timestamp = now - 1
             return
         self._latest_checkpoint = state.model_checkpoint_path
@@ -120,21 +130,49 @@ class CheckpointManager:
         if now < self._last_preserved_timestamp:
             # A clock set back, or a state file from a machine whose clock runs ahead: as TF
             # does, say so and count keep_checkpoint_every_n_hours from now.
-            warnings.warn(
-                f"time.time() returned a value {self._last_preserved_timestamp - now:f} seconds behind the last "
-                f"preserved checkpoint timestamp (last_preserved_timestamp in "
-                f"{os.path.join(self._directory, 'checkpoint')}). The manager uses the current time instead, so "
-                "keep_checkpoint_every_n_hours counts from now; check the system clock if this is unexpected.",
-                UserWarning,
-                stacklevel=2,
-            )
+            if warn_clock:
+                warnings.warn(
+                    f"time.time() returned a value {self._last_preserved_timestamp - now:f} seconds behind the last "
+                    f"preserved checkpoint timestamp (last_preserved_timestamp in {self._state_path}). The manager "
+                    "uses the current time instead, so keep_checkpoint_every_n_hours counts from now; check the "
+                    "system clock if this is unexpected.",
+                    UserWarning,
+                    stacklevel=3,
+                )
             self._last_preserved_timestamp = now
         timestamps = state.all_model_checkpoint_timestamps or (self._last_preserved_timestamp,) * len(
             state.all_model_checkpoint_paths)
+        outside = []
         for path, stamp in zip(state.all_model_checkpoint_paths, timestamps):
+            if not self._owns(path):
+                outside.append(path)
+                continue
             stamp = min(stamp, now)
             if stamp > self._last_preserved_timestamp:
                 self._maybe_delete[path] = stamp
+        if outside:
+            warnings.warn(
+                f"{self._state_path}: the state file lists {len(outside)} checkpoint(s) outside {self._directory} "
+                f"({', '.join(repr(p) for p in outside[:3])}{', ...' if len(outside) > 3 else ''}). The manager "
+                "keeps them out of its list and never deletes them; restore them by path if they are wanted.",
+                UserWarning,
+                stacklevel=3,
+            )
+
+    @property
+    def _state_path(self) -> str:
+        return os.path.join(self._directory, STATE_FILENAME)
+
+    def _owns(self, path: str) -> bool:
+        """Whether ``path`` is a checkpoint prefix directly inside the directory, by real paths:
+        no ``..``, absolute path or symlinked subdirectory leads a deletion elsewhere."""
+        head, name = os.path.split(path)
+        if not name or name == STATE_FILENAME:
+            return False
+        try:
+            return os.path.samefile(head or ".", self._directory)
+        except OSError:
+            return os.path.realpath(head or ".") == os.path.realpath(self._directory)
 
     @property
     def directory(self) -> str:
@@ -174,7 +212,9 @@ class CheckpointManager:
                 continue
             kept_values.keep_values_of(path)  # values a restore of it still waits to hand out
             # The index first: a reader never finds an index whose data is gone.
-            atomic.remove([naming.index_filename(path)] + glob.glob(glob.escape(path) + ".data-?????-of-?????"))
+            kept = previous.previous_prefix(path)  # what an interrupted overwrite of it left
+            atomic.remove([naming.index_filename(path)] + previous.data_files(path)
+                          + [naming.index_filename(kept)] + previous.data_files(kept))
 
     def save(self, checkpoint_number: Any = None, check_interval: bool = True,
              options: CheckpointOptions | None = None) -> str | None:
@@ -198,14 +238,45 @@ class CheckpointManager:
         def record_and_sweep() -> None:
             # After the files are complete (on the writer thread for async saves), so the list
             # and the state file never name a half-written checkpoint.
+            before = (collections.OrderedDict(self._maybe_delete), self._latest_checkpoint)
             self._maybe_delete.pop(path, None)
             self._maybe_delete[path] = time.time()
             self._latest_checkpoint = path
-            self._record_state()
+            try:
+                self._record_state()
+            except OSError as exc:
+                raise self._unrecorded(path, before, exc) from exc
             self._sweep()
-            self._record_state()
+            try:
+                self._record_state()
+            except OSError as exc:
+                self._load_state()
+                raise WriteError(
+                    f"checkpoint {path} is saved and recorded, but the state file {self._state_path} could not be "
+                    f"updated after older checkpoints were deleted ({exc}); it still lists them, and the manager "
+                    "deletes them again at its next save. Free space or fix permissions and save again."
+                ) from exc
 
-        return self._checkpoint._write(path, CheckpointOptions.coerce(options).with_callbacks(record_and_sweep))
+        return self._checkpoint._write(path, options, record_and_sweep)
+
+    def _unrecorded(self, path: str, before: tuple[collections.OrderedDict[str, float], str | None],
+                    exc: OSError) -> WriteError:
+        """The state file could not name the new checkpoint: go back to what the file says, and
+        remove the checkpoint if nothing names it (the manager could never sweep it)."""
+        try:
+            self._load_state()
+        except (OSError, CheckpointError):  # the file cannot be read back either: as before this save
+            self._maybe_delete, self._latest_checkpoint = before
+        if path in self._maybe_delete or path == self._latest_checkpoint:
+            what = f"{path} was written, and the state file still names it as before"
+        else:
+            kept_values.keep_values_of(path)
+            atomic.remove([naming.index_filename(path)] + previous.data_files(path))
+            what = f"{path} was written but could not be recorded, so it was removed"
+        return WriteError(
+            f"could not update the state file {self._state_path} ({exc}): {what}; the manager's checkpoints are "
+            f"those the file lists, latest {self._latest_checkpoint}. Free space or fix permissions and save again."
+        )
 
     def restore_or_initialize(self) -> str | None:
         """Restore the latest checkpoint and return its path, or run ``init_fn`` and return None."""

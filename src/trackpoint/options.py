@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import inspect
 import warnings
 from collections.abc import Callable, Sequence
@@ -70,7 +69,7 @@ class CheckpointOptions:
         1
     """
 
-    __slots__ = (
+    __slots__ = (  # noqa: RUF023 - TF's order, which repr() follows
         "experimental_io_device",
         "enable_async",
         "experimental_write_callbacks",
@@ -128,12 +127,6 @@ class CheckpointOptions:
         if not isinstance(options, CheckpointOptions):
             raise InvalidArgumentError(f"options must be a tp.CheckpointOptions, got {type(options).__name__}")
         return options
-
-    def with_callbacks(self, *callbacks: WriteCallback) -> CheckpointOptions:
-        """A copy with ``callbacks`` appended (the caller's list is never changed)."""
-        clone = copy.copy(self)
-        clone.experimental_write_callbacks = list(clone.experimental_write_callbacks or []) + list(callbacks)
-        return clone
 
     def __repr__(self) -> str:
         fields = []

@@ -92,8 +92,6 @@ def test_copy_does_not_share_the_callback_list() -> None:
     clone = copy.copy(options)
     clone.experimental_write_callbacks.append(lambda: None)
     assert len(options.experimental_write_callbacks) == 1 and len(callbacks) == 1
-    assert len(options.with_callbacks(print).experimental_write_callbacks) == 2
-    assert len(options.experimental_write_callbacks) == 1
 
 
 def test_io_device_does_not_change_the_bytes(tmp_path) -> None:
