@@ -1,11 +1,15 @@
 """``trackpoint demo``: train, checkpoint, crash, restore into fresh objects, continue exactly.
 
-It uses only the public API, like any program would.
+It uses only the public API, like any program would. Its ``CheckpointManager`` replaces the
+directory's ``checkpoint`` file and deletes the checkpoints it does not keep, so the demo writes
+only into a directory that is new, empty, or holds nothing but an earlier demo's files: the
+marker file :data:`MARKER`, which it writes first, and checkpoint files named as it names them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable
 
@@ -16,6 +20,9 @@ import trackpoint as tp
 STEPS = 60
 SAVE_EVERY = 10
 CRASH_AT = 30
+MARKER = ".trackpoint-demo"
+# The manager's files: the state file and ckpt-N files, and the temporaries a killed save leaves.
+_OWN_FILE = re.compile(r"(checkpoint|ckpt-\d+\.(index|data-\d{5}-of-\d{5}))(\.tp-tmp-.+)?")
 
 
 class Dense(tp.Module):
@@ -44,6 +51,22 @@ class Trainer:
         self.step.assign_add(1)
         return float(np.mean(error**2))
 
+    def train(self, x: np.ndarray, y: np.ndarray, until: int, manager: tp.CheckpointManager,
+              out: Callable[[str], None]) -> None:
+        """Train up to step ``until``, saving every ``SAVE_EVERY`` steps."""
+        while int(self.step.numpy()) < until:
+            loss = self.train_step(x, y)
+            step = int(self.step.numpy())
+            if step % SAVE_EVERY == 0:
+                saved = manager.save() or ""  # None only when a checkpoint interval declines, and none is set
+                out(f"  step {step:3d}  loss {loss:.5f}  saved {os.path.basename(saved)}")
+
+    def arrays(self) -> list[np.ndarray]:
+        """The model's values and the optimizer's slots for them: what resuming must reproduce."""
+        variables = [self.model.kernel, self.model.bias]
+        slots = [self.optimizer.get_slot(v, name) for v in variables for name in "mv"]
+        return [v.numpy() for v in variables + [slot for slot in slots if slot is not None]]
+
 
 def _data() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
@@ -71,10 +94,59 @@ def _tree(prefix: str) -> list[str]:
     return lines
 
 
-def run(directory: str | None, out: Callable[[str], None] = print) -> int:
-    """Run the demo; return 0 when the resumed run equals an uninterrupted one."""
-    directory = directory or tempfile.mkdtemp(prefix="trackpoint-demo-")
+def refusal(directory: str) -> str | None:
+    """Why the demo must not write into ``directory``, or None when it may.
+
+    Example:
+        >>> import tempfile
+        >>> refusal(tempfile.mkdtemp()) is None
+        True
+    """
+    if not os.path.lexists(directory):
+        return None
+    if not os.path.isdir(directory):
+        return f"{directory} is not a directory; pass a new or empty directory with --dir, or leave --dir out"
+    names = os.listdir(directory)
+    own = MARKER in names  # without the marker, even ckpt-N files are someone else's checkpoints
+    foreign = sorted(n for n in names if n != MARKER and not (own and _is_own(directory, n)))
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:3]) + (f", ... ({len(foreign)} in all)" if len(foreign) > 3 else "")
+    return (f"refusing to use {directory}: it holds files the demo did not write ({shown}), and the demo's "
+            "CheckpointManager would replace its 'checkpoint' file and delete checkpoints; pass a new or empty "
+            "directory with --dir, or leave --dir out for a temporary one")
+
+
+def _is_own(directory: str, name: str) -> bool:
+    return _OWN_FILE.fullmatch(name) is not None and os.path.isfile(os.path.join(directory, name))
+
+
+def _prepare(directory: str) -> None:
+    """Claim ``directory`` for the demo, removing an earlier demo's checkpoints so the run starts afresh.
+
+    Raises:
+        InvalidArgumentError: The directory holds anything the demo did not write.
+    """
+    problem = refusal(directory)
+    if problem is not None:
+        raise tp.errors.InvalidArgumentError(problem)
     os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, MARKER), "w", encoding="utf-8") as marker:
+        marker.write("Written by 'trackpoint demo', which reuses (and first empties) a directory holding only "
+                     "this file and its own checkpoints, and refuses any other non-empty directory.\n")
+    for name in os.listdir(directory):
+        if _is_own(directory, name):
+            os.remove(os.path.join(directory, name))
+
+
+def run(directory: str | None, out: Callable[[str], None] = print) -> int:
+    """Run the demo; return 0 when the resumed run equals an uninterrupted one.
+
+    Raises:
+        InvalidArgumentError: ``directory`` holds anything but an earlier demo's files (see :func:`refusal`).
+    """
+    directory = directory or tempfile.mkdtemp(prefix="trackpoint-demo-")
+    _prepare(directory)
     x, y = _data()
     out(f"trackpoint demo: checkpoints in {directory}")
 
@@ -84,10 +156,7 @@ def run(directory: str | None, out: Callable[[str], None] = print) -> int:
 
     first = Trainer()
     manager = tp.CheckpointManager(first.checkpoint, directory, max_to_keep=3)
-    while int(first.step.numpy()) < CRASH_AT:
-        loss = first.train_step(x, y)
-        if int(first.step.numpy()) % SAVE_EVERY == 0:
-            out(f"  step {int(first.step.numpy()):3d}  loss {loss:.5f}  saved {os.path.basename(manager.save())}")
+    first.train(x, y, CRASH_AT, manager, out)
     out(f"  -- simulated crash after step {CRASH_AT}: every object is thrown away --")
     del first, manager
 
@@ -95,14 +164,10 @@ def run(directory: str | None, out: Callable[[str], None] = print) -> int:
     manager = tp.CheckpointManager(second.checkpoint, directory, max_to_keep=3)
     restored = manager.restore_or_initialize()
     out(f"  fresh objects restored from {os.path.basename(restored or '')} at step {int(second.step.numpy())}")
-    while int(second.step.numpy()) < STEPS:
-        loss = second.train_step(x, y)
-        if int(second.step.numpy()) % SAVE_EVERY == 0:
-            out(f"  step {int(second.step.numpy()):3d}  loss {loss:.5f}  saved {os.path.basename(manager.save())}")
+    second.train(x, y, STEPS, manager, out)
 
-    pairs = [(reference.model.kernel, second.model.kernel), (reference.model.bias, second.model.bias)]
-    pairs += [(reference.optimizer.get_slot(a, s), second.optimizer.get_slot(b, s)) for a, b in pairs for s in "mv"]
-    same = all(np.array_equal(a.numpy(), b.numpy()) for a, b in pairs)
+    expected, resumed = reference.arrays(), second.arrays()
+    same = len(expected) == len(resumed) and all(np.array_equal(a, b) for a, b in zip(expected, resumed))
     out(f"resumed training equals an uninterrupted run of {STEPS} steps, optimizer slots included: {same}")
     out(f"kept checkpoints: {', '.join(os.path.basename(p) for p in manager.checkpoints)}")
     out(f"object graph of {os.path.basename(manager.latest_checkpoint or '')}:")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import pathlib
 import shutil
 
 import numpy as np
@@ -69,9 +70,9 @@ def test_verify_reports_every_damaged_key(capsys, tmp_path) -> None:
     prefix = str(tmp_path / "s" / "ckpt")
     for shard in (0, 13):  # a slice of "big" and the file holding "text"
         path = f"{prefix}.data-{shard:05d}-of-00014"
-        raw = bytearray(open(path, "rb").read())
+        raw = bytearray(pathlib.Path(path).read_bytes())
         raw[1] ^= 0xFF
-        open(path, "wb").write(bytes(raw))
+        pathlib.Path(path).write_bytes(bytes(raw))
     os.unlink(f"{prefix}.data-00004-of-00014")  # a slice of "wide"
     assert main(["verify", prefix]) == 1
     out = capsys.readouterr().out
