@@ -145,15 +145,11 @@ def _listing(directory: str) -> str:
 
 
 def _note_if_outside(directory: str, prefix: str) -> None:
-    """Say so when ``directory``'s state file sends the reader somewhere else: the bytes come from there."""
-    home = os.path.realpath(directory)
+    """Say so when ``directory``'s state file names a checkpoint that, links resolved, is not directly
+    in it (the test CheckpointManager applies before deleting one): the bytes come from there."""
     real_index = os.path.realpath(prefix + ".index")
-    try:
-        inside = os.path.commonpath([home, os.path.dirname(real_index)]) == home
-    except ValueError:  # another drive
-        inside = False
-    if not inside:  # named where the bytes really are: no '..', no symbolic link
-        real = real_index.removesuffix(".index")
+    if os.path.dirname(real_index) != os.path.realpath(directory):
+        real = real_index.removesuffix(".index")  # where the bytes really are: no '..', no symbolic link
         _out(f"note: the state file in {directory} names a checkpoint outside it: {real}", sys.stderr)
 
 

@@ -79,25 +79,26 @@ def _state_file(directory, prefix: str) -> None:
     (directory / "checkpoint").write_text(f'model_checkpoint_path: "{prefix}"\nall_model_checkpoint_paths: "{prefix}"\n')
 
 
-@pytest.mark.parametrize("spelling", ["absolute", "relative", "symlinked"])
+@pytest.mark.parametrize("spelling", ["absolute", "relative", "symlinked", "subdirectory"])
 def test_a_state_file_naming_a_checkpoint_elsewhere_is_noted(capsys, tmp_path, spelling: str) -> None:
-    elsewhere = tmp_path / "elsewhere"
+    elsewhere = tmp_path / "run" / "sub" if spelling == "subdirectory" else tmp_path / "elsewhere"
     tp.save_tensors(str(elsewhere / "ckpt-1"), {"w": np.zeros(1)})
-    (tmp_path / "run").mkdir()
+    (tmp_path / "run").mkdir(exist_ok=True)
     if spelling == "symlinked":
         os.symlink(elsewhere, tmp_path / "run" / "sub")
-    named = {"absolute": str(elsewhere / "ckpt-1"), "relative": "../elsewhere/ckpt-1", "symlinked": "sub/ckpt-1"}
-    _state_file(tmp_path / "run", named[spelling])
+    named = {"absolute": str(elsewhere / "ckpt-1"), "relative": "../elsewhere/ckpt-1"}.get(spelling, "sub/ckpt-1")
+    _state_file(tmp_path / "run", named)
     assert main(["inspect", str(tmp_path / "run")]) == 0
-    err = capsys.readouterr().err
-    assert err.startswith(f"note: the state file in {tmp_path / 'run'} names a checkpoint outside it: ")
-    assert err.endswith(f"{os.path.realpath(elsewhere)}/ckpt-1\n")
+    assert capsys.readouterr().err == (f"note: the state file in {tmp_path / 'run'} names a checkpoint outside it: "
+                                       f"{os.path.realpath(elsewhere)}/ckpt-1\n")
 
 
-def test_a_checkpoint_inside_the_directory_needs_no_note(capsys, tmp_path) -> None:
-    tp.save_tensors(str(tmp_path / "run" / "sub" / "ckpt-1"), {"w": np.zeros(1)})
-    _state_file(tmp_path / "run", "sub/ckpt-1")
+def test_a_checkpoint_beside_its_state_file_needs_no_note(capsys, tmp_path) -> None:
+    tp.save_tensors(str(tmp_path / "run" / "ckpt-1"), {"w": np.zeros(1)})
+    _state_file(tmp_path / "run", str(tmp_path / "run" / "ckpt-1"))
+    os.symlink(tmp_path / "run", tmp_path / "link")  # the same directory under another name
     assert main(["inspect", str(tmp_path / "run")]) == 0
+    assert main(["inspect", str(tmp_path / "link")]) == 0
     assert main(["verify", MODEL]) == 0
     assert capsys.readouterr().err == ""
 
