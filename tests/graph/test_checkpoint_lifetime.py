@@ -6,6 +6,7 @@ anything: an object kept alive here sits in a reference cycle (or is really stil
 
 from __future__ import annotations
 
+import gc
 import pathlib
 import threading
 import weakref
@@ -100,3 +101,32 @@ def test_the_async_save_thread_ends_when_its_checkpoint_is_freed(tmp_path) -> No
     thread.join(timeout=30)
     assert not thread.is_alive()
     assert tp.latest_checkpoint(str(tmp_path)) == str(tmp_path / "c-1")
+
+
+@pytest.mark.parametrize("how", ["write", "save", "manager", "cycle"])
+def test_many_checkpoints_with_one_async_save_each_leave_no_thread_behind(tmp_path, how: str) -> None:
+    # The case: 2,000 such checkpoints left 2,000 threads (and their stacks) behind.
+    def writers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "trackpoint-async-save"]
+
+    options = tp.CheckpointOptions(enable_async=True)
+    before = set(writers())
+    for i in range(200):
+        model = tp.Module()
+        model.v = tp.Variable(np.zeros(256, np.float32))
+        ckpt = tp.Checkpoint(model=model)
+        if how == "write":
+            ckpt.write(str(tmp_path / f"w{i}"), options)
+        elif how == "save":
+            ckpt.save(str(tmp_path / f"s{i}" / "ckpt"), options)
+        elif how == "manager":
+            tp.CheckpointManager(ckpt, str(tmp_path / f"m{i}"), max_to_keep=1).save(options=options)
+        else:  # a reference cycle: only the garbage collector frees it
+            model.owner = tp.NoDependency(ckpt)
+            ckpt.write(str(tmp_path / f"c{i}"), options)
+        del model, ckpt
+    gc.collect()
+    left = set(writers()) - before
+    for thread in left:
+        thread.join(timeout=30 / len(left))  # the last writes finish; then every thread ends
+    assert set(writers()) <= before
