@@ -23,14 +23,14 @@ TEMP_MARKER = ".tp-tmp-"
 FOREIGN_TEMP_AGE = 24 * 3600.0
 
 
-def _read_identity(path: str) -> str:
+def _read_identity(path: str) -> bytes:
     try:
         if path.startswith("/proc/self/ns/"):
-            return os.readlink(path)
-        with open(path, encoding="ascii") as f:
+            return os.fsencode(os.readlink(path))
+        with open(path, "rb") as f:  # bytes: a text codec would be one more import for a first save
             return f.read().strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
+    except OSError:
+        return b""
 
 
 @functools.lru_cache(maxsize=1)
@@ -39,8 +39,8 @@ def _node_for(pid: int) -> str:
     # the host name is a fallback where /proc is missing. Cached per PID: a fork may unshare.
     parts = [_read_identity("/proc/sys/kernel/random/boot_id"), _read_identity("/proc/self/ns/pid")]
     if not any(parts):
-        parts.append(os.uname().nodename if hasattr(os, "uname") else "")
-    return hashlib.blake2b("\0".join(parts).encode(), digest_size=4).hexdigest()
+        parts.append(os.fsencode(os.uname().nodename if hasattr(os, "uname") else ""))
+    return hashlib.blake2b(b"\0".join(parts), digest_size=4).hexdigest()
 
 
 def node_id() -> str:

@@ -1,0 +1,129 @@
+"""SIGKILL writers that overwrite one prefix in place (400 shards, then 1, then 400 ...).
+
+After every kill, trackpoint restores a whole version from the prefix with
+``assert_consumed()``, never older than the last one seen. TensorFlow restores it too,
+except inside the window the README states (data files renamed, index not yet), which
+``previous.inspect`` reports; after the repair the next save (or ``settle``) makes, TensorFlow
+reads it again. Set TP_CRASH_KILLS for a longer run (e.g. ``TP_CRASH_KILLS=2000``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import trackpoint as tp
+from tests.corrupt.overwrite_server import COUNT, build
+from trackpoint._format import previous
+
+SERVER = os.path.join(os.path.dirname(__file__), "overwrite_server.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+KILLS = int(os.environ.get("TP_CRASH_KILLS", "200"))
+TF_SAMPLES = 24  # whole states TensorFlow must read, spread over the run
+
+TF_CHECK = textwrap.dedent(f"""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    results = []
+    for prefix in json.load(sys.stdin):
+        model = tf.Module()
+        model.vs = [tf.Variable(np.zeros(256, np.float32)) for _ in range({COUNT})]
+        try:
+            tf.train.Checkpoint(model=model).read(prefix).assert_consumed()
+            values = sorted({{float(x) for v in model.vs for x in v.numpy()}})
+            results.append(["ok", values])
+        except Exception as exc:
+            results.append(["error", type(exc).__name__ + ": " + str(exc)[:200]])
+    json.dump(results, sys.stdout)
+""")
+
+
+def _restored_step(prefix: str) -> float:
+    ckpt, model = build(-1.0)
+    ckpt.read(prefix).assert_consumed()
+    values = {float(v) for var in model.vs for v in var.numpy()}
+    assert len(values) == 1, f"{prefix} mixes versions {sorted(values)[:4]}"
+    return values.pop()
+
+
+def _snapshot(directory: str, target: str) -> str:
+    """Copy the checkpoint's files (not temporaries) to ``target``; return its prefix."""
+    os.makedirs(target)
+    for name in os.listdir(directory):
+        if ".tp-tmp-" not in name:
+            shutil.copy2(os.path.join(directory, name), target)
+    return os.path.join(target, "weights")
+
+
+def _tensorflow_reads(prefixes: list[str]) -> list[list]:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run([sys.executable, "-c", TF_CHECK], input=json.dumps(prefixes), capture_output=True,
+                          text=True, env=env, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def test_sigkill_during_in_place_overwrites_never_leaves_the_prefix_without_a_checkpoint(tmp_path) -> None:
+    pytest.importorskip("tensorflow")
+    directory = str(tmp_path / "run")
+    os.makedirs(directory)
+    prefix = os.path.join(directory, "weights")
+    rng = random.Random(f"overwrite-{KILLS}")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    server = subprocess.Popen([sys.executable, SERVER, prefix], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True, env=env)
+    whole, windows = [], []  # (snapshot prefix, step) for TensorFlow
+    last = 0.0
+    sample_every = max(1, KILLS // TF_SAMPLES)
+    try:
+        for kill in range(KILLS):
+            server.stdin.write(f"{int(last) + 1}\n")
+            server.stdin.flush()
+            pid = int(server.stdout.readline())
+            time.sleep(rng.uniform(0.0, 0.35))
+            os.kill(pid, signal.SIGKILL)
+            status = int(server.stdout.readline())
+            assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, f"writer ended by itself: {status}"
+            if not os.path.exists(prefix + ".index") and last == 0.0:
+                continue  # killed before the first save was published
+            step = _restored_step(prefix)  # never nothing, never a mix
+            assert step >= last, f"kill {kill}: the prefix went back from step {last} to {step}"
+            last = step
+            state = previous.inspect(prefix)
+            if state.interrupted and len(windows) < 4:
+                windows.append((_snapshot(directory, str(tmp_path / f"window-{kill}")), step))
+            elif not state.interrupted and kill % sample_every == 0:
+                whole.append((_snapshot(directory, str(tmp_path / f"whole-{kill}")), step))
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+    assert last > 3, "the writers were killed before they saved anything"
+    # TensorFlow reads every sampled state outside its window, as the version trackpoint read.
+    results = _tensorflow_reads([p for p, _ in whole])
+    for (snap, step), (outcome, detail) in zip(whole, results):
+        assert outcome == "ok" and detail == [step], f"{snap}: TensorFlow says {detail}"
+    # Inside the window TensorFlow refuses the mixed files (a checksum error, never a wrong value);
+    # the repair that the next save begins with makes them readable to it again.
+    if windows:
+        for snap, (outcome, detail) in zip(windows, _tensorflow_reads([p for p, _ in windows])):
+            assert outcome == "error", f"{snap}: TensorFlow read the mixed files as {detail}"
+        for snap, step in windows:
+            assert previous.settle(snap) is True and _restored_step(snap) == step
+        for (snap, step), (outcome, detail) in zip(windows, _tensorflow_reads([p for p, _ in windows])):
+            assert outcome == "ok" and detail == [step], f"{snap} after the repair: TensorFlow says {detail}"
+    # A save that completes leaves exactly its own files: no stale shards, temporaries or kept versions.
+    ckpt, _ = build(last + 1)
+    ckpt.write(prefix, tp.CheckpointOptions(
+        experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(1 << 30)))
+    assert sorted(os.listdir(directory)) == ["weights.data-00000-of-00001", "weights.index"]
+    assert _restored_step(prefix) == last + 1
