@@ -6,6 +6,7 @@ release the GIL); the index, merged from all shards, is written last.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -75,9 +76,19 @@ def write_bundle(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callb
         raise
     except OSError as exc:
         raise WriteError(f"could not write checkpoint {prefix}: {exc}. Nothing of it was published; earlier "
-                         "checkpoints are untouched. Free disk space or fix the directory's permissions and "
-                         "save again.") from exc
+                         f"checkpoints are untouched. {_remedy(exc)}") from exc
     return prefix
+
+
+def _remedy(exc: OSError) -> str:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "Free disk space and save again."
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "Fix the directory's permissions (or pick a writable one) and save again."
+    if exc.errno == errno.ENOENT:
+        return ("A file of this save, or its directory, was removed while it was written (by another process "
+                "cleaning the directory?); save again.")
+    return "Save again once the cause is fixed."
 
 
 def _write(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callback: ShardingCallback | None,
