@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format import naming, slices
-from trackpoint._format.publish import prepare_directory
 from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, merge_shards, write_index
+from trackpoint._format.publish import prepare_directory
 from trackpoint._format.threads import parallel_map
 from trackpoint._graph import kept_values
 from trackpoint._saving.sharding_policies import (
