@@ -17,8 +17,8 @@ from trackpoint._format import atomic, naming, publish, slices, sstable, varint
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import crc32c, mask, raw_crc32c
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
-from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
 from trackpoint._format.temps import temp_path
+from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
 from trackpoint._format.threads import Background
 from trackpoint.errors import InvalidArgumentError
 
