@@ -5,6 +5,8 @@
     CheckpointError(Exception)                     root: catch this to catch them all
     ├── NotFoundError(CheckpointError, FileNotFoundError)
     │       a checkpoint, shard file or key that does not exist
+    ├── PermissionDeniedError(CheckpointError, PermissionError)
+    │       a checkpoint file this user may not read
     ├── DataLossError(CheckpointError, IOError)
     │       checksum mismatch, truncated or damaged file
     ├── InvalidArgumentError(CheckpointError, ValueError)
@@ -35,7 +37,7 @@ Example:
 from __future__ import annotations
 
 __all__ = ["CheckpointError", "DataLossError", "DeadReferenceError", "InvalidArgumentError",
-           "InvalidCallbackError", "NotFoundError", "ShardingCallbackError", "WriteError"]
+           "InvalidCallbackError", "NotFoundError", "PermissionDeniedError", "ShardingCallbackError", "WriteError"]
 
 
 class CheckpointError(Exception):
@@ -48,6 +50,14 @@ class CheckpointError(Exception):
 
 class NotFoundError(CheckpointError, FileNotFoundError):
     """A checkpoint, one of its files, or a requested key does not exist."""
+
+
+class PermissionDeniedError(CheckpointError, PermissionError):
+    """A checkpoint's ``.index``, ``.data-*`` or ``checkpoint`` file exists but may not be read.
+
+    Raised when opening the file fails with ``EACCES`` or ``EPERM``; the message names the
+    file. Also a ``PermissionError``, what ``open`` raises for the same file.
+    """
 
 
 class DataLossError(CheckpointError, IOError):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,15 +24,16 @@ import numpy as np
 from trackpoint._format import naming, slices
 from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.dtypes import enum_name
+from trackpoint._format.slices import readable_key
 from trackpoint._format.state_file import CheckpointState, read_state
 from trackpoint._saving.write import write_bundle
-from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError
+from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, PermissionDeniedError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
 
 __all__ = [
     "CheckpointReader",
-    "Damage",
     "CheckpointState",
+    "Damage",
     "get_checkpoint_state",
     "latest_checkpoint",
     "list_variables",
@@ -50,7 +51,8 @@ class Damage:
     """One problem :meth:`CheckpointReader.verify` found.
 
     Attributes:
-        key: The affected checkpoint key, or None for a damaged index block.
+        key: The affected checkpoint key, or None for a damaged index block; the key of one
+            slice of a partitioned tensor reads ``name[0:4,:]`` (its index key is binary).
         message: What is wrong, naming the file.
     """
 
@@ -103,15 +105,15 @@ class CheckpointReader:
             result[key] = entry.dtype.numpy if entry.dtype is not None else np.dtype("V0")
         return result
 
-    def has_tensor(self, name: str) -> bool:
-        """Whether ``name`` is a key of the checkpoint (exact match)."""
-        return name in self._bundle
+    def has_tensor(self, name: str | bytes) -> bool:
+        """Whether ``name`` (``str``, or ``bytes`` as TF takes too) is a key of the checkpoint (exact match)."""
+        return _checked_name(name) in self._bundle
 
-    def get_tensor(self, name: str, out: np.ndarray | None = None) -> np.ndarray | np.generic | bytes:
+    def get_tensor(self, name: str | bytes, out: np.ndarray | None = None) -> np.ndarray | np.generic | bytes:
         """Read one tensor, checksums verified.
 
         Args:
-            name: The checkpoint key.
+            name: The checkpoint key, ``str`` (or ``bytes``, as TF takes too).
             out: Optional destination array of the stored dtype and shape; the tensor is
                 read straight into it (no intermediate buffer) and it is returned.
 
@@ -122,8 +124,9 @@ class CheckpointReader:
         Raises:
             NotFoundError: No such key (``Key <name> not found in checkpoint``).
             DataLossError: The stored bytes are damaged.
+            InvalidArgumentError: ``name`` is neither ``str`` nor ``bytes``.
         """
-        value = self._bundle.read(name, out)
+        value = self._bundle.read(_checked_name(name), out)
         if out is None and isinstance(value, np.ndarray) and value.ndim == 0:
             return value[()]
         return value
@@ -152,6 +155,16 @@ class CheckpointReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _checked_name(name: object) -> str | bytes:
+    """``name`` if it can be a checkpoint key (TF's reader takes ``str`` and ``bytes``)."""
+    if not isinstance(name, (str, bytes)):
+        raise InvalidArgumentError(
+            f"tensor name {name!r} is of type {type(name).__name__}; pass the checkpoint key as a str, e.g. "
+            "'model/w/.ATTRIBUTES/VARIABLE_VALUE'"
+        )
+    return name
 
 
 def _slice_keys(entries: list[Entry]) -> set[bytes]:
@@ -203,8 +216,17 @@ def resolve_prefix(ckpt_dir_or_file: str) -> str:
     Raises:
         NotFoundError: The directory has no state file, or the checkpoint it names is gone;
             the message says which and what to do.
+        InvalidArgumentError: ``ckpt_dir_or_file`` is not a ``str`` (or ``os.PathLike``) path.
     """
-    path = os.fspath(ckpt_dir_or_file)
+    try:
+        path = os.fspath(ckpt_dir_or_file)
+    except TypeError:
+        path = None
+    if not isinstance(path, str) or "\x00" in path:
+        raise InvalidArgumentError(
+            f"{ckpt_dir_or_file!r} is not a checkpoint path: pass a prefix such as 'dir/ckpt-1', or a directory "
+            "holding a 'checkpoint' file, as a str"
+        )
     if not os.path.isdir(path):
         return path
     state = read_state(path)
@@ -237,6 +259,10 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
     Returns:
         Every problem found; empty when the checkpoint is intact.
 
+    Raises:
+        NotFoundError: There is no checkpoint at ``ckpt_dir_or_file``.
+        PermissionDeniedError: Its index or state file may not be read.
+
     Example:
         >>> import numpy as np, tempfile, os
         >>> import trackpoint as tp
@@ -249,7 +275,7 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
     damaged_blocks: list[str] = []
     try:
         bundle = BundleReader(prefix, damaged_blocks)
-    except NotFoundError:
+    except (NotFoundError, PermissionDeniedError):  # no checkpoint to report on
         raise
     except CheckpointError as exc:
         return [Damage(None, str(exc))]
@@ -259,7 +285,7 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
         try:
             entries.append(bundle.entry(raw))
         except CheckpointError as exc:
-            found.append(Damage(raw.decode("utf-8", "surrogateescape"), str(exc)))
+            found.append(Damage(readable_key(raw), str(exc)))
     hidden = _slice_keys(entries)
     keys = [(e.key, e.size) for e in entries if e.key.encode("utf-8", "surrogateescape") not in hidden]
     total = sum(max(size, 0) for _, size in keys)
@@ -269,7 +295,7 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
             try:
                 bundle.read(key)
             except CheckpointError as exc:
-                found.append(Damage(key, str(exc)))
+                found.append(Damage(readable_key(key), str(exc)))
             done += max(size, 0)
             if progress is not None:
                 progress(done, total)
@@ -319,8 +345,9 @@ def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray | np.generic |
         >>> tp.load_variable(prefix, "w:0")
         array([0, 1, 2])
     """
-    if name.endswith(":0"):
-        name = name[:-2]
+    if not isinstance(name, str):
+        raise InvalidArgumentError(f"variable name {name!r} is of type {type(name).__name__}; pass it as a str")
+    name = name.removesuffix(":0")
     with load_checkpoint(ckpt_dir_or_file) as reader:
         return reader.get_tensor(name)
 
@@ -351,6 +378,27 @@ def save_tensors(file_prefix: str, tensors: dict[str, object], options: Checkpoi
     options = CheckpointOptions.coerce(options)
     if options.enable_async:
         raise InvalidArgumentError("save_tensors writes synchronously; use tp.Checkpoint for async saves")
+    _check_keys(tensors)
     prefix = write_bundle(os.fspath(file_prefix), list(tensors.items()), options.experimental_sharding_callback)
     run_write_callbacks(options.experimental_write_callbacks or (), prefix)
     return prefix
+
+
+def _check_keys(tensors: object) -> None:
+    """Raise unless ``tensors`` maps non-empty ``str`` keys, each storable as UTF-8, to values."""
+    if not isinstance(tensors, Mapping):
+        raise InvalidArgumentError(f"save_tensors takes a mapping {{key: array}}, not a {type(tensors).__name__}")
+    for key in tensors:
+        if isinstance(key, str) and key:
+            try:
+                key.encode("utf-8", "surrogateescape")
+                continue
+            except UnicodeEncodeError:
+                problem = "cannot be stored as UTF-8 (it holds a lone surrogate)"
+        elif isinstance(key, str):
+            problem = "is empty, which the index reserves for its header; name the tensor"
+        elif isinstance(key, bytes):
+            problem = "is bytes; decode it first, e.g. key.decode()"
+        else:
+            problem = f"is of type {type(key).__name__}; name the tensor with a str"
+        raise InvalidArgumentError(f"save_tensors: key {key!r} {problem} (checkpoint keys are non-empty str)")

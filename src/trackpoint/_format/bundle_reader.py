@@ -20,14 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import naming, previous, slices, sstable
+from trackpoint._format import files, naming, previous, slices, sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import MASK_DELTA, crc32c, crc32c_combine, raw_crc32c, unmask
 from trackpoint._format.dtypes import DTYPES, DType, enum_name, from_enum
 from trackpoint._format.entry_columns import EntryColumns, decode_spans, distinct, padded
+from trackpoint._format.slices import readable_key
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
 from trackpoint._format.threads import Background, parallel_map
-from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
+from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
 
 __all__ = ["BundleReader", "Entry"]
 
@@ -48,6 +49,14 @@ def _identity(stat: os.stat_result) -> tuple[int, int, int, int]:
 
 def _decode_key(key: bytes) -> str:
     return key.decode("utf-8", "surrogateescape")
+
+
+def _encode_key(key: str) -> bytes:
+    """A key's bytes in the index; b"" (the header's key, never a tensor's) for a str no index holds."""
+    try:
+        return key.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that no decoded key contains
+        return b""
 
 
 class Entry:
@@ -174,20 +183,13 @@ class BundleReader:
         self.prefix = previous.readable_prefix(prefix)
         self.index_path = naming.index_filename(self.prefix)
         try:
-            with open(self.index_path, "rb") as f:
-                stat = os.fstat(f.fileno())
-                size = stat.st_size
-                if size > _MAX_INDEX_BYTES:
-                    raise InvalidArgumentError(f"{self.index_path}: index of {size} bytes is implausibly large")
-                data = f.read()
-        except FileNotFoundError as exc:
+            data, stat = files.read_regular(self.index_path, "checkpoint index", _MAX_INDEX_BYTES)
+        except NotFoundError as exc:
             raise NotFoundError(
                 f"Unsuccessful TensorSliceReader constructor: Failed to find any matching files for {prefix}: "
                 f"{self.index_path} does not exist. Pass the checkpoint prefix (e.g. 'dir/ckpt-1', without "
                 "'.index'), or a directory holding a 'checkpoint' state file."
             ) from exc
-        except IsADirectoryError as exc:
-            raise NotFoundError(f"{self.index_path} is a directory, not a checkpoint index") from exc
         table = sstable.read_table_spans(data, self.index_path, damaged_blocks)
         if not table.keys or table.keys[0] != b"":
             raise DataLossError(f"{self.index_path}: no bundle header entry; not a TensorFlow checkpoint index")
@@ -227,8 +229,8 @@ class BundleReader:
         """All non-header keys in index order, slice entries included."""
         return iter(self._rows)
 
-    def __contains__(self, key: str) -> bool:
-        return key.encode("utf-8", "surrogateescape") in self._rows
+    def __contains__(self, key: str | bytes) -> bool:
+        return (key if isinstance(key, bytes) else _encode_key(key)) in self._rows
 
     def _entry_spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The index's values as :func:`decode_spans` takes them: data, starts, ends by row."""
@@ -249,10 +251,10 @@ class BundleReader:
         if isinstance(key, bytes):
             raw_key, name = key, _decode_key(key)
         else:
-            raw_key, name = key.encode("utf-8", "surrogateescape"), key
+            raw_key, name = _encode_key(key), key
         row = self._rows.get(raw_key)
         if row is None:
-            raise NotFoundError(f"Key {name} not found in checkpoint {self.prefix}")
+            raise NotFoundError(f"Key {readable_key(name)} not found in checkpoint {self.prefix}")
         value = self._table.value(row)
         try:
             fields = _decode_entry(value)
@@ -263,16 +265,20 @@ class BundleReader:
             try:
                 proto.ParseFromString(value)
             except Exception as exc:
-                raise DataLossError(f"{self.index_path}: malformed entry for key {name!r}: {exc}") from exc
+                raise DataLossError(
+                    f"{self.index_path}: malformed entry for key {readable_key(name)!r}: {exc}"
+                ) from exc
             if proto.shape.unknown_rank:
-                raise DataLossError(f"{self.index_path}: key {name!r} has an invalid shape")
+                raise DataLossError(f"{self.index_path}: key {readable_key(name)!r} has an invalid shape")
             fields = (proto.dtype, tuple(d.size for d in proto.shape.dim), proto.shard_id, proto.offset, proto.size,
                       proto.crc32c, list(proto.slices))
         shape = fields[1]
         if shape and (len(shape) > _MAX_RANK or min(shape) < 0):
             if len(shape) > _MAX_RANK:
-                raise DataLossError(f"{self.index_path}: key {name!r} has an invalid shape")
-            raise DataLossError(f"{self.index_path}: key {name!r} has a negative dimension in {list(shape)}")
+                raise DataLossError(f"{self.index_path}: key {readable_key(name)!r} has an invalid shape")
+            raise DataLossError(
+                f"{self.index_path}: key {readable_key(name)!r} has a negative dimension in {list(shape)}"
+            )
         return Entry(name, value, fields, from_enum(fields[0]))
 
     # -- data ---------------------------------------------------------------------------
@@ -280,7 +286,8 @@ class BundleReader:
     def _shard_fd(self, shard_id: int, key: str) -> tuple[int, int]:
         if not 0 <= shard_id < self.num_shards:
             raise DataLossError(
-                f"{self.index_path}: key {key!r} names data shard {shard_id} but the header declares {self.num_shards}"
+                f"{self.index_path}: key {readable_key(key)!r} names data shard {shard_id} but the header declares "
+                f"{self.num_shards}"
             )
         with self._lock:
             if self._closed:
@@ -290,20 +297,16 @@ class BundleReader:
                 return cached
             path = naming.data_filename(self.prefix, shard_id, self.num_shards)
             try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError as exc:
-                if self._released:
-                    raise NotFoundError(
-                        f"{path}: data shard of {self.prefix} was deleted after its index was read, so key {key!r} "
-                        f"(a value a restore kept for an object created later) cannot be read; restore again from "
-                        "a checkpoint that exists"
-                    ) from exc
+                fd, stat = files.open_regular(path, "data shard")
+            except NotFoundError as exc:
+                if self._released or self._index_changed():
+                    raise self._changed(NotFoundError, path, key, "this data shard was deleted") from exc
                 raise NotFoundError(
-                    f"{path}: data shard of {self.prefix} is missing (needed for key {key!r}); "
+                    f"{path}: data shard of {self.prefix} is missing (needed for key {readable_key(key)!r}); "
                     "the checkpoint is incomplete: copy every '.data-*' file next to its '.index'"
                 ) from exc
             try:
-                identity = _identity(os.fstat(fd))
+                identity = _identity(stat)
                 if self._released:
                     self._check_unchanged(shard_id, identity, path, key)
             except BaseException:
@@ -321,19 +324,36 @@ class BundleReader:
         is unchanged, since every save replaces the index after its data files.
         """
         known = self._identities.get(shard_id)
-        if known is not None:
-            changed = identity != known
-        else:
-            try:
-                changed = _identity(os.stat(self.index_path)) != self._index_identity
-            except OSError:
-                changed = True
+        changed = identity != known if known is not None else self._index_changed()
         if changed:
-            raise DataLossError(
-                f"{path}: the checkpoint {self.prefix} was replaced or modified after its index was read, so key "
-                f"{key!r} (a value a restore kept for an object created later) cannot be read from it; restore "
-                "again to read the checkpoint as it is now"
-            )
+            raise self._changed(DataLossError, path, key, "this data file was replaced or modified")
+
+    def _index_changed(self) -> bool:
+        """Whether the index file at its path is no longer the one this reader parsed (or is gone)."""
+        try:
+            return _identity(os.stat(self.index_path)) != self._index_identity
+        except OSError:
+            return True
+
+    def _changed(self, error: type[CheckpointError], path: str, key: str, what: str) -> CheckpointError:
+        """The error for a checkpoint deleted or replaced under this reader: the remedy is to read it again.
+
+        Not to repair it: the files were whole when the index was read, and copying or
+        re-saving them, right for a checkpoint that never was complete, would not help.
+        """
+        pending = " (a value a restore kept for an object created later)" if self._released else ""
+        return error(
+            f"{path}: the checkpoint {self.prefix} was deleted or replaced while being read: {what} after its index "
+            f"was read, so key {readable_key(key)!r}{pending} cannot be read from it; restore again (or reopen it) to "
+            "read the checkpoint as it is now"
+        )
+
+    def _damaged(self, path: str, key: str, message: str) -> CheckpointError:
+        """A DataLossError for bad bytes in a data file, or the error of :meth:`_changed` when the
+        checkpoint was replaced since its index was read (new data files under the old index)."""
+        if self._index_changed():
+            return self._changed(DataLossError, path, key, "its files were replaced or modified")
+        return DataLossError(message)
 
     def release_files(self) -> None:
         """Close the data files now; a later read reopens them, and raises if they changed meanwhile.
@@ -362,10 +382,10 @@ class BundleReader:
         """
         fd, file_size = self._shard_fd(entry.shard_id, entry.key)
         if entry.offset < 0 or entry.size < 0 or entry.offset + entry.size > file_size:
-            path = naming.data_filename(self.prefix, entry.shard_id, self.num_shards)
-            raise DataLossError(
-                f"{path}: key {entry.key!r} spans bytes [{entry.offset}, {entry.offset + entry.size}) but the file "
-                f"holds {file_size}; the data file is truncated or the index is damaged"
+            path = self._data_path(entry)
+            raise self._damaged(path, entry.key,
+                f"{path}: key {readable_key(entry.key)!r} spans bytes [{entry.offset}, {entry.offset + entry.size}) "
+                f"but the file holds {file_size}; the data file is truncated or the index is damaged"
             )
         return fd
 
@@ -384,8 +404,9 @@ class BundleReader:
             self._pread(fd, entry, buf, 0, size)
             crc = crc32c(buf) if verify else 0
         if verify and crc != unmask(entry.crc32c):
-            raise DataLossError(
-                f"{self._data_path(entry)}: checksum mismatch for key {entry.key!r}; the data file is damaged. "
+            path = self._data_path(entry)
+            raise self._damaged(path, entry.key,
+                f"{path}: checksum mismatch for key {readable_key(entry.key)!r}; the data file is damaged. "
                 "Restore from another checkpoint or re-save"
             )
         return buf
@@ -395,7 +416,9 @@ class BundleReader:
         while done < stop:
             n = os.preadv(fd, [buf[done:stop]], entry.offset + done)
             if n <= 0:
-                raise DataLossError(f"{self._data_path(entry)}: unexpected end of file reading key {entry.key!r}")
+                path = self._data_path(entry)
+                raise self._damaged(path, entry.key,
+                                    f"{path}: unexpected end of file reading key {readable_key(entry.key)!r}")
             done += n
 
     def _read_parallel(self, fd: int, entry: Entry, buf: memoryview) -> int:
@@ -429,19 +452,19 @@ class BundleReader:
         dtype = entry.dtype
         if dtype is None:
             raise InvalidArgumentError(
-                f"{self.prefix}: key {entry.key!r} has dtype {enum_name(entry.dtype_enum)}, which trackpoint cannot "
-                "convert to numpy"
+                f"{self.prefix}: key {readable_key(entry.key)!r} has dtype {enum_name(entry.dtype_enum)}, which "
+                "trackpoint cannot convert to numpy"
             )
         if not dtype.is_string and not entry.is_sliced:
             expected = math.prod(entry.shape) * dtype.numpy.itemsize
             if expected != entry.size:
                 raise DataLossError(
-                    f"{self.index_path}: invalid size in bundle entry {entry.key!r}: shape {list(entry.shape)} of "
-                    f"{dtype.name} needs {expected} bytes but the entry holds {entry.size}"
+                    f"{self.index_path}: invalid size in bundle entry {readable_key(entry.key)!r}: shape "
+                    f"{list(entry.shape)} of {dtype.name} needs {expected} bytes but the entry holds {entry.size}"
                 )
         return dtype
 
-    def read(self, key: str, out: np.ndarray | None = None) -> np.ndarray | bytes:
+    def read(self, key: str | bytes, out: np.ndarray | None = None) -> np.ndarray | bytes:
         """Read one tensor, assembling slices; verify its checksums.
 
         Args:
@@ -558,7 +581,8 @@ class BundleReader:
             more = os.pread(run.fd, run.length - len(buf), run.first + len(buf))
             if not more:
                 path = naming.data_filename(self.prefix, run.shard_id, self.num_shards)
-                raise DataLossError(f"{path}: unexpected end of file reading key {plan.keys[int(run.rows[0])]!r}")
+                key = plan.keys[int(run.rows[0])]
+                raise self._damaged(path, key, f"{path}: unexpected end of file reading key {readable_key(key)!r}")
             buf += more
         return buf
 
@@ -571,8 +595,8 @@ class BundleReader:
         for row, lo, hi, crc in zip(row_list, los, run.ends.tolist(), crcs[run_rows].tolist()):
             if raw_crc32c(view[lo:hi]) != crc:
                 path = naming.data_filename(self.prefix, run.shard_id, self.num_shards)
-                raise DataLossError(
-                    f"{path}: checksum mismatch for key {plan.keys[row]!r}; the data file is damaged. "
+                raise self._damaged(path, plan.keys[row],
+                    f"{path}: checksum mismatch for key {readable_key(plan.keys[row])!r}; the data file is damaged. "
                     "Restore from another checkpoint or re-save"
                 )
         head = row_list[0]
@@ -590,27 +614,33 @@ class BundleReader:
     def _check_out(self, entry: Entry, dtype: DType, out: np.ndarray) -> None:
         if dtype.is_string or out.dtype != dtype.numpy or out.shape != entry.shape:
             raise InvalidArgumentError(
-                f"{self.prefix}: key {entry.key!r} is {dtype.name}{list(entry.shape)}; cannot read it into an array "
-                f"of {out.dtype}{list(out.shape)}"
+                f"{self.prefix}: key {readable_key(entry.key)!r} is {dtype.name}{list(entry.shape)}; cannot read it "
+                f"into an array of {out.dtype}{list(out.shape)}"
             )
         if not (out.flags.c_contiguous and out.flags.writeable):
-            raise InvalidArgumentError(f"{entry.key!r}: the destination array must be C-contiguous and writable")
+            raise InvalidArgumentError(
+                f"{readable_key(entry.key)!r}: the destination array must be C-contiguous and writable"
+            )
 
     def _read_plain(self, entry: Entry, dtype: DType, out: np.ndarray | None) -> np.ndarray | bytes:
         if dtype.is_string:
             if self.big_endian:
                 raise InvalidArgumentError(
-                    f"{self.prefix}: key {entry.key!r}: string tensors of big-endian checkpoints are not supported"
+                    f"{self.prefix}: key {readable_key(entry.key)!r}: string tensors of big-endian checkpoints are not "
+                    "supported"
                 )
             if math.prod(entry.shape) > entry.size:
                 raise DataLossError(
-                    f"{self.index_path}: key {entry.key!r} declares {math.prod(entry.shape)} strings in "
+                    f"{self.index_path}: key {readable_key(entry.key)!r} declares {math.prod(entry.shape)} strings in "
                     f"{entry.size} bytes"
                 )
-            path = naming.data_filename(self.prefix, entry.shard_id, self.num_shards)
-            return decode_strings(
-                self._read_bytes(entry, verify=False), entry.shape, unmask(entry.crc32c), f"{path}: key {entry.key!r}"
-            )
+            path = self._data_path(entry)
+            stored = self._read_bytes(entry, verify=False)
+            what = f"{path}: key {readable_key(entry.key)!r}"
+            try:
+                return decode_strings(stored, entry.shape, unmask(entry.crc32c), what)
+            except DataLossError as exc:
+                raise self._damaged(path, entry.key, str(exc)) from exc
         self._check_span(entry)
         array = out if out is not None else np.empty(entry.shape, dtype=dtype.numpy)
         self._read_bytes(entry, numeric_bytes_view(array) if array.size else memoryview(b""))
@@ -626,14 +656,14 @@ class BundleReader:
         for proto in entry.slices:
             extents = slices.extents_from_proto(proto)
             try:
-                bounds = slices.resolve(extents, full_shape, f"{self.index_path}: key {entry.key!r}")
+                bounds = slices.resolve(extents, full_shape, f"{self.index_path}: key {readable_key(entry.key)!r}")
             except InvalidArgumentError as exc:
                 raise DataLossError(str(exc)) from exc
             boxes.append((extents, bounds))
             covered += slices.volume(bounds)
         if covered != total:
             raise DataLossError(
-                f"{self.index_path}: slices of key {entry.key!r} cover {covered} of its {total} elements "
+                f"{self.index_path}: slices of key {readable_key(entry.key)!r} cover {covered} of its {total} elements "
                 "(overlapping or incomplete); the checkpoint is damaged or a shard's index was lost"
             )
         _check_disjoint([b for _, b in boxes], entry.key, self.index_path)
@@ -643,12 +673,14 @@ class BundleReader:
         for extents, bounds in boxes:
             part_key = slices.encode_slice_key(entry.key, extents)
             if part_key not in self._rows:
-                raise DataLossError(f"{self.index_path}: slice {list(bounds)} of key {entry.key!r} has no entry")
+                raise DataLossError(
+                    f"{self.index_path}: slice {list(bounds)} of key {readable_key(entry.key)!r} has no entry"
+                )
             part = self.entry(part_key)
             expected = tuple(stop - start for start, stop in bounds)
             if part.dtype_enum != entry.dtype_enum or part.shape != expected or part.is_sliced:
                 raise DataLossError(
-                    f"{self.index_path}: slice {list(bounds)} of key {entry.key!r} is stored as "
+                    f"{self.index_path}: slice {list(bounds)} of key {readable_key(entry.key)!r} is stored as "
                     f"{enum_name(part.dtype_enum)}{list(part.shape)}, expected {dtype.enum_name}{list(expected)}"
                 )
             self._check_numeric(part)
@@ -797,7 +829,7 @@ def _check_disjoint(boxes: list[tuple[tuple[int, int], ...]], key: str, path: st
     """Raise if any two slices overlap (sweep along the first dimension)."""
     if not boxes or not boxes[0]:
         if len(boxes) > 1:
-            raise DataLossError(f"{path}: scalar key {key!r} has {len(boxes)} slices")
+            raise DataLossError(f"{path}: scalar key {readable_key(key)!r} has {len(boxes)} slices")
         return
     ordered = sorted(boxes)
     for i, a in enumerate(ordered):
@@ -805,4 +837,4 @@ def _check_disjoint(boxes: list[tuple[tuple[int, int], ...]], key: str, path: st
             if b[0][0] >= a[0][1]:
                 break
             if all(bs < ae and as_ < be for (as_, ae), (bs, be) in zip(a, b)):
-                raise DataLossError(f"{path}: slices {list(a)} and {list(b)} of key {key!r} overlap")
+                raise DataLossError(f"{path}: slices {list(a)} and {list(b)} of key {readable_key(key)!r} overlap")

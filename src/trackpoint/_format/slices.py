@@ -15,12 +15,14 @@ from trackpoint.errors import InvalidArgumentError
 
 __all__ = [
     "Extents",
+    "decode_slice_key",
     "encode_slice_key",
     "extents_from_proto",
     "extents_to_proto",
     "format_spec",
     "is_full",
     "parse_spec",
+    "readable_key",
     "resolve",
 ]
 
@@ -61,6 +63,109 @@ def encode_slice_key(full_key: str, extents: Extents) -> bytes:
         parts.append(_signed_num_increasing(start))
         parts.append(_signed_num_increasing(length))
     return b"".join(parts)
+
+
+def _read_name(raw: bytes, pos: int) -> tuple[bytes, int]:
+    """OrderedCode ReadString: bytes up to the ``\\x00\\x01`` terminator, escapes undone."""
+    out = bytearray()
+    while True:
+        byte = raw[pos]
+        if byte == 0x00:
+            following = raw[pos + 1]
+            if following == 0x01:
+                return bytes(out), pos + 2
+            if following != 0xFF:
+                raise ValueError("bad escape")
+        elif byte == 0xFF:
+            if raw[pos + 1] != 0x00:
+                raise ValueError("bad escape")
+        else:
+            out.append(byte)
+            pos += 1
+            continue
+        out.append(byte)
+        pos += 2
+
+
+def _read_num_increasing(raw: bytes, pos: int) -> tuple[int, int]:
+    """OrderedCode ReadNumIncreasing, the inverse of :func:`_num_increasing`."""
+    length = raw[pos]
+    end = pos + 1 + length
+    if length > 8 or end > len(raw):
+        raise ValueError("bad length")
+    return int.from_bytes(raw[pos + 1 : end], "big"), end
+
+
+def _read_signed_num_increasing(raw: bytes, pos: int) -> tuple[int, int]:
+    """OrderedCode ReadSignedNumIncreasing, the inverse of :func:`_signed_num_increasing`.
+
+    The encoding's length is its count of leading header bits (ones for a non-negative
+    value, zeros for a negative one) over the first two bytes.
+    """
+    flip = 0x00 if raw[pos] & 0x80 else 0xFF
+    second = raw[pos + 1] ^ flip if pos + 1 < len(raw) else 0
+    bits = ((raw[pos] ^ flip) << 8) | second
+    length = 16 - (bits ^ 0xFFFF).bit_length()  # leading ones
+    end = pos + length
+    if not 1 <= length <= 10 or end > len(raw):
+        raise ValueError("bad signed number")
+    unsigned = int.from_bytes(raw[pos:end], "big") ^ (((1 << length) - 1) << (7 * length))
+    value = unsigned - (1 << (8 * length)) if flip else unsigned
+    if _signed_num_increasing(value) != raw[pos:end]:  # a non-canonical encoding is no slice key
+        raise ValueError("non-canonical signed number")
+    return value, end
+
+
+def decode_slice_key(key: str | bytes) -> tuple[str, Extents] | None:
+    """The full key and extents an index key encodes (see :func:`encode_slice_key`); None if it is none.
+
+    Example:
+        >>> decode_slice_key(encode_slice_key("w", ((0, 2), (0, -1))))
+        ('w', ((0, 2), (0, -1)))
+        >>> decode_slice_key("w") is None
+        True
+    """
+    try:
+        raw = key.encode("utf-8", "surrogateescape") if isinstance(key, str) else bytes(key)
+        if raw[:1] != b"\x00":
+            return None
+        name, pos = _read_name(raw, 1)
+        rank, pos = _read_num_increasing(raw, pos)
+        if 2 * rank > len(raw) - pos:  # each extent takes two bytes at least
+            return None
+        extents = []
+        for _ in range(rank):
+            start, pos = _read_signed_num_increasing(raw, pos)
+            length, pos = _read_signed_num_increasing(raw, pos)
+            extents.append((start, length))
+    except (IndexError, ValueError):  # UnicodeEncodeError is a ValueError
+        return None
+    if pos != len(raw):
+        return None
+    return name.decode("utf-8", "surrogateescape"), tuple(extents)
+
+
+def readable_key(key: str | bytes) -> str:
+    """A key as messages and listings show it: a slice key as ``name[start:stop,...]``, ``:`` for a
+    whole dimension; any other key as itself.
+
+    Slice keys are binary (:func:`encode_slice_key`), unreadable when printed raw.
+
+    Example:
+        >>> readable_key(encode_slice_key("dense/kernel", ((4, 3), (0, -1))))
+        'dense/kernel[4:7,:]'
+        >>> readable_key("dense/kernel")
+        'dense/kernel'
+    """
+    text = key if isinstance(key, str) else key.decode("utf-8", "surrogateescape")
+    if not text.startswith("\x00"):
+        return text
+    decoded = decode_slice_key(key)
+    if decoded is None:
+        return text
+    name, extents = decoded
+    dims = ",".join(f"{start or ''}:" if length == -1 else f"{start}:{start + length}" for start, length in extents)
+    return f"{name}[{dims}]"
 
 
 def extents_to_proto(extents: Extents) -> pb.TensorSliceProto:

@@ -9,12 +9,12 @@ from typing import Any
 
 from google.protobuf import text_format
 
-from trackpoint._format import atomic
-from trackpoint._format.temps import temp_path
+from trackpoint._format import atomic, files
 from trackpoint._format._proto import checkpoint_state_pb2 as pb
-from trackpoint.errors import InvalidArgumentError
+from trackpoint._format.temps import temp_path
+from trackpoint.errors import InvalidArgumentError, NotFoundError
 
-__all__ = ["CheckpointState", "RepeatedField", "STATE_FILENAME", "read_state", "write_state"]
+__all__ = ["STATE_FILENAME", "CheckpointState", "RepeatedField", "read_state", "write_state"]
 
 STATE_FILENAME = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20
@@ -81,19 +81,19 @@ def read_state(directory: str) -> CheckpointState | None:
     """Parse ``<directory>/checkpoint``; None when there is no such file.
 
     Raises:
-        InvalidArgumentError: The file is not a valid text ``CheckpointState`` or names no
-            checkpoint; the message says which file.
+        InvalidArgumentError: The file is not a valid text ``CheckpointState``, names no
+            checkpoint, is not a regular file, or ``directory`` is no path; the message says
+            which file.
+        PermissionDeniedError: The file may not be read.
     """
-    path = os.path.join(directory, STATE_FILENAME)
     try:
-        with open(path, "rb") as f:
-            data = f.read(_MAX_STATE_BYTES + 1)
-    except (FileNotFoundError, NotADirectoryError):
+        path = os.path.join(os.fspath(directory), STATE_FILENAME)
+    except TypeError as exc:
+        raise InvalidArgumentError(f"{directory!r} is not a checkpoint directory path (pass a str)") from exc
+    try:
+        data, _ = files.read_regular(path, "checkpoint state file", _MAX_STATE_BYTES)
+    except NotFoundError:
         return None
-    except IsADirectoryError as exc:
-        raise InvalidArgumentError(f"{path} is a directory, not a checkpoint state file") from exc
-    if len(data) > _MAX_STATE_BYTES:
-        raise InvalidArgumentError(f"{path}: checkpoint state file larger than {_MAX_STATE_BYTES} bytes")
     state = pb.CheckpointState()
     try:
         text_format.Parse(data.decode("utf-8"), state)
