@@ -14,7 +14,7 @@ from trackpoint._format._proto import checkpoint_state_pb2 as pb
 from trackpoint._format.temps import temp_path
 from trackpoint.errors import InvalidArgumentError, NotFoundError
 
-__all__ = ["STATE_FILENAME", "CheckpointState", "RepeatedField", "read_state", "write_state"]
+__all__ = ["CheckpointState", "RepeatedField", "STATE_FILENAME", "read_state", "write_state"]
 
 STATE_FILENAME = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20
