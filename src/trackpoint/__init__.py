@@ -32,6 +32,7 @@ from trackpoint.reader import (
     list_variables,
     load_checkpoint,
     load_variable,
+    repair_checkpoint,
     save_tensors,
     verify_checkpoint,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "load_checkpoint",
     "load_variable",
     "optimizers",
+    "repair_checkpoint",
     "save_tensors",
     "sharding",
     "split_dependency",

@@ -296,6 +296,8 @@ def _diff(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     prefix = _resolve(args.path)
+    if args.repair and tp.repair_checkpoint(prefix):
+        _out(f"REPAIRED: put back the previous version of {prefix}, which an interrupted overwrite had kept")
     progress = _Progress("verify")
     try:
         problems = tp.verify_checkpoint(prefix, progress)
@@ -372,11 +374,15 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--atol", type=float, default=0.0, help="absolute tolerance for values (default: %(default)s)")
     diff.add_argument("--json", action="store_true", help="machine-readable output")
     diff.set_defaults(error_status=2)
-    _command(
+    verify = _command(
         commands, "verify", _verify, "read every block and tensor, report every damaged key",
-        "Read every index block and tensor and check every checksum; report all damage, not just the first. "
-        "Exit 0 when intact, 1 otherwise.",
-        "  trackpoint verify run/")
+        "Read every index block and tensor and check every checksum; report all damage, not just the first, "
+        "and an in-place overwrite that was interrupted (files that mix two versions, which TensorFlow cannot "
+        "read). Exit 0 when intact, 1 otherwise.",
+        "  trackpoint verify run/\n"
+        "  trackpoint verify --repair run/weights")
+    verify.add_argument("--repair", action="store_true",
+                        help="first put back the previous version an interrupted overwrite kept (default: off)")
     demo = _command(
         commands, "demo", _demo, "train, checkpoint, crash, restore and continue exactly",
         "Train a small model with Adam, checkpoint it with a CheckpointManager, simulate a crash, restore "

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trackpoint._format import naming, slices
+from trackpoint._format import naming, previous, slices
 from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.dtypes import enum_name
 from trackpoint._format.slices import readable_key
 from trackpoint._format.state_file import CheckpointState, read_state
 from trackpoint._saving.write import write_bundle
-from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, PermissionDeniedError
+from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, PermissionDeniedError, WriteError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "list_variables",
     "load_checkpoint",
     "load_variable",
+    "repair_checkpoint",
     "save_tensors",
     "verify_checkpoint",
 ]
@@ -280,6 +281,12 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
     except CheckpointError as exc:
         return [Damage(None, str(exc))]
     found = [Damage(None, message) for message in damaged_blocks]
+    if bundle.prefix != prefix:  # reading the version an interrupted overwrite kept
+        found.insert(0, Damage(None, (
+            f"{prefix}: an overwrite of this checkpoint was interrupted, so its data files mix two versions, which "
+            f"TensorFlow cannot read. trackpoint reads the previous version, kept whole at {bundle.prefix} (checked "
+            f"here). Repair it with `trackpoint verify --repair {prefix}` or tp.repair_checkpoint(); the next save "
+            "to it repairs it too.")))
     entries = []
     for raw in bundle.raw_keys():
         try:
@@ -300,6 +307,38 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
             if progress is not None:
                 progress(done, total)
     return found
+
+
+def repair_checkpoint(ckpt_dir_or_file: str) -> bool:
+    """Finish an interrupted in-place overwrite: put the previous version's files back.
+
+    A save killed while it replaced the data files of an existing checkpoint leaves them
+    mixing two versions, which TensorFlow cannot read (trackpoint reads the whole previous
+    version it kept). This puts that version back under the prefix and removes the kept
+    copies; the next save to the prefix does the same first.
+
+    Returns:
+        True when the previous version was put back; False when there was nothing to repair.
+
+    Raises:
+        NotFoundError: There is no checkpoint at ``ckpt_dir_or_file``.
+        WriteError: A file could not be restored; the kept version stays, and is still read.
+
+    Example:
+        >>> import numpy as np, tempfile, os
+        >>> import trackpoint as tp
+        >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
+        >>> _ = tp.save_tensors(prefix, {"w": np.ones(3)})
+        >>> tp.repair_checkpoint(prefix)
+        False
+    """
+    prefix = resolve_prefix(ckpt_dir_or_file)
+    try:
+        return previous.settle(prefix)
+    except OSError as exc:
+        raise WriteError(f"could not repair {prefix}: {exc}. Its previous version is still kept whole at "
+                         f"{previous.previous_prefix(prefix)}, and trackpoint reads it; fix the cause and repair "
+                         "again.") from exc
 
 
 def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:

@@ -17,6 +17,7 @@ import pytest
 
 import trackpoint as tp
 from trackpoint._format import previous
+from trackpoint.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
@@ -155,8 +156,22 @@ def test_a_save_killed_inside_the_window_leaves_the_previous_version_readable(tm
     # ...and trackpoint reads the previous version, whole, in its place, changing nothing.
     before = {name: (tmp_path / name).read_bytes() for name in _files(tmp_path)}
     assert _restored(prefix) == 1.0
-    assert tp.verify_checkpoint(prefix) == []
+    problems = tp.verify_checkpoint(prefix)  # the previous version is checked, and the state reported
+    assert [p.key for p in problems] == [None] and "overwrite of this checkpoint was interrupted" in problems[0].message
     assert {name: (tmp_path / name).read_bytes() for name in _files(tmp_path)} == before
+
+
+def test_trackpoint_verify_reports_an_interrupted_overwrite_and_repairs_it(tmp_path, capsys) -> None:
+    prefix = str(tmp_path / "weights")
+    _kill_inside_the_window(prefix)
+    assert main(["verify", prefix]) == 1
+    out = capsys.readouterr().out
+    assert "interrupted" in out and "TensorFlow cannot read" in out and "--repair" in out
+    assert main(["verify", "--repair", prefix]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("REPAIRED") and "OK: " in out
+    assert not previous.inspect(prefix).previous and _restored(prefix) == 1.0
+    assert tp.repair_checkpoint(prefix) is False
 
 
 def test_the_next_save_repairs_an_interrupted_overwrite_before_it_writes(tmp_path, monkeypatch) -> None:

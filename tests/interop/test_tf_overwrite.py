@@ -1,0 +1,38 @@
+"""TensorFlow 2.21 and in-place overwrites: what it reads at each stage, and its window."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import trackpoint as tp
+from tests.saving.test_overwrite import _checkpoint, _kill_inside_the_window, _options
+
+
+def _tf_read(prefix: str) -> set[float]:
+    model = tf.Module()
+    model.vs = [tf.Variable(np.zeros(256, np.float32)) for _ in range(6)]
+    tf.train.Checkpoint(model=model).read(prefix).assert_consumed()
+    return {float(x) for v in model.vs for x in v.numpy()}
+
+
+@pytest.mark.parametrize(("first", "second"), [(6, 6), (6, 1), (1, 6)])
+def test_tensorflow_reads_each_overwrite(tmp_path, first: int, second: int) -> None:
+    prefix = str(tmp_path / "weights")
+    ckpt, model = _checkpoint(1.0)
+    ckpt.write(prefix, _options(first))
+    assert _tf_read(prefix) == {1.0}
+    for var in model.vs:
+        var.assign(np.full(256, 2.0, np.float32))
+    ckpt.write(prefix, _options(second))
+    assert _tf_read(prefix) == {2.0}
+
+
+def test_inside_the_window_tensorflow_refuses_the_files_and_reads_them_after_the_repair(tmp_path) -> None:
+    prefix = str(tmp_path / "weights")
+    _kill_inside_the_window(prefix)
+    with pytest.raises(tf.errors.DataLossError):  # a checksum error, never a wrong value
+        _tf_read(prefix)
+    assert tp.repair_checkpoint(prefix) is True
+    assert _tf_read(prefix) == {1.0}
