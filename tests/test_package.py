@@ -63,6 +63,7 @@ def test_public_names_are_pinned_and_sorted() -> None:
         "load_checkpoint",
         "load_variable",
         "optimizers",
+        "repair_checkpoint",
         "save_tensors",
         "sharding",
         "split_dependency",
