@@ -16,8 +16,8 @@
     │   └── InvalidCallbackError(InvalidArgumentError, TypeError, AssertionError)
     │           a write callback that is not callable, or takes more than the save path
     ├── WriteError(CheckpointError, OSError)
-    │       a save could not be completed (disk full, permission denied, not a directory);
-    │       nothing of it was published and earlier checkpoints are untouched
+    │       a save, a state-file update or a repair could not be completed (disk full,
+    │       permission denied, not a directory); the message says what is left on disk
     └── DeadReferenceError(CheckpointError, ReferenceError, AssertionError)
             the root of a ``Checkpoint(root=weakref.ref(obj))`` was garbage-collected
 
@@ -85,7 +85,13 @@ class InvalidCallbackError(InvalidArgumentError, TypeError, AssertionError):
 
 
 class WriteError(CheckpointError, OSError):
-    """A save failed part way; its temporary files were removed and nothing was published."""
+    """A save failed part way; the message says what is left on disk.
+
+    Usually nothing of the save was published and earlier checkpoints are untouched. The
+    exceptions say so: a checkpoint written whose state file could not be updated, or an
+    overwrite whose previous version could not be put back (it is then kept whole beside
+    the prefix, and trackpoint reads it).
+    """
 
 
 class DeadReferenceError(CheckpointError, ReferenceError, AssertionError):
