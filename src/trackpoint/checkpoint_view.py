@@ -29,6 +29,7 @@ import numpy as np
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.text import printable
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.restore import node_paths, read_object_graph
 from trackpoint._tracking.base import Trackable
@@ -264,7 +265,8 @@ class CheckpointView:
                 lines.append(_indent(depth + 1) + f"[slot {slot_name!r} of {owner}]" + values(slot_id))
             for child in reversed(graph.nodes[node_id].children):
                 stack.append((child.node_id, child.local_name, depth + 1))
-        return "\n".join(lines)
+        # One line per object, whatever its name holds (a line break, a terminal escape).
+        return "\n".join(printable(line) for line in lines)
 
     def _diff_checkpoints(self, other: CheckpointView, rtol: float, atol: float,
                           progress: Callable[[int, int], None] | None) -> CheckpointDiff:

@@ -1,4 +1,4 @@
-"""The ``trackpoint`` command. It uses only the public API.
+"""The ``trackpoint`` command. It uses only the public API (and the terminal-safe text helper).
 
 Exit status: 0 success, 1 a damaged or missing checkpoint (one line on stderr), 2 bad usage.
 ``diff`` follows diff(1): 0 equal, 1 different, 2 trouble. When the reader of the output goes
@@ -27,31 +27,16 @@ from typing import TextIO
 import numpy as np
 
 import trackpoint as tp
+from trackpoint._format.text import printable
 
 _BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, what the shell reports for a C program the signal ended
 _CHECKPOINT_FILE = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
 _MAX_LISTED = 10
 
 
-def _printable(text: str) -> str:
-    r"""``text`` with each non-printable character as its Python escape (``\x1b``, ``\r``, ``\u202e``).
-
-    Backslashes stay as they are, so ordinary names and Windows paths read and copy as typed;
-    the point is that nothing a terminal interprets (cursor moves, erasures, bidi overrides)
-    reaches it, not that the escaping can be undone.
-
-    Example:
-        >>> print(_printable("w\x1b[2K\rOK\u202e"))
-        w\x1b[2K\rOK\u202e
-    """
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
-
-
 def _out(text: str, stream: TextIO | None = None) -> None:
     """Print ``text``, escaped line by line; the one way this module prints."""
-    print("\n".join(_printable(line) for line in text.split("\n")), file=stream or sys.stdout)
+    print("\n".join(printable(line) for line in text.split("\n")), file=stream or sys.stdout)
 
 
 def _dtype_name(dtype: np.dtype) -> str:
@@ -250,8 +235,8 @@ def _inspect(args: argparse.Namespace) -> int:
             return 0
         # Escaped before measuring, so that the columns line up as printed.
         table = [("key", "dtype", "shape", "object" if paths else "")]
-        table += [(_printable(str(r["key"])), str(r["dtype"]), _shape_text(r["shape"]),  # type: ignore[arg-type]
-                   _printable(str(r.get("path", "")))) for r in rows]
+        table += [(printable(str(r["key"])), str(r["dtype"]), _shape_text(r["shape"]),  # type: ignore[arg-type]
+                   printable(str(r.get("path", "")))) for r in rows]
         widths = [max(len(cells[i]) for cells in table) for i in range(3)]
         for cells in table:
             _out("  ".join(f"{cell:<{width}}" for cell, width in zip(cells, widths + [0])).rstrip())

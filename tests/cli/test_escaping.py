@@ -112,3 +112,14 @@ def test_a_path_from_a_hostile_state_file_is_escaped(capsys, tmp_path) -> None:
     assert main(["verify", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert _raw_controls(err) == [] and "ckpt\\x1b[2K\\rOK" in err and err.count("\n") == 1
+
+
+def test_a_line_break_in_a_name_cannot_fake_a_line_of_the_tree(tmp_path) -> None:
+    root = tp.Module()
+    setattr(root, "w\n  fake  float32[]  4 B", tp.Variable(1.0))
+    root.real = tp.Variable(2.0)
+    prefix = tp.Checkpoint(root).write(str(tmp_path / "ckpt"))
+    lines = tp.CheckpointView(prefix).tree().split("\n")
+    assert len(lines) == 3 and lines[0] == "(root)", lines  # the root and its two variables
+    assert any(line.strip().startswith("w\\n  fake") for line in lines)
+    assert not any(line.strip().startswith("fake") for line in lines)
