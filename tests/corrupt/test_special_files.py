@@ -150,6 +150,16 @@ def test_symlinks_to_regular_files_are_still_read(tmp_path) -> None:
         "model/w/.ATTRIBUTES/VARIABLE_VALUE").tolist() == list(range(6))
 
 
+def test_a_symlink_loop_in_place_of_the_index_is_no_valid_path(tmp_path) -> None:
+    prefix = _checkpoint(tmp_path)
+    index = pathlib.Path(prefix + ".index")
+    index.unlink()
+    index.symlink_to(tmp_path / "loop")
+    (tmp_path / "loop").symlink_to(index)
+    with pytest.raises(tp.errors.InvalidArgumentError, match="not a valid path for a checkpoint index"):
+        tp.load_checkpoint(prefix)
+
+
 # -- files that exist but cannot be opened -------------------------------------------------
 
 _UNREADABLE_CHILD = f"""

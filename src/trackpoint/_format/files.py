@@ -59,7 +59,13 @@ def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
 
     Example:
         >>> import os, tempfile
-        >>> fd, st = open_regular(os.path.join(tempfile.mkdtemp()), "checkpoint index")
+        >>> directory = tempfile.mkdtemp()
+        >>> path = os.path.join(directory, "ckpt.index")
+        >>> open(path, "wb").close()
+        >>> fd, info = open_regular(path, "checkpoint index")
+        >>> os.close(fd); info.st_size
+        0
+        >>> open_regular(directory, "checkpoint index")
         Traceback (most recent call last):
         ...
         trackpoint.errors.InvalidArgumentError: ... is not a regular file but a directory; ...
@@ -73,6 +79,8 @@ def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
     except OSError as exc:
         if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # what opening a socket says
             raise _not_regular(path, what, "a socket or a device that cannot be opened") from exc
+        if exc.errno in (errno.ELOOP, errno.ENAMETOOLONG):
+            raise InvalidArgumentError(f"{path} is not a valid path for a {what}: {exc.strerror}") from exc
         raise DataLossError(f"{path}: cannot open the {what}: {exc.strerror}") from exc
     except (TypeError, ValueError) as exc:  # not a path, or a NUL byte in it
         raise InvalidArgumentError(f"{path!r} is not a valid path for a {what}: {exc}") from exc
