@@ -199,3 +199,16 @@ def test_settle_restores_the_previous_version_and_reports_it(tmp_path) -> None:
     # (the killed writer's index temporary stays until the next save's cleanup)
     assert [n for n in _files(tmp_path) if ".tp-tmp-" not in n] == sorted(["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)])
     assert _restored(prefix) == 1.0
+
+
+def test_a_fifo_in_place_of_the_index_beside_a_kept_version_fails_at_once(tmp_path) -> None:
+    prefix = str(tmp_path / "weights")
+    ckpt, _ = _checkpoint(1.0)
+    ckpt.write(prefix, _options(1))
+    os.link(prefix + ".index", prefix + ".tp-prev.index")
+    os.unlink(prefix + ".index")
+    os.mkfifo(prefix + ".index")
+    code = f"import trackpoint as tp\ntry:\n    tp.load_checkpoint({prefix!r})\nexcept tp.errors.CheckpointError as e:\n" \
+           "    print(type(e).__name__, e)"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert child.stdout.startswith("InvalidArgumentError") and "not a regular file" in child.stdout, child.stderr

@@ -58,7 +58,8 @@ def _hold(paths: Sequence[str]) -> list[int]:
     held = []
     for path in paths:
         try:
-            held.append(os.open(path, os.O_RDONLY))
+            # Never blocks, even on a FIFO someone put in place of a checkpoint file.
+            held.append(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
         except OSError:
             pass  # not there (or not readable): nothing to hold
     return held

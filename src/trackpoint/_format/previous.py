@@ -26,13 +26,15 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from trackpoint._format import atomic, naming
+from trackpoint._format import atomic, files, naming
 from trackpoint._format.temps import temp_path
+from trackpoint.errors import CheckpointError, NotFoundError
 
 __all__ = ["PREVIOUS_SUFFIX", "OverwriteState", "data_files", "discard", "inspect", "keep", "previous_prefix",
            "readable_prefix", "settle"]
 
 PREVIOUS_SUFFIX = ".tp-prev"
+_MAX_INDEX_BYTES = 1 << 31  # as the reader allows
 
 
 def previous_prefix(prefix: str) -> str:
@@ -50,12 +52,15 @@ def _same_index(prefix: str) -> bool:
     if _same_file(current, kept):
         return True
     try:
-        with open(current, "rb") as a, open(kept, "rb") as b:
-            if os.fstat(a.fileno()).st_size != os.fstat(b.fileno()).st_size:
-                return False
-            return a.read() == b.read()
-    except FileNotFoundError:
-        return not os.path.exists(current)
+        ours = files.read_regular(current, "checkpoint index", _MAX_INDEX_BYTES)[0]
+    except NotFoundError:
+        return True
+    except CheckpointError:
+        return False  # a special or unreadable file: reading the prefix itself reports it
+    try:
+        return ours == files.read_regular(kept, "checkpoint index", _MAX_INDEX_BYTES)[0]
+    except CheckpointError:
+        return False
 
 
 def _same_file(a: str, b: str) -> bool:
