@@ -196,16 +196,13 @@ def _tensor_key(name: str, keys: Iterable[str], paths: dict[str, str], prefix: s
 # -- commands ---------------------------------------------------------------------------
 
 
-def _key_paths(path: str) -> dict[str, str]:
-    try:
-        return tp.CheckpointView(path).key_paths()
-    except (ValueError, tp.errors.CheckpointError):
-        return {}  # a plain bundle has no object graph
+_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
 
 def _inspect(args: argparse.Namespace) -> int:
     with tp.load_checkpoint(_resolve(args.path)) as reader:
-        paths = _key_paths(reader.prefix)
+        # A plain bundle has no object graph; any other failure to read one is reported.
+        paths = tp.CheckpointView(reader.prefix).key_paths() if reader.has_tensor(_OBJECT_GRAPH_KEY) else {}
         shapes = reader.get_variable_to_shape_map()
         dtypes = reader.get_variable_to_dtype_map()
         keys = sorted(shapes)

@@ -85,3 +85,15 @@ def test_demo_resumes_exactly(tmp_path, capsys) -> None:
     assert "optimizer slots included: True" in out
     assert "beta1_power  float32[]" in out
     assert sorted(os.listdir(tmp_path))[:2] == [".trackpoint-demo", "checkpoint"]
+
+
+def test_a_damaged_object_graph_is_reported_not_hidden(tmp_path, capsys) -> None:
+    import numpy as np
+
+    import trackpoint as tp
+
+    prefix = tp.Checkpoint(v=tp.Variable(np.arange(8, dtype=np.float32))).write(str(tmp_path / "ckpt"))
+    data = tmp_path / "ckpt.data-00000-of-00001"
+    data.write_bytes(bytes(len(data.read_bytes())))  # every checksum now fails, the graph's too
+    assert main(["inspect", prefix]) == 1
+    assert "checksum" in capsys.readouterr().err
