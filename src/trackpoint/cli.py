@@ -27,11 +27,11 @@ from typing import TextIO
 import numpy as np
 
 import trackpoint as tp
+from trackpoint._format import naming
 from trackpoint._format.text import printable
 
 _BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, what the shell reports for a C program the signal ended
 _CHECKPOINT_FILE = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
-_MAX_LISTED = 10
 
 
 def _out(text: str, stream: TextIO | None = None) -> None:
@@ -98,37 +98,6 @@ class _Progress:
 # -- which checkpoint a PATH means ------------------------------------------------------
 
 
-def _natural(name: str) -> list[object]:
-    """Sort key putting ``ckpt-2`` before ``ckpt-10``."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
-
-
-def checkpoint_prefixes(names: Iterable[str]) -> list[str]:
-    """The checkpoint prefixes among a directory's file names (one per ``*.index``), in natural order.
-
-    Pure, so that the library's own not-found messages could list them too.
-
-    Example:
-        >>> checkpoint_prefixes(["ckpt-10.index", "ckpt-2.index", "ckpt-2.data-00000-of-00001", "checkpoint"])
-        ['ckpt-2', 'ckpt-10']
-    """
-    return sorted((n.removesuffix(".index") for n in names if n.endswith(".index") and n != ".index"), key=_natural)
-
-
-def _listing(directory: str) -> str:
-    """The end of a not-found message: the checkpoints that do exist in ``directory``."""
-    shown = os.path.join(directory or ".", "")
-    try:
-        prefixes = checkpoint_prefixes(os.listdir(shown))
-    except OSError as exc:
-        return f"; cannot list {shown}: {exc.strerror}"
-    if not prefixes:
-        return f"; {shown} holds no checkpoint (no *.index file)"
-    more = f", ... ({len(prefixes)} in all)" if len(prefixes) > _MAX_LISTED else ""
-    return (f"; checkpoints in {shown}: {', '.join(prefixes[:_MAX_LISTED])}{more} "
-            f"(pass one as {os.path.join(directory, prefixes[-1])})")
-
-
 def _note_if_outside(directory: str, prefix: str) -> None:
     """Say so when ``directory``'s state file names a checkpoint that, links resolved, is not directly
     in it (the test CheckpointManager applies before deleting one): the bytes come from there."""
@@ -150,7 +119,7 @@ def _resolve(path: str) -> str:
     if os.path.isdir(path):
         state = tp.get_checkpoint_state(path)
         if state is None:
-            raise tp.errors.NotFoundError(f"{path} has no 'checkpoint' state file{_listing(path)}")
+            raise tp.errors.NotFoundError(f"{path} has no 'checkpoint' state file{naming.listing(path)}")
         prefix = state.model_checkpoint_path
         if not os.path.exists(prefix + ".index"):
             return path  # the library's message says what the state file names and what is missing
@@ -161,7 +130,7 @@ def _resolve(path: str) -> str:
     stripped = _CHECKPOINT_FILE.sub("", path)
     if stripped != path and os.path.exists(stripped + ".index"):
         return stripped
-    raise tp.errors.NotFoundError(f"no checkpoint at {path}{_listing(os.path.dirname(path))}")
+    raise tp.errors.NotFoundError(f"no checkpoint at {path}{naming.listing(os.path.dirname(path))}")
 
 
 def _tensor_key(name: str, keys: Iterable[str], paths: dict[str, str], prefix: str) -> str:

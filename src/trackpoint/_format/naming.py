@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["data_filename", "index_filename"]
+import os
+import re
+from collections.abc import Iterable
+
+__all__ = ["PREVIOUS_SUFFIX", "checkpoint_prefixes", "data_filename", "index_filename", "listing"]
+
+PREVIOUS_SUFFIX = ".tp-prev"  # the version an overwrite keeps (see trackpoint._format.previous)
+_MAX_LISTED = 10
 
 
 def index_filename(prefix: str) -> str:
@@ -11,3 +18,33 @@ def index_filename(prefix: str) -> str:
 
 def data_filename(prefix: str, shard_id: int, num_shards: int) -> str:
     return f"{prefix}.data-{shard_id:05d}-of-{num_shards:05d}"
+
+
+def _natural(name: str) -> list[object]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def checkpoint_prefixes(names: Iterable[str]) -> list[str]:
+    """The checkpoint prefixes among a directory's file names (one per ``*.index``), in natural
+    order, without the versions overwrites keep.
+
+    Example:
+        >>> checkpoint_prefixes(["ckpt-10.index", "ckpt-2.index", "ckpt-2.data-00000-of-00001", "checkpoint"])
+        ['ckpt-2', 'ckpt-10']
+    """
+    prefixes = (n.removesuffix(".index") for n in names if n.endswith(".index") and n != ".index")
+    return sorted((p for p in prefixes if not p.endswith(PREVIOUS_SUFFIX)), key=_natural)
+
+
+def listing(directory: str) -> str:
+    """The end of a not-found message: the checkpoints that do exist in ``directory``."""
+    shown = os.path.join(directory or ".", "")
+    try:
+        prefixes = checkpoint_prefixes(os.listdir(shown))
+    except OSError as exc:
+        return f"; cannot list {shown}: {exc.strerror}"
+    if not prefixes:
+        return f"; {shown} holds no checkpoint (no *.index file)"
+    more = f", ... ({len(prefixes)} in all)" if len(prefixes) > _MAX_LISTED else ""
+    return (f"; checkpoints in {shown}: {', '.join(prefixes[:_MAX_LISTED])}{more} "
+            f"(pass one as {os.path.join(directory, prefixes[-1])})")

@@ -33,7 +33,7 @@ from trackpoint.errors import CheckpointError, NotFoundError
 __all__ = ["PREVIOUS_SUFFIX", "OverwriteState", "data_files", "discard", "inspect", "keep", "previous_prefix",
            "readable_prefix", "settle"]
 
-PREVIOUS_SUFFIX = ".tp-prev"
+PREVIOUS_SUFFIX = naming.PREVIOUS_SUFFIX
 _MAX_INDEX_BYTES = 1 << 31  # as the reader allows
 
 
