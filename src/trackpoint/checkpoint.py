@@ -13,7 +13,7 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.state_file import write_state
 from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint._graph.restore import CheckpointPosition, RestoreCoordinator, parse_graph, read_object_graph_bytes
+from trackpoint._graph.restore import RestoreCoordinator, parse_graph, read_object_graph_bytes
 from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.slot_scan import slot_owners
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
@@ -293,16 +293,23 @@ class Checkpoint(AutoTrackable):
         inode, size and modification time). A checkpoint replaced, modified or deleted in
         between raises ``DataLossError`` (``NotFoundError`` if deleted) naming the file and
         key, never another checkpoint's values; restore again to read it as it is now.
+
+        The values for the objects that exist are all assigned or, if one is damaged,
+        missing or of another dtype or shape, none (the error names the key and the file).
         """
         return self._read(save_path, options, with_counter=False)
 
-    def _read(self, save_path: str | None, options: CheckpointOptions | None,
-              with_counter: bool) -> CheckpointLoadStatus | InitializationOnlyStatus:
+    def _read(self, save_path: str | None, options: CheckpointOptions | None, with_counter: bool,
+              listed_by: str | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
+        """Restore from a prefix, or a directory's latest; ``listed_by``: the directory whose
+        state file named the prefix, if known (the report notes a prefix outside it)."""
         options = CheckpointOptions.coerce(options)
         if save_path is None:
             return InitializationOnlyStatus()
         root = self._tp_graph_root  # a weakly held root that is gone raises before any file is opened
         self.sync()  # a checkpoint still being written is completed first
+        if listed_by is None and os.path.isdir(save_path):
+            listed_by = os.fspath(save_path)
         prefix = resolve_prefix(save_path)
         reader = BundleReader(prefix)
         try:
@@ -331,7 +338,7 @@ class Checkpoint(AutoTrackable):
                         self._restore_root(coordinator, root)
                         replay = coordinator.replay_plan(raw, epoch)
                 object.__setattr__(self, "_tp_restore_replay", replay)
-                status = CheckpointLoadStatus(coordinator, root, self._tp_attached)
+                status = CheckpointLoadStatus(coordinator, root, self._tp_attached, listed_by)
                 if with_counter:
                     # While the files are still open: a save_counter parked on the root reads them.
                     self._maybe_create_save_counter()
@@ -341,19 +348,23 @@ class Checkpoint(AutoTrackable):
         return status
 
     def _restore_root(self, coordinator: RestoreCoordinator, root: Trackable) -> None:
-        """Bind node 0 to the root, then each attached dependency to its edge from node 0."""
-        CheckpointPosition(coordinator, 0).restore(root)
+        """Bind node 0 to the root, then each attached dependency to its edge from node 0: one
+        restore, which assigns the values of all or none."""
         root_children = {name: node_id for node_id, name in coordinator.children(0)}
-        for name, obj in self._tp_attached.items():
-            if name != "root" and name in root_children:
-                CheckpointPosition(coordinator, root_children[name]).restore(obj)
+        coordinator.restore([(0, root)] + [(root_children[name], obj) for name, obj in self._tp_attached.items()
+                                           if name != "root" and name in root_children])
 
     def restore(self, save_path: str | None, options: CheckpointOptions | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
         """Restore from a prefix (or a directory with a ``checkpoint`` file); values arrive now or on creation.
 
+        As :meth:`read` does, it assigns the values of all existing objects or none. When
+        ``save_path`` is a directory whose state file names a checkpoint elsewhere, the
+        status's ``report().notes`` says where it was read from.
+
         Raises:
             NotFoundError: Nothing at ``save_path`` (the message suggests the ``-N`` suffix).
             InvalidArgumentError: A dtype or shape mismatch, naming the key and both sides.
+            DataLossError: A value is damaged (its checksum fails), naming the file and key.
         """
         try:
             status = self._read(save_path, options, with_counter=True)
@@ -365,3 +376,9 @@ class Checkpoint(AutoTrackable):
         if isinstance(status, InitializationOnlyStatus):
             self._maybe_create_save_counter()
         return status
+
+    def _restore_listed(self, prefix: str, directory: str,
+                        options: CheckpointOptions | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
+        """:meth:`restore` ``prefix``, which the state file of ``directory`` named (for
+        ``CheckpointManager.restore_or_initialize``): the report notes a prefix outside it."""
+        return self._read(prefix, options, with_counter=True, listed_by=os.fspath(directory))

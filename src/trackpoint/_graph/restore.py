@@ -1,11 +1,13 @@
 """Matching a checkpoint's object graph to live objects, now or as they are created.
 
 A :class:`RestoreCoordinator` holds one restore: the parsed graph, the reader, which nodes
-are bound to which objects. A :class:`CheckpointPosition` is one node of that graph; binding
-it to an object assigns the node's values and walks on to the children the object has,
-leaving a pending position on the object for each child it does not have yet
-(restore-on-create). Slot variables are restored once both their variable and their
-optimizer are bound, in either order.
+are bound to which objects. A :class:`CheckpointPosition` is one node of that graph. A
+restore binds nodes to objects and walks on to the children the objects have, gathering a
+plan: the values to assign, a pending position to leave on an object for each child it
+does not have yet (restore-on-create), the slots to ask optimizers for. The plan is carried
+out only once every value it assigns was read and checked, so a restore changes all the
+objects it found or none (see :meth:`RestoreCoordinator.restore`). Slot variables are
+restored once both their variable and their optimizer are bound, in either order.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import threading
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
@@ -42,7 +44,11 @@ _restore_uids = itertools.count(1)
 _MAX_NODES = 1 << 24
 _BATCH_BYTES = 4 << 20
 _MAX_PATH_CHARS = 512
-_NODE_ID, _WANTED = operator.itemgetter(0), operator.itemgetter(2)  # of a gathered (node id, object, wanted)
+_NODE_ID, _WANTED = operator.itemgetter(0), operator.itemgetter(2)  # of an _Assignment
+
+# (node id, object, wanted, the object's update uid before the walk); wanted is a plain
+# variable's key, or [(tensor name, key)].
+_Assignment = tuple[int, Trackable, "str | list[tuple[str, str]]", int]
 
 
 def parse_graph(raw: bytes, prefix: str, validate: bool = True) -> pb.TrackableObjectGraph:
@@ -173,8 +179,8 @@ class RestoreReplay:
             lists rather than one of pairs: a pair per variable is an object per variable
             for the garbage collector to scan).
         stages: Where each walk began: the number of bindings, deferrals and values before it.
-            A restore walks and assigns the root's subtree, then each attached dependency's;
-            a replay keeps that order, so a failed assignment leaves the same state behind.
+            A restore walks the root's subtree, then each attached dependency's; a replay
+            keeps that order, which decides where slots wait for their optimizers.
         deferrals: ``(parent node id, local name, child node id)`` of each position parked
             on a live object for restore-on-create.
         deferred_slots: ``(optimizer node id, variable node id, slot node id, slot name)``
@@ -204,6 +210,37 @@ class RestoreReplay:
         root_ref = self.bound.get(0)
         return (self.epoch == structure_epoch() and self.skip_slot_variables == skip_slot_variables
                 and root_ref is not None and root_ref() is root and self.graph == graph)
+
+
+class _Plan:
+    """What one :meth:`RestoreCoordinator.restore` call is to do, gathered by its walks.
+
+    The walks bind nodes and note here what to do; objects are changed only once every
+    walk is over and the values were read and checked.
+
+    Attributes:
+        assignments: What each object found is to take, in walk order.
+        deferrals: ``(object, local name, node id)``: a child the object does not have yet,
+            to wait for on it (restore-on-create).
+        new_slots: ``(optimizer, variable, slot node id, slot name)``: a slot the optimizer
+            does not have yet, to ask it for once the objects found have their values.
+        bound: The nodes bound here that were not bound before (named one by one rather
+            than by where the coordinator's ``bound`` stood: objects created on other threads
+            may be binding nodes meanwhile).
+        rebound: ``(node id, reference)`` of nodes bound anew here, the object of that
+            reference having died.
+        undo: Calls putting back the slot bookkeeping the walks changed, in order.
+    """
+
+    __slots__ = ("assignments", "bound", "deferrals", "new_slots", "rebound", "undo")
+
+    def __init__(self) -> None:
+        self.assignments: list[_Assignment] = []
+        self.bound: list[int] = []
+        self.deferrals: list[tuple[Trackable, str, int]] = []
+        self.new_slots: list[tuple[Trackable, Trackable, int, str]] = []
+        self.rebound: list[tuple[int, weakref.ref[Trackable]]] = []
+        self.undo: list[Callable[[], object]] = []
 
 
 class RestoreCoordinator:
@@ -367,69 +404,137 @@ class RestoreCoordinator:
                 self.unused_attributes.setdefault(node_id, []).append(stored_name)
         return wanted
 
-    def assign(self, pending: list[tuple[int, Trackable, str | list[tuple[str, str]]]]) -> None:
-        """Read the values of gathered nodes and hand each object its tensors, in order.
+    def restore(self, bindings: Sequence[tuple[int, Trackable]]) -> None:
+        """Bind each ``(node id, object)`` in turn and walk below it, then carry out what the walks found.
 
-        Values arrive in batches of at most ``_BATCH_BYTES`` (or one larger tensor), so a
-        restore needs no more memory than that beyond the variables: each object drops its
-        old value as it takes the new one. What is assigned is noted for a :class:`RestoreReplay`.
+        Nothing is changed until every walk is over and every value for the objects found
+        was read (which verifies its checksum) and checked (see :meth:`_assign`): a value
+        damaged, missing or of another dtype or shape raises with no object changed and the
+        bindings made here undone, so a restore-on-create that fails still waits for the
+        next object created in its place. Once the values are in, objects wait for the
+        children they lack and optimizers are asked for the slots they lack: those are
+        objects created later, whose values are checked as they arrive.
         """
-        wanted_all = list(map(_WANTED, pending))
+        plan = _Plan()
+        with self.reading():  # a restore-on-create reopens the files, and closes them after
+            try:
+                for node_id, trackable in bindings:
+                    if self.replayable:
+                        self.stages.append((len(self.bound), len(self.deferrals), len(self.assigned_ids)))
+                    position = CheckpointPosition(self, node_id, plan)
+                    if position.bind_object(trackable):
+                        position._restore_descendants(trackable)
+                self._assign(plan.assignments)
+            except BaseException:
+                self._undo(plan)
+                raise
+            self._finish(plan)
+
+    def _assign(self, assignments: list[_Assignment]) -> None:
+        """Read the values of gathered nodes, check each against its object, then hand them out.
+
+        No object takes a value before all are read and every plain variable's value was
+        checked against its dtype and shape. The values of one restore are therefore in
+        memory together, beside the values they replace, as in TF (which reads them in one
+        op). Other objects check their tensors themselves, in ``_restore_from_tensors``: they
+        take theirs first, in walk order (as TF restores Python state first), so that one
+        refusing leaves every variable as it was.
+        """
+        if not assignments:
+            return
         keys: list[str] = []
-        for wanted in wanted_all:
-            if type(wanted) is str:
+        for _, _, wanted, _ in assignments:
+            if isinstance(wanted, str):
                 keys.append(wanted)
             else:
                 keys.extend(key for _, key in wanted)
-        if self.replayable:
-            self.assigned_ids.extend(map(_NODE_ID, pending))
-            self.assigned_keys.extend(wanted_all)
-        batches = None
+        values = iter(self._read_values(keys))
+        variables: list[Variable] = []
+        arrays: list[Any] = []
+        others = []
+        for node_id, trackable, wanted, _ in assignments:
+            if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
+                try:
+                    arrays.append(trackable._check_restored(next(values)))  # type: ignore[attr-defined]
+                except InvalidArgumentError as exc:
+                    raise self._refused(node_id, wanted, exc) from exc
+                variables.append(trackable)  # type: ignore[arg-type]
+            else:
+                others.append((node_id, trackable, wanted, {name: next(values) for name, _ in wanted}))
+        for node_id, trackable, wanted, tensors in others:
+            try:
+                trackable._restore_from_tensors(tensors)
+            except InvalidArgumentError as exc:
+                raise self._refused(node_id, wanted, exc) from exc
+        for variable, array in zip(variables, arrays):
+            variable._take_restored(array)
+
+    def _read_values(self, keys: list[str]) -> list[Any]:
+        """The values of ``keys`` in order, checksums verified (or kept in memory, see :mod:`kept_values`)."""
         kept = self.kept
         if kept and all(key in kept for key in keys):
-            values: Iterator[Any] = map(kept.__getitem__, keys)
-        elif len(keys) == 1:
+            return list(map(kept.__getitem__, keys))
+        if len(keys) == 1:
             # One tensor, the usual restore-on-create of a variable created on its own: read
             # alone, with the same checks, it skips planning batches for the whole of a
             # restore, which costs ten times the read.
-            values = map(self.reader.read, keys)
-        else:
-            batches = self.reader.read_batches(keys, _BATCH_BYTES)
-            values = itertools.chain.from_iterable(batches)
-        try:
-            for node_id, trackable, wanted in pending:
-                try:
-                    if type(wanted) is str:  # a plain variable: no dict to build
-                        trackable._restore_value(next(values))  # type: ignore[attr-defined]
-                    else:
-                        trackable._restore_from_tensors({name: next(values) for name, _ in wanted})
-                except InvalidArgumentError as exc:
-                    keys_text = wanted if type(wanted) is str else ", ".join(key for _, key in wanted)
-                    raise InvalidArgumentError(f"{self.prefix}: cannot restore checkpoint key {keys_text} into "
-                                               f"{self.paths[node_id]}: {exc}") from exc
-        finally:
-            # On a failure, now rather than when the traceback goes: its read-ahead thread must
-            # be done before the files close.
-            if batches is not None:
-                batches.close()
+            return [self.reader.read(keys[0])]
+        # Read to the end: a failure inside ends the reads, its read-ahead thread included.
+        return list(itertools.chain.from_iterable(self.reader.read_batches(keys, _BATCH_BYTES)))
+
+    def _refused(self, node_id: int, wanted: str | list[tuple[str, str]], exc: Exception) -> InvalidArgumentError:
+        keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)
+        return InvalidArgumentError(f"{self.prefix}: cannot restore checkpoint key {keys} into {self.paths[node_id]}: "
+                                    f"{exc}")
+
+    def _undo(self, plan: _Plan) -> None:
+        """Take back what a :meth:`restore` (or :meth:`replay`) call that raised did to this
+        restore's bookkeeping and to the objects' marks, as if it had not begun."""
+        self.replayable = False
+        for _, trackable, _, update_uid in plan.assignments:
+            trackable._tp_update_uid = update_uid
+        for node_id in plan.bound:
+            self.bound.pop(node_id, None)
+            self.unused_attributes.pop(node_id, None)
+        self.matched_proto_ids.difference_update(plan.bound)
+        self.bound.update(plan.rebound)
+        for undo in reversed(plan.undo):
+            undo()
+
+    def _finish(self, plan: _Plan) -> None:
+        """Once the objects found have their values: leave positions for the children they
+        lack, then ask the optimizers for the slots they lack."""
+        for trackable, local_name, child_id in plan.deferrals:
+            trackable._defer_restore(local_name, CheckpointPosition(self, child_id))
+            self.deferred_ids.add(child_id)
+        for optimizer, variable, slot_id, slot_name in plan.new_slots:
+            position = CheckpointPosition(self, slot_id)
+            slot = optimizer._create_or_restore_slot_variable(position, variable, slot_name)  # type: ignore[attr-defined]
+            if slot is not None:
+                position.restore(slot)
 
     def replay(self, plan: RestoreReplay) -> bool:
         """Repeat what ``plan`` records (see :class:`RestoreReplay`); False, doing nothing, if
-        one of its objects has died."""
+        one of its objects has died. Its values are assigned all or none, as by :meth:`restore`."""
         refs = list(plan.bound.values())
-        objects = [ref() for ref in refs]
-        if any(obj is None for obj in objects):  # by identity: `None in` would call objects' __eq__
+        found = [ref() for ref in refs]
+        if any(obj is None for obj in found):  # by identity: `None in` would call objects' __eq__
             return False
+        objects = cast(list[Trackable], found)
         self.replayable = False  # this restore's record is the plan itself
         node_ids = list(plan.bound)
         by_node = dict(zip(node_ids, objects))
         # Per node: its position in walk order, to tell which stage a recorded effect belongs to.
         order = dict(zip(node_ids, range(len(node_ids)))) if plan.deferred_slots or plan.unused_attributes else {}
         uid = self.restore_uid
+        work = _Plan()
         ends = [*plan.stages[1:], (len(node_ids), len(plan.deferrals), len(plan.value_ids))]
         for (b0, d0, v0), (b1, d1, v1) in zip(plan.stages, ends):
             stage = node_ids[b0:b1]
+            work.assignments.extend((node_id, by_node[node_id], wanted, by_node[node_id]._tp_update_uid)
+                                    for node_id, wanted in zip(plan.value_ids[v0:v1], plan.value_keys[v0:v1]))
             self.bound.update(zip(stage, refs[b0:b1]))
+            work.bound.extend(stage)
             self.matched_proto_ids.update(stage)
             for obj in objects[b0:b1]:
                 obj._tp_update_uid = uid
@@ -445,11 +550,14 @@ class RestoreCoordinator:
             for node_id, names in plan.unused_attributes.items():
                 if b0 <= order[node_id] < b1:
                     self.unused_attributes[node_id] = list(names)
-            for parent_id, local_name, child_id in plan.deferrals[d0:d1]:
-                by_node[parent_id]._defer_restore(local_name, CheckpointPosition(self, child_id))
-                self.deferred_ids.add(child_id)
-            self.assign([(node_id, by_node[node_id], wanted)
-                         for node_id, wanted in zip(plan.value_ids[v0:v1], plan.value_keys[v0:v1])])
+            work.deferrals.extend((by_node[parent_id], local_name, child_id)
+                                  for parent_id, local_name, child_id in plan.deferrals[d0:d1])
+        try:
+            self._assign(work.assignments)
+        except BaseException:
+            self._undo(work)
+            raise
+        self._finish(work)
         return True
 
     def replay_plan(self, graph: bytes, epoch: int) -> RestoreReplay | None:
@@ -466,7 +574,7 @@ class RestoreCoordinator:
         if not replayable or structure_epoch() != epoch:
             return None
         objects = [ref() for ref in self.bound.values()]
-        if any(obj is None for obj in objects) or not layout_is_tracked(objects, lookups=True):
+        if any(obj is None for obj in objects) or not layout_is_tracked(cast(list[Trackable], objects), lookups=True):
             return None
         return RestoreReplay(epoch, graph, self.skip_slot_variables, self.slot_owners, dict(self.bound),
                              self.assigned_ids, self.assigned_keys, self.stages, self.deferrals, self.slot_waits,
@@ -492,8 +600,8 @@ class RestoreCoordinator:
         if not keys:
             return
         try:
-            with self.reading(), contextlib.closing(self.reader.read_batches(keys, _BATCH_BYTES)) as batches:
-                values = list(itertools.chain.from_iterable(batches))
+            with self.reading():
+                values = self._read_values(keys)
         except CheckpointError as exc:
             _log.warning("%s: could not keep the values waiting for objects before the checkpoint's files go: %s",
                          self.prefix, exc)
@@ -552,13 +660,21 @@ def _list_some(lines: list[str], heading: str, shown: list[str], total: int) -> 
 
 
 class CheckpointPosition:
-    """One node of the checkpoint graph, in the context of one restore."""
+    """One node of the checkpoint graph, in the context of one restore.
 
-    __slots__ = ("coordinator", "proto_id")
+    Attributes:
+        coordinator: The restore.
+        proto_id: The node.
+        plan: What the :meth:`RestoreCoordinator.restore` call walking this node gathers;
+            None for a position waiting to be restored.
+    """
 
-    def __init__(self, coordinator: RestoreCoordinator, proto_id: int) -> None:
+    __slots__ = ("coordinator", "plan", "proto_id")
+
+    def __init__(self, coordinator: RestoreCoordinator, proto_id: int, plan: _Plan | None = None) -> None:
         self.coordinator = coordinator
         self.proto_id = proto_id
+        self.plan = plan
 
     @property
     def restore_uid(self) -> int:
@@ -570,8 +686,9 @@ class CheckpointPosition:
                 and not self.coordinator.nodes[self.proto_id].children)
 
     def simple_variable_value(self) -> Any:
+        # Not marked matched here: the object made from this value is bound when tracked
+        # (restore_pending), and until then, or if making it fails, the node still waits.
         coordinator = self.coordinator
-        coordinator.matched_proto_ids.add(self.proto_id)
         with coordinator.reading():
             return coordinator.read_tensor(coordinator.attributes(self.proto_id)[0][2], self.proto_id)
 
@@ -579,8 +696,14 @@ class CheckpointPosition:
         """Bind this node to ``trackable``; True if that is a new binding."""
         coordinator = self.coordinator
         coordinator.matched_proto_ids.add(self.proto_id)
-        current = coordinator.bound_object(self.proto_id)
+        ref = coordinator.bound.get(self.proto_id)
+        current = ref() if ref is not None else None
         if current is None:
+            if self.plan is not None:
+                if ref is None:
+                    self.plan.bound.append(self.proto_id)
+                else:
+                    self.plan.rebound.append((self.proto_id, ref))
             coordinator.bound[self.proto_id] = weakref.ref(trackable)
             return True
         if current is not trackable:
@@ -590,24 +713,21 @@ class CheckpointPosition:
         return False
 
     def restore(self, trackable: Trackable) -> None:
-        coordinator = self.coordinator
-        if coordinator.replayable:
-            coordinator.stages.append((len(coordinator.bound), len(coordinator.deferrals),
-                                       len(coordinator.assigned_ids)))
-        if self.bind_object(trackable):
-            with coordinator.reading():  # a restore-on-create reopens the files, and closes them after
-                self._restore_descendants(trackable)
+        """Give ``trackable`` and its descendants their values, all or none (see
+        :meth:`RestoreCoordinator.restore`)."""
+        self.coordinator.restore([(self.proto_id, trackable)])
 
     def _restore_descendants(self, trackable: Trackable) -> None:
-        """Bind every node below this one that has a live counterpart, then assign their values.
+        """Bind every node below this one that has a live counterpart; plan what each is to take.
 
         Like TF in eager mode: walk and bind first, then read every value in batches
-        (neighbouring tensors in one read, large ones in parallel) and assign in walk order.
-        The loop runs once per object of the model, so binding is inlined, leaves are
-        gathered where their parent is walked, and positions are built only for slots and for
-        children that do not exist yet (to wait on their parent).
+        (neighbouring tensors in one read, large ones in parallel) and assign them (see
+        :meth:`RestoreCoordinator.restore`). The loop runs once per object of the model, so
+        binding is inlined, leaves are gathered where their parent is walked, and positions
+        are built only for slots.
         """
         coordinator = self.coordinator
+        plan = cast(_Plan, self.plan)  # a walk is part of a RestoreCoordinator.restore call
         nodes = coordinator.nodes
         count = coordinator.node_count
         bound = coordinator.bound
@@ -619,16 +739,19 @@ class CheckpointPosition:
         make_ref = weakref.ref
         node_bytes = coordinator.node_bytes
         queue: deque[tuple[int, Trackable]] = deque([(self.proto_id, trackable)])
-        pending: list[tuple[int, Trackable, str | list[tuple[str, str]]]] = []
+        pending = plan.assignments
+        first = len(pending)
+        new_bound = plan.bound
         while queue:
             node_id, obj = queue.popleft()
             node = nodes[node_id]
-            if uid > obj._tp_update_uid:  # else a later restore already assigned it
+            update_uid = obj._tp_update_uid
+            if uid > update_uid:  # else a later restore already assigned it
                 attributes = node.attributes
                 if attributes:
                     wanted = wanted_of(node_id, obj)
                     if wanted:
-                        pending.append((node_id, obj, wanted))
+                        pending.append((node_id, obj, wanted, update_uid))
                 obj._tp_update_uid = uid
             else:
                 coordinator.replayable = False
@@ -654,62 +777,82 @@ class CheckpointPosition:
                     local = lookup(local_name)
                     if local is None:
                         if _has_values(nodes[child_id]):
-                            obj._defer_restore(local_name, CheckpointPosition(coordinator, child_id))
-                            coordinator.deferred_ids.add(child_id)
+                            plan.deferrals.append((obj, local_name, child_id))
                             if coordinator.replayable:
                                 coordinator.deferrals.append((node_id, local_name, child_id))
                         continue
+                    if ref is None:
+                        new_bound.append(child_id)
+                    else:
+                        plan.rebound.append((child_id, ref))
                     matched.add(child_id)
                     bound[child_id] = make_ref(local)
                     if (key is None and nodes[child_id].children) or (
                             slots_pending and (child_id in slot_restorations or child_id in deferred_slots)):
                         queue.append((child_id, local))
-                    elif uid > local._tp_update_uid:
+                    elif uid > (update_uid := local._tp_update_uid):
                         # A leaf: gathered here rather than queued, and a plain variable's
                         # value named by its key alone (measured: collecting leaves to gather
                         # them in one place cost 15% of a restore).
                         local._tp_update_uid = uid
                         if key is not None and type(local) is Variable:
-                            pending.append((child_id, local, key))
+                            pending.append((child_id, local, key, update_uid))
                         elif key is not None or nodes[child_id].attributes:
                             wanted = wanted_of(child_id, local)
                             if wanted:
-                                pending.append((child_id, local, wanted))
+                                pending.append((child_id, local, wanted, update_uid))
                     else:
                         coordinator.replayable = False
-                del named, ids  # not held through the reads below (a large list's are megabytes)
+                del named, ids  # not held through the reads (a large list's are megabytes)
             if slot_restorations or deferred_slots:
-                for position, slot in CheckpointPosition(coordinator, node_id)._slots_to_restore(obj):
-                    queue.append((position.proto_id, slot))
-        if pending:
-            coordinator.assign(pending)
+                queue.extend(CheckpointPosition(coordinator, node_id, plan)._slots_to_restore(obj))
+        if coordinator.replayable and len(pending) > first:
+            coordinator.assigned_ids.extend(map(_NODE_ID, itertools.islice(pending, first, None)))
+            coordinator.assigned_keys.extend(map(_WANTED, itertools.islice(pending, first, None)))
 
-    def _slots_to_restore(self, trackable: Trackable) -> list[tuple[CheckpointPosition, Trackable]]:
+    def _slots_to_restore(self, trackable: Trackable) -> list[tuple[int, Trackable]]:
+        """``(slot node id, slot)`` of the existing slots to walk on to from this node (see :meth:`_slot`)."""
         coordinator = self.coordinator
+        plan = cast(_Plan, self.plan)
+        waiting = coordinator.deferred_slot_restorations
         out = []
         # This node is an optimizer bound after some of its variables.
-        for variable, slot_id, slot_name in coordinator.deferred_slot_restorations.pop(self.proto_id, ()):
-            out.extend(self._create_or_restore_slot(trackable, variable, slot_id, slot_name))
+        entries = waiting.pop(self.proto_id, None)
+        if entries:
+            plan.undo.append(functools.partial(waiting.__setitem__, self.proto_id, entries))
+            for variable, slot_id, slot_name in entries:
+                out.extend(self._slot(trackable, variable, slot_id, slot_name))
         # This node is a variable with slots.
-        for opt_id, slot_id, slot_name in coordinator.slot_restorations.pop(self.proto_id, ()):
-            optimizer = coordinator.bound_object(opt_id)
-            if optimizer is None:
-                coordinator.deferred_slot_restorations.setdefault(opt_id, []).append((trackable, slot_id, slot_name))
-                if coordinator.replayable:
-                    coordinator.slot_waits.append((opt_id, self.proto_id, slot_id, slot_name))
-            else:
-                out.extend(self._create_or_restore_slot(optimizer, trackable, slot_id, slot_name))
+        slots = coordinator.slot_restorations.pop(self.proto_id, None)
+        if slots:
+            plan.undo.append(functools.partial(coordinator.slot_restorations.__setitem__, self.proto_id, slots))
+            for opt_id, slot_id, slot_name in slots:
+                optimizer = coordinator.bound_object(opt_id)
+                if optimizer is None:
+                    entries = waiting.setdefault(opt_id, [])
+                    entries.append((trackable, slot_id, slot_name))
+                    plan.undo.append(entries.pop)
+                    if coordinator.replayable:
+                        coordinator.slot_waits.append((opt_id, self.proto_id, slot_id, slot_name))
+                else:
+                    out.extend(self._slot(optimizer, trackable, slot_id, slot_name))
         return out
 
-    def _create_or_restore_slot(self, optimizer: Trackable, variable: Trackable, slot_id: int,
-                                slot_name: str) -> list[tuple[CheckpointPosition, Trackable]]:
-        hook = getattr(optimizer, "_create_or_restore_slot_variable", None)
-        if hook is None:
+    def _slot(self, optimizer: Trackable, variable: Trackable, slot_id: int,
+              slot_name: str) -> list[tuple[int, Trackable]]:
+        """The slot to bind and walk on to, if the optimizer has it already (``get_slot``).
+
+        One it lacks is planned instead: its optimizer is asked for it
+        (``_create_or_restore_slot_variable``) once the objects found have their values, so
+        that a restore that fails makes no slot.
+        """
+        if getattr(optimizer, "_create_or_restore_slot_variable", None) is None:
             return []
-        position = CheckpointPosition(self.coordinator, slot_id)
-        slot = hook(position, variable, slot_name)
+        coordinator = self.coordinator
+        get_slot = getattr(optimizer, "get_slot", None)
+        slot = get_slot(variable, slot_name) if get_slot is not None else None
         if slot is None:
-            self.coordinator.replayable = False  # the optimizer keeps the position: a replay would not
-        if slot is not None and position.bind_object(slot):
-            return [(position, slot)]
-        return []
+            coordinator.replayable = False  # what the optimizer does is its own: a replay could not repeat it
+            cast(_Plan, self.plan).new_slots.append((optimizer, variable, slot_id, slot_name))
+            return []
+        return [(slot_id, slot)] if CheckpointPosition(coordinator, slot_id, self.plan).bind_object(slot) else []

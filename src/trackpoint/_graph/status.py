@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trackpoint._format.naming import index_filename
 from trackpoint._graph.restore import RestoreCoordinator
 from trackpoint._graph.serialize import children_with_attached
 from trackpoint._tracking.base import Trackable
@@ -26,12 +28,15 @@ class RestoreReport:
             receive them.
         missing_from_checkpoint: Paths of live objects with values that the checkpoint lacks.
         unused_attributes: Checkpoint path → attribute names the live object does not have.
+        notes: Lines about the restore as a whole that are no problem of its values, such as
+            a checkpoint read from outside the directory whose state file named it.
     """
 
     matched: tuple[str, ...]
     pending: Mapping[str, bool]
     missing_from_checkpoint: tuple[str, ...]
     unused_attributes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -50,10 +55,22 @@ class CheckpointLoadStatus:
     ``initialize_or_restore`` do nothing. The assertions raise ``AssertionError`` as TF's do.
     """
 
-    def __init__(self, coordinator: RestoreCoordinator, root: Trackable, attached: Mapping[str, Trackable]) -> None:
+    def __init__(self, coordinator: RestoreCoordinator, root: Trackable, attached: Mapping[str, Trackable],
+                 listed_by: str | None = None) -> None:
+        """Account for the restore ``coordinator`` made into ``root`` and its ``attached`` dependencies.
+
+        Args:
+            coordinator: The restore.
+            root: The object bound to node 0.
+            attached: The dependencies attached to the root.
+            listed_by: The directory whose ``checkpoint`` state file named the prefix read,
+                if that is how it was found.
+        """
         self._coordinator = coordinator
         self._root = root
         self._attached = attached  # live: save_counter may be attached after the restore
+        # Worked out now: the links may point elsewhere by the time report() is called.
+        self._notes = _source_notes(coordinator.prefix, listed_by)
 
     def _live_objects(self) -> tuple[list[Trackable], Callable[[int], str]]:
         """Every live object (slot variables after the rest) and a function naming the i-th.
@@ -167,7 +184,20 @@ class CheckpointLoadStatus:
             pending=pending,
             missing_from_checkpoint=missing,
             unused_attributes={paths[i]: tuple(n) for i, n in coordinator.unused_attributes.items()},
+            notes=self._notes,
         )
+
+
+def _source_notes(prefix: str, listed_by: str | None) -> tuple[str, ...]:
+    """A note when the state file of ``listed_by`` named a checkpoint that, links resolved, is
+    not directly in that directory (the test the CLI's note uses): its bytes came from elsewhere."""
+    if listed_by is None:
+        return ()
+    real_index = os.path.realpath(index_filename(prefix))
+    if os.path.dirname(real_index) == os.path.realpath(listed_by):
+        return ()
+    path = real_index.removesuffix(".index")  # no '..', no symbolic link
+    return (f"the checkpoint was read from {path}, outside {listed_by} whose state file named it",)
 
 
 def _reachable(root: Trackable, attached: Mapping[str, Trackable]) -> tuple[list[Trackable], list[int], list[str]]:

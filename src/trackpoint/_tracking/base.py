@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -27,7 +27,11 @@ def structure_epoch() -> int:
 
 
 class PendingRestore(Protocol):
-    """A checkpoint node waiting for a live object (implemented by the graph layer)."""
+    """A checkpoint node waiting for a live object (implemented by the graph layer).
+
+    ``restore(trackable)`` gives the object and its descendants their values, all or none:
+    when one is refused, it raises with nothing assigned and the node still waiting.
+    """
 
     @property
     def restore_uid(self) -> int: ...
@@ -39,10 +43,17 @@ class PendingRestore(Protocol):
     def simple_variable_value(self) -> Any: ...
 
 
-def restore_pending(pending: Iterable[PendingRestore], trackable: Trackable) -> None:
-    """Give ``trackable`` the values waiting for it, latest restore first (earlier ones then skip it)."""
-    for position in sorted(pending, key=lambda p: p.restore_uid, reverse=True):
-        position.restore(trackable)
+def restore_pending(pending: list[PendingRestore], trackable: Trackable) -> None:
+    """Give ``trackable`` the values waiting for it, latest restore first (earlier ones then skip it).
+
+    Each position is taken out of ``pending`` once restored. If one raises (``trackable``
+    refused its values), it and those not tried yet stay in ``pending``, for the caller to
+    keep waiting for the next object made in ``trackable``'s place.
+    """
+    pending.sort(key=lambda p: p.restore_uid, reverse=True)
+    while pending:
+        pending[0].restore(trackable)
+        del pending[0]
 
 
 def create_from_pending(pending: Sequence[PendingRestore], make: Callable[[Any], Variable], default: Any) -> Variable:
@@ -142,7 +153,17 @@ class Trackable:
                              "name is already declared as a dependency. Names must be unique (or overwrite=True).")
         children[name] = trackable
         structure_changed()
-        self._handle_deferred_dependencies(name, trackable)
+        try:
+            self._handle_deferred_dependencies(name, trackable)
+        except BaseException:
+            # It refused a checkpoint value waiting for it (a wrong shape, say): not made a
+            # child, so that value waits for the next object tracked under this name.
+            if current is None:
+                del children[name]
+            else:
+                children[name] = current
+            structure_changed()
+            raise
         return trackable
 
     def _untrack(self, name: str) -> None:
@@ -154,8 +175,19 @@ class Trackable:
         self._tp_state()["deferred"].setdefault(name, []).append(position)
 
     def _handle_deferred_dependencies(self, name: str, trackable: Trackable) -> None:
-        """Restore pending checkpoint values into a newly tracked child, latest restore first."""
-        restore_pending(self._tp_state()["deferred"].pop(name, ()), trackable)
+        """Restore pending checkpoint values into a newly tracked child, latest restore first.
+
+        Values the child refuses stay pending (see :func:`restore_pending`).
+        """
+        deferred = self._tp_state()["deferred"]
+        pending = deferred.pop(name, None)
+        if not pending:
+            return
+        try:
+            restore_pending(pending, trackable)
+        finally:
+            if pending:
+                deferred.setdefault(name, [])[:0] = pending
 
     def _add_variable(self, name: str, make: Callable[[Any], Variable], default: Any) -> Variable:
         """Create and track a variable child; a pending checkpoint value becomes its initial value.

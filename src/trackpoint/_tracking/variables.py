@@ -75,6 +75,9 @@ def infer_value(value: Any, dtype: Any = None) -> np.ndarray:
     else:
         flat = _flatten(value)
         target = _python_dtype(flat) if flat is not None else np.asarray(value).dtype
+    # A variable holds values in the machine's byte order, as a TF tensor does: a big-endian
+    # float32 is a float32, compared, restored and saved like any other.
+    target = _native(target)
     if target.kind in "OSU":
         array = _strings(value)
     else:
@@ -154,12 +157,11 @@ class Variable(Trackable):
     def _converted(self, value: Any, what: str) -> np.ndarray:
         if isinstance(value, Variable):
             value = value.read_value()
-        if isinstance(value, (np.ndarray, np.generic)) and np.asarray(value).dtype != self.dtype:
-            if not (self.dtype == object and np.asarray(value).dtype.kind in "OSU"):
-                raise InvalidArgumentError(
-                    f"cannot {what} a {np.asarray(value).dtype} value to variable {self._name!r} of dtype "
-                    f"{self.dtype}; cast it first"
-                )
+        given = np.asarray(value).dtype if isinstance(value, (np.ndarray, np.generic)) else None
+        if given is not None and _native(given) != self.dtype and not (self.dtype == object and given.kind in "OSU"):
+            raise InvalidArgumentError(
+                f"cannot {what} a {given} value to variable {self._name!r} of dtype {self.dtype}; cast it first"
+            )
         flat = _flatten(value)
         if flat is not None and self.dtype.kind in "iub" and any(isinstance(x, float) for x in flat):
             raise InvalidArgumentError(f"cannot {what} float values {value!r} to {self.dtype} variable {self._name!r}")
@@ -200,10 +202,17 @@ class Variable(Trackable):
         return self._name
 
     def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
-        self._restore_value(restored_tensors[VARIABLE_VALUE])
+        self._take_restored(self._check_restored(restored_tensors[VARIABLE_VALUE]))
 
-    def _restore_value(self, value: Any) -> None:
-        """Take a checkpoint value (an array the variable may keep, or ``bytes``); check dtype and shape."""
+    def _check_restored(self, value: Any) -> np.ndarray:
+        """A checkpoint value (an array the variable may keep, or ``bytes``) as the array to take.
+
+        Apart from :meth:`_take_restored` so that a restore can check every value before any
+        variable takes one.
+
+        Raises:
+            InvalidArgumentError: Its dtype or shape is not the variable's.
+        """
         array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object if isinstance(value, bytes) else None)
         current = self._value
         if (array.dtype is not current.dtype and array.dtype != current.dtype) or array.shape != current.shape:
@@ -212,6 +221,10 @@ class Variable(Trackable):
             if array.shape != current.shape:  # TF's words, which tests written for TF match
                 message += f": received incompatible tensor with shape {list(array.shape)}"
             raise InvalidArgumentError(message)
+        return array
+
+    def _take_restored(self, array: np.ndarray) -> None:
+        """Install a value :meth:`_check_restored` returned."""
         if array.flags.writeable:
             array.flags.writeable = False
         self._value = array
@@ -222,6 +235,10 @@ def _frozen(value: Any) -> np.ndarray:
     array = value if isinstance(value, np.ndarray) else np.array(value)
     array.flags.writeable = False
     return array
+
+
+def _native(dtype: np.dtype) -> np.dtype:
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
 
 
 def _describe(dtype: np.dtype, shape: tuple[int, ...]) -> str:
