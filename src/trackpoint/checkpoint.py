@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from trackpoint._format import naming
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.state_file import write_state
 from trackpoint._graph.gc_pause import gc_paused
@@ -362,7 +363,8 @@ class Checkpoint(AutoTrackable):
         status's ``report().notes`` says where it was read from.
 
         Raises:
-            NotFoundError: Nothing at ``save_path`` (the message suggests the ``-N`` suffix).
+            NotFoundError: Nothing at ``save_path`` (the message lists the checkpoints that exist
+                in its directory).
             InvalidArgumentError: A dtype or shape mismatch, naming the key and both sides.
             DataLossError: A value is damaged (its checksum fails), naming the file and key.
         """
@@ -371,8 +373,9 @@ class Checkpoint(AutoTrackable):
         except NotFoundError as exc:
             if save_path is None or os.path.isdir(save_path) or os.path.exists(f"{os.fspath(save_path)}.index"):
                 raise  # not a prefix missing its number: a missing data shard, say
-            raise NotFoundError(f"{exc}. Checkpoint.save() numbers its prefixes: did you mean '{save_path}-1' or "
-                                "the directory holding them?") from exc
+            listing = naming.listing(os.path.dirname(os.fspath(save_path)))
+            raise NotFoundError(f"{str(exc).rstrip('.')}{listing}. Checkpoint.save() numbers its prefixes (ckpt-1, ckpt-2, ...): pass "
+                                "one of them, or the directory holding their 'checkpoint' file") from exc
         if isinstance(status, InitializationOnlyStatus):
             self._maybe_create_save_counter()
         return status

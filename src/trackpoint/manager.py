@@ -158,6 +158,13 @@ class CheckpointManager:
                 UserWarning,
                 stacklevel=3,
             )
+        if not self._owns(state.model_checkpoint_path):
+            warnings.warn(
+                f"{self._state_path}: the latest checkpoint it names, {state.model_checkpoint_path!r}, is outside "
+                f"{self._directory}; restore_or_initialize() reads it from there, as TF does.",
+                UserWarning,
+                stacklevel=3,
+            )
 
     @property
     def _state_path(self) -> str:
@@ -281,7 +288,8 @@ class CheckpointManager:
     def restore_or_initialize(self) -> str | None:
         """Restore the latest checkpoint and return its path, or run ``init_fn`` and return None."""
         if self._latest_checkpoint is not None:
-            self._checkpoint.restore(self._latest_checkpoint)
+            # As restore(), noting in the report a latest checkpoint outside the directory.
+            self._checkpoint._restore_listed(self._latest_checkpoint, self._directory)
             if self._checkpoint_interval is not None:
                 self._last_checkpoint_step = _as_int(self._step_counter)
             return self._latest_checkpoint

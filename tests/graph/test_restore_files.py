@@ -235,6 +235,16 @@ def test_a_missing_data_shard_is_not_mistaken_for_a_prefix_missing_its_number(tm
     os.remove(path + ".data-00000-of-00001")
     with pytest.raises(tp.errors.NotFoundError, match="data shard") as caught:
         _source(tmp_path).restore(path)
-    assert "did you mean" not in str(caught.value)
-    with pytest.raises(tp.errors.NotFoundError, match="did you mean"):
+    assert "numbers its prefixes" not in str(caught.value)
+    with pytest.raises(tp.errors.NotFoundError, match=r"checkpoints in .*: ckpt-1 .*numbers its prefixes"):
         _source(tmp_path).restore(str(tmp_path / "ckpt"))
+
+
+def test_a_path_to_a_checkpoint_file_is_answered_with_the_prefixes_that_exist(tmp_path) -> None:
+    source = _source(tmp_path)
+    for _ in range(3):
+        path = source.save(str(tmp_path / "ckpt"))
+    with pytest.raises(tp.errors.NotFoundError) as caught:
+        _source(tmp_path).restore(path + ".index")
+    message = str(caught.value)
+    assert "ckpt-1, ckpt-2, ckpt-3" in message and ".index-1" not in message

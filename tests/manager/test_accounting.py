@@ -174,3 +174,19 @@ def test_a_raising_write_callback_still_records_and_sweeps(tmp_path, enable_asyn
         _agrees_with_disk(manager)
         assert manager.latest_checkpoint == seen[-1]
     assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-4.data-00000-of-00001", "ckpt-4.index"]
+
+
+def test_a_latest_checkpoint_outside_the_directory_is_restored_and_said(tmp_path) -> None:
+    run, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    run.mkdir()
+    source = tp.Checkpoint(v=tp.Variable(np.full(64, 7.0, np.float32)))
+    source.write(str(elsewhere / "x"))
+    (run / "checkpoint").write_text('model_checkpoint_path: "../elsewhere/x"\n')
+    with pytest.warns(UserWarning, match=r"latest checkpoint it names, '.*elsewhere/x', is outside"):
+        manager = _manager(run)
+    assert manager.restore_or_initialize() == str(run / "../elsewhere/x")
+    assert np.all(manager.checkpoint.v.numpy() == 7.0)
+    status = manager.checkpoint.restore(str(run))  # the same checkpoint, through the directory
+    assert any("elsewhere" in note and "outside" in note for note in status.report().notes)
+    manager.save()
+    assert os.path.exists(str(elsewhere / "x.index"))  # read, never deleted
