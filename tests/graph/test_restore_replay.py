@@ -318,7 +318,7 @@ def test_a_failed_replay_through_attached_dependencies_stops_where_a_walk_stops(
     assert extra.child.numpy() == 1.0
 
 
-def test_a_failed_replay_keeps_slots_waiting_for_an_attached_optimizer_like_a_walk(tmp_path, walks) -> None:
+def test_a_failed_replay_leaves_no_slot_waiting_for_an_attached_optimizer_like_a_walk(tmp_path, walks) -> None:
     source = tp.Module()
     source.k, source.b = tp.Variable(np.ones(2, np.float32)), tp.Variable(np.ones(2, np.float32))
     source_opt = tp.optimizers.Adam(0.1)
@@ -334,11 +334,20 @@ def test_a_failed_replay_keeps_slots_waiting_for_an_attached_optimizer_like_a_wa
     opt.apply_gradients([(np.ones(2, np.float32), live.k)])
     ckpt = tp.Checkpoint(root=live, optimizer=opt)
     ckpt.read(good).assert_consumed()
+    restored_m = opt.get_slot(live.k, "m").numpy().tolist()
     _replay_fails_on_shape(ckpt, bad, walks)
-    # The root's stage failed before the attached optimizer's: its slots still wait, as in a
-    # walk, and the optimizer restored on creation under the root takes them.
+    # A failed restore assigns nothing and leaves nothing waiting, replayed or walked: the
+    # optimizer attached later under the root keeps the slot the good restore gave it.
     live.optimizer = opt
-    assert opt.get_slot(live.k, "m").numpy().tolist() == [77.0, 77.0]
+    assert opt.get_slot(live.k, "m").numpy().tolist() == restored_m != [77.0, 77.0]
+    fresh = tp.Module()
+    fresh.k, fresh.b = tp.Variable(np.zeros(2, np.float32)), tp.Variable(np.zeros(2, np.float32))
+    fresh_opt = tp.optimizers.Adam(0.1)
+    fresh_opt.apply_gradients([(np.ones(2, np.float32), fresh.k)])
+    with pytest.raises(tp.errors.InvalidArgumentError):
+        tp.Checkpoint(root=fresh, optimizer=fresh_opt).read(bad)  # a walk
+    fresh.optimizer = fresh_opt
+    assert opt.get_slot(live.k, "m").numpy().tolist() == fresh_opt.get_slot(fresh.k, "m").numpy().tolist()
 
 
 def test_slots_resolved_by_a_later_stage_leave_nothing_waiting(tmp_path, walks) -> None:
