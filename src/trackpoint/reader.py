@@ -281,7 +281,7 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
     except CheckpointError as exc:
         return [Damage(None, str(exc))]
     found = [Damage(None, message) for message in damaged_blocks]
-    if bundle.prefix != prefix:  # reading the version an interrupted overwrite kept
+    if previous.inspect(prefix).interrupted:  # reading the version an interrupted overwrite kept
         found.insert(0, Damage(None, (
             f"{prefix}: an overwrite of this checkpoint was interrupted, so its data files mix two versions, which "
             f"TensorFlow cannot read. trackpoint reads the previous version, kept whole at {bundle.prefix} (checked "

@@ -36,3 +36,9 @@ def test_inside_the_window_tensorflow_refuses_the_files_and_reads_them_after_the
         _tf_read(prefix)
     assert tp.repair_checkpoint(prefix) is True
     assert _tf_read(prefix) == {1.0}
+
+
+def test_killed_after_keeping_the_previous_version_but_before_a_data_rename_tensorflow_reads_it(tmp_path) -> None:
+    prefix = str(tmp_path / "weights")
+    _kill_inside_the_window(prefix, at=".data-00000-of-00006")
+    assert _tf_read(prefix) == {1.0}

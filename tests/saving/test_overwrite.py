@@ -120,7 +120,7 @@ def test_a_rename_failing_part_way_puts_the_previous_version_back(tmp_path, monk
     assert _restored(prefix) == 1.0
 
 
-_KILL_AT_INDEX = textwrap.dedent("""
+_KILL_AT = textwrap.dedent("""
     import os, signal, sys
     import numpy as np
     sys.path.insert(0, {tests!r})
@@ -128,18 +128,20 @@ _KILL_AT_INDEX = textwrap.dedent("""
     ckpt, model = _checkpoint(2.0)
     real = os.replace
     def replace(src, dst):
-        if dst.endswith(".index"):
-            os.kill(os.getpid(), signal.SIGKILL)  # inside TF's window: data renamed, index not
+        if dst.endswith({suffix!r}):
+            os.kill(os.getpid(), signal.SIGKILL)
         real(src, dst)
     os.replace = replace
     ckpt.write({prefix!r}, _options(6))
 """)
 
 
-def _kill_inside_the_window(prefix: str) -> None:
+def _kill_inside_the_window(prefix: str, at: str = ".index") -> None:
+    """Write ``prefix``, then SIGKILL a second write at its rename to a name ending in ``at``:
+    by default the index's, inside TF's window (data renamed, index not)."""
     ckpt, _ = _checkpoint(1.0)
     ckpt.write(prefix, _options(6))
-    code = _KILL_AT_INDEX.format(tests=ROOT, prefix=prefix)
+    code = _KILL_AT.format(tests=ROOT, prefix=prefix, suffix=at)
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False)
     assert child.returncode == -signal.SIGKILL, child.stderr.decode()
 
@@ -212,3 +214,15 @@ def test_a_fifo_in_place_of_the_index_beside_a_kept_version_fails_at_once(tmp_pa
            "    print(type(e).__name__, e)"
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert child.stdout.startswith("InvalidArgumentError") and "not a regular file" in child.stdout, child.stderr
+
+
+def test_a_save_killed_before_it_replaced_a_data_file_leaves_the_prefix_whole(tmp_path) -> None:
+    prefix = str(tmp_path / "weights")
+    _kill_inside_the_window(prefix, at=".data-00000-of-00006")  # the previous version is kept, nothing replaced
+    state = previous.inspect(prefix)
+    assert not state.interrupted and state.previous and prefix + ".tp-prev.index" in state.leftovers
+    assert tp.verify_checkpoint(prefix) == [] and _restored(prefix) == 1.0
+    ckpt, _ = _checkpoint(3.0)
+    ckpt.write(prefix, _options(6))
+    assert [n for n in _files(tmp_path)] == sorted(
+        ["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)])

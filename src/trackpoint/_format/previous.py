@@ -21,6 +21,7 @@ differ), so the index rename alone switches versions; the old data files are rem
 
 from __future__ import annotations
 
+import filecmp
 import glob
 import os
 import shutil
@@ -84,9 +85,10 @@ class OverwriteState:
 
     Attributes:
         prefix: The checkpoint prefix.
-        interrupted: True when the prefix's data files may mix two versions: TensorFlow cannot
-            read it, trackpoint reads :attr:`previous` instead, and the next save to the prefix
-            (or ``trackpoint verify --repair``) restores it.
+        interrupted: True when the prefix's data files mix two versions (a save was killed
+            inside TensorFlow's window): TensorFlow cannot read it, trackpoint reads
+            :attr:`previous` instead, and the next save to the prefix (or ``trackpoint verify
+            --repair``) restores it.
         previous: The prefix of the kept previous version, or "" when there is none.
         leftovers: Files of an earlier overwrite that the next save removes (stale data files
             of another shard count are not listed: they are only known once the index is read).
@@ -103,8 +105,19 @@ def inspect(prefix: str) -> OverwriteState:
     kept = previous_prefix(prefix)
     has_kept = os.path.exists(naming.index_filename(kept))
     files = data_files(kept) + ([naming.index_filename(kept)] if has_kept else [])
-    interrupted = has_kept and _same_index(prefix)
+    interrupted = has_kept and _same_index(prefix) and _mixed(prefix)
     return OverwriteState(prefix, interrupted, kept if has_kept else "", () if interrupted else tuple(files))
+
+
+def _mixed(prefix: str) -> bool:
+    """Whether some data file of ``prefix`` is no longer the kept version's (killed after the
+    first data-file rename, not merely after the previous version was kept)."""
+    kept = previous_prefix(prefix)
+    for path in data_files(kept):
+        final = prefix + path[len(kept):]
+        if not (_same_file(path, final) or (os.path.exists(final) and filecmp.cmp(path, final, shallow=False))):
+            return True
+    return False
 
 
 def _link_or_copy(source: str, target: str) -> None:
