@@ -33,7 +33,7 @@ from trackpoint._graph.keys import OBJECT_GRAPH_KEY, unescape_local_name
 from trackpoint._graph.node_bytes import split_nodes, variable_keys
 from trackpoint._graph.serialize import layout_is_tracked
 from trackpoint._tracking.base import Trackable, structure_epoch
-from trackpoint._tracking.variables import VARIABLE_VALUE, Variable
+from trackpoint._tracking.variables import VARIABLE_VALUE, Variable, take_restored
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError
 
 __all__ = ["CheckpointPosition", "RestoreCoordinator", "RestoreReplay", "node_paths", "parse_graph", "read_object_graph",
@@ -44,6 +44,8 @@ _restore_uids = itertools.count(1)
 _MAX_NODES = 1 << 24
 _BATCH_BYTES = 4 << 20
 _MAX_PATH_CHARS = 512
+_PLAIN_LOOKUP = Trackable._lookup_dependency
+_NO_CHILDREN: dict[str, Trackable] = {}
 _NODE_ID, _WANTED = operator.itemgetter(0), operator.itemgetter(2)  # of an _Assignment
 
 # (node id, object, wanted, the object's update uid before the walk); wanted is a plain
@@ -434,11 +436,11 @@ class RestoreCoordinator:
         """Read the values of gathered nodes, check each against its object, then hand them out.
 
         No object takes a value before all are read and every plain variable's value was
-        checked against its dtype and shape. The values of one restore are therefore in
-        memory together, beside the values they replace, as in TF (which reads them in one
-        op). Other objects check their tensors themselves, in ``_restore_from_tensors``: they
-        take theirs first, in walk order (as TF restores Python state first), so that one
-        refusing leaves every variable as it was.
+        checked against its dtype and shape (each as it arrives, while the next batch is
+        read). The values of one restore are therefore in memory together, beside the values
+        they replace, as in TF (which reads them in one op). Other objects check their tensors
+        themselves, in ``_restore_from_tensors``: they take theirs first, in walk order (as
+        TF restores Python state first), so that one refusing leaves every variable as it was.
         """
         if not assignments:
             return
@@ -448,39 +450,43 @@ class RestoreCoordinator:
                 keys.append(wanted)
             else:
                 keys.extend(key for _, key in wanted)
-        values = iter(self._read_values(keys))
         variables: list[Variable] = []
         arrays: list[Any] = []
         others = []
-        for node_id, trackable, wanted, _ in assignments:
-            if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
-                try:
-                    arrays.append(trackable._check_restored(next(values)))  # type: ignore[attr-defined]
-                except InvalidArgumentError as exc:
-                    raise self._refused(node_id, wanted, exc) from exc
-                variables.append(trackable)  # type: ignore[arg-type]
-            else:
-                others.append((node_id, trackable, wanted, {name: next(values) for name, _ in wanted}))
+        with self._values(keys) as values:
+            for node_id, trackable, wanted, _ in assignments:
+                if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
+                    try:
+                        arrays.append(trackable._check_restored(next(values)))  # type: ignore[attr-defined]
+                    except InvalidArgumentError as exc:
+                        raise self._refused(node_id, wanted, exc) from exc
+                    variables.append(trackable)  # type: ignore[arg-type]
+                else:
+                    others.append((node_id, trackable, wanted, {name: next(values) for name, _ in wanted}))
         for node_id, trackable, wanted, tensors in others:
             try:
                 trackable._restore_from_tensors(tensors)
             except InvalidArgumentError as exc:
                 raise self._refused(node_id, wanted, exc) from exc
-        for variable, array in zip(variables, arrays):
-            variable._take_restored(array)
+        take_restored(variables, arrays)
 
-    def _read_values(self, keys: list[str]) -> list[Any]:
-        """The values of ``keys`` in order, checksums verified (or kept in memory, see :mod:`kept_values`)."""
+    @contextlib.contextmanager
+    def _values(self, keys: list[str]) -> Iterator[Iterator[Any]]:
+        """The values of ``keys`` in order, checksums verified, read batch by batch as they are
+        taken (or kept in memory, see :mod:`kept_values`)."""
         kept = self.kept
         if kept and all(key in kept for key in keys):
-            return list(map(kept.__getitem__, keys))
-        if len(keys) == 1:
+            yield map(kept.__getitem__, keys)
+        elif len(keys) == 1:
             # One tensor, the usual restore-on-create of a variable created on its own: read
             # alone, with the same checks, it skips planning batches for the whole of a
             # restore, which costs ten times the read.
-            return [self.reader.read(keys[0])]
-        # Read to the end: a failure inside ends the reads, its read-ahead thread included.
-        return list(itertools.chain.from_iterable(self.reader.read_batches(keys, _BATCH_BYTES)))
+            yield iter([self.reader.read(keys[0])])
+        else:
+            # Closed on a failure now rather than when the traceback goes: its read-ahead
+            # thread must be done before the files close.
+            with contextlib.closing(self.reader.read_batches(keys, _BATCH_BYTES)) as batches:  # type: ignore[type-var]
+                yield itertools.chain.from_iterable(batches)
 
     def _refused(self, node_id: int, wanted: str | list[tuple[str, str]], exc: Exception) -> InvalidArgumentError:
         keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)
@@ -600,8 +606,8 @@ class RestoreCoordinator:
         if not keys:
             return
         try:
-            with self.reading():
-                values = self._read_values(keys)
+            with self.reading(), self._values(keys) as read:
+                values = list(read)
         except CheckpointError as exc:
             _log.warning("%s: could not keep the values waiting for objects before the checkpoint's files go: %s",
                          self.prefix, exc)
@@ -757,7 +763,13 @@ class CheckpointPosition:
                 coordinator.replayable = False
             children = node.children
             if children:
-                lookup = obj._lookup_dependency
+                if type(obj)._lookup_dependency is _PLAIN_LOOKUP:
+                    # Its children dict's own get, which Trackable's lookup calls: a method
+                    # call per child (a model's every variable) costs more than the lookup.
+                    state = obj._tp
+                    lookup = state["children"].get if state is not None else _NO_CHILDREN.get
+                else:
+                    lookup = obj._lookup_dependency
                 # Once per node, not per child: slot_restorations only shrinks, and slots wait
                 # in deferred_slots only when taken from it, so empty both stay empty.
                 slots_pending = bool(slot_restorations or deferred_slots)
