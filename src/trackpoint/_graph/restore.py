@@ -748,6 +748,7 @@ class CheckpointPosition:
         pending = plan.assignments
         first = len(pending)
         new_bound = plan.bound
+        first_bound = len(new_bound)
         while queue:
             node_id, obj = queue.popleft()
             node = nodes[node_id]
@@ -794,10 +795,9 @@ class CheckpointPosition:
                                 coordinator.deferrals.append((node_id, local_name, child_id))
                         continue
                     if ref is None:
-                        new_bound.append(child_id)
+                        new_bound.append(child_id)  # and matched, below
                     else:
-                        plan.rebound.append((child_id, ref))
-                    matched.add(child_id)
+                        plan.rebound.append((child_id, ref))  # matched already
                     bound[child_id] = make_ref(local)
                     if (key is None and nodes[child_id].children) or (
                             slots_pending and (child_id in slot_restorations or child_id in deferred_slots)):
@@ -818,6 +818,7 @@ class CheckpointPosition:
                 del named, ids  # not held through the reads (a large list's are megabytes)
             if slot_restorations or deferred_slots:
                 queue.extend(CheckpointPosition(coordinator, node_id, plan)._slots_to_restore(obj))
+        matched.update(itertools.islice(new_bound, first_bound, None))  # one call, not one a child
         if coordinator.replayable and len(pending) > first:
             coordinator.assigned_ids.extend(map(_NODE_ID, itertools.islice(pending, first, None)))
             coordinator.assigned_keys.extend(map(_WANTED, itertools.islice(pending, first, None)))
