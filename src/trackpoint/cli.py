@@ -101,9 +101,8 @@ class _Progress:
 def _note_if_outside(directory: str, prefix: str) -> None:
     """Say so when ``directory``'s state file names a checkpoint that, links resolved, is not directly
     in it (the test CheckpointManager applies before deleting one): the bytes come from there."""
-    real_index = os.path.realpath(prefix + ".index")
-    if os.path.dirname(real_index) != os.path.realpath(directory):
-        real = real_index.removesuffix(".index")  # where the bytes really are: no '..', no symbolic link
+    real = naming.real_outside(directory, prefix)
+    if real is not None:
         _out(f"note: the state file in {directory} names a checkpoint outside it: {real}", sys.stderr)
 
 

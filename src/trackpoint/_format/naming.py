@@ -6,7 +6,7 @@ import os
 import re
 from collections.abc import Iterable
 
-__all__ = ["PREVIOUS_SUFFIX", "checkpoint_prefixes", "data_filename", "index_filename", "listing"]
+__all__ = ["PREVIOUS_SUFFIX", "checkpoint_prefixes", "data_filename", "index_filename", "listing", "real_outside"]
 
 PREVIOUS_SUFFIX = ".tp-prev"  # the version an overwrite keeps (see trackpoint._format.previous)
 _MAX_LISTED = 10
@@ -48,3 +48,17 @@ def listing(directory: str) -> str:
     more = f", ... ({len(prefixes)} in all)" if len(prefixes) > _MAX_LISTED else ""
     return (f"; checkpoints in {shown}: {', '.join(prefixes[:_MAX_LISTED])}{more} "
             f"(pass one as {os.path.join(directory, prefixes[-1])})")
+
+
+def real_outside(directory: str, prefix: str) -> str | None:
+    """Where ``prefix``'s bytes really are (no ``..``, no symbolic link) when that is not directly
+    in ``directory``, whose state file named it; None when it is.
+
+    Example:
+        >>> real_outside("/tmp", "/tmp/ckpt-1") is None
+        True
+    """
+    real_index = os.path.realpath(index_filename(prefix))
+    if os.path.dirname(real_index) == os.path.realpath(directory):
+        return None
+    return real_index.removesuffix(".index")

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import os
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trackpoint._format.naming import index_filename
+from trackpoint._format.naming import real_outside
 from trackpoint._graph.restore import RestoreCoordinator
 from trackpoint._graph.serialize import children_with_attached
 from trackpoint._tracking.base import Trackable
@@ -191,12 +190,9 @@ class CheckpointLoadStatus:
 def _source_notes(prefix: str, listed_by: str | None) -> tuple[str, ...]:
     """A note when the state file of ``listed_by`` named a checkpoint that, links resolved, is
     not directly in that directory (the test the CLI's note uses): its bytes came from elsewhere."""
-    if listed_by is None:
+    path = None if listed_by is None else real_outside(listed_by, prefix)
+    if path is None:
         return ()
-    real_index = os.path.realpath(index_filename(prefix))
-    if os.path.dirname(real_index) == os.path.realpath(listed_by):
-        return ()
-    path = real_index.removesuffix(".index")  # no '..', no symbolic link
     return (f"the checkpoint was read from {path}, outside {listed_by} whose state file named it",)
 
 
