@@ -222,6 +222,8 @@ def test_a_save_killed_before_it_replaced_a_data_file_leaves_the_prefix_whole(tm
     state = previous.inspect(prefix)
     assert not state.interrupted and state.previous and prefix + ".tp-prev.index" in state.leftovers
     assert tp.verify_checkpoint(prefix) == [] and _restored(prefix) == 1.0
+    assert tp.repair_checkpoint(prefix) is False  # nothing to put back; the kept copies go
+    assert not previous.inspect(prefix).previous
     ckpt, _ = _checkpoint(3.0)
     ckpt.write(prefix, _options(6))
     assert [n for n in _files(tmp_path)] == sorted(

@@ -153,7 +153,8 @@ def settle(prefix: str) -> bool:
     files back while its index is still the one in place, then remove the kept copies.
 
     Returns:
-        True when the previous version was put back.
+        True when a file of the previous version was put back (not when the kept copies were
+        merely left over).
 
     Raises:
         OSError: A file could not be restored; the kept version stays, and readers use it.
@@ -163,12 +164,13 @@ def settle(prefix: str) -> bool:
         if data_files(kept):
             discard(prefix)  # a kept version that never got its index: not whole, not needed
         return False
-    restored = _same_index(prefix)
-    if restored:
+    restored = False
+    if _same_index(prefix):
         for path in data_files(kept) + [naming.index_filename(kept)]:
             final = prefix + path[len(kept):]
             if _same_file(path, final):
                 continue  # never replaced (and rename() between two links of one file does nothing)
+            restored = True
             temp = temp_path(final)
             _link_or_copy(path, temp)  # kept stays whole until every file is back
             try:
@@ -176,6 +178,7 @@ def settle(prefix: str) -> bool:
             except BaseException:
                 atomic.remove_quietly(temp)
                 raise
-        atomic.fsync_directory(os.path.dirname(prefix))  # back in place before the copies go
+        if restored:
+            atomic.fsync_directory(os.path.dirname(prefix))  # back in place before the copies go
     discard(prefix)
     return restored
