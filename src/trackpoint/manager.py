@@ -44,6 +44,15 @@ def _as_step(value: Any) -> int:
     return int(array)
 
 
+def _delete(path: str) -> None:
+    """Delete the checkpoint ``path`` and what an interrupted overwrite of it left, the index first
+    (a reader never finds an index whose data is gone)."""
+    kept_values.keep_values_of(path)  # values a restore of it still waits to hand out
+    kept = previous.previous_prefix(path)
+    atomic.remove([naming.index_filename(path)] + previous.data_files(path)
+                  + [naming.index_filename(kept)] + previous.data_files(kept))
+
+
 class CheckpointManager:
     """Keep the last ``max_to_keep`` checkpoints of a :class:`Checkpoint` in ``directory``.
 
@@ -217,11 +226,7 @@ class CheckpointManager:
             if self._keep_every_n_hours and stamp - self._keep_every_n_hours * 3600.0 >= self._last_preserved_timestamp:
                 self._last_preserved_timestamp = stamp
                 continue
-            kept_values.keep_values_of(path)  # values a restore of it still waits to hand out
-            # The index first: a reader never finds an index whose data is gone.
-            kept = previous.previous_prefix(path)  # what an interrupted overwrite of it left
-            atomic.remove([naming.index_filename(path)] + previous.data_files(path)
-                          + [naming.index_filename(kept)] + previous.data_files(kept))
+            _delete(path)
 
     def save(self, checkpoint_number: Any = None, check_interval: bool = True,
              options: CheckpointOptions | None = None) -> str | None:
@@ -277,8 +282,7 @@ class CheckpointManager:
         if path in self._maybe_delete or path == self._latest_checkpoint:
             what = f"{path} was written, and the state file still names it as before"
         else:
-            kept_values.keep_values_of(path)
-            atomic.remove([naming.index_filename(path)] + previous.data_files(path))
+            _delete(path)
             what = f"{path} was written but could not be recorded, so it was removed"
         return WriteError(
             f"could not update the state file {self._state_path} ({exc}): {what}; the manager's checkpoints are "

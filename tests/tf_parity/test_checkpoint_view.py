@@ -17,6 +17,17 @@ import warnings
 import trackpoint as tp
 
 
+def _save_tree(tmp_path) -> str:
+    """Save the tree the TF tests share: root → leaf1 (leaf3, leaf4), leaf2 (leaf5); its path."""
+    root = tp.AutoTrackable()
+    leaf1 = root.leaf1 = tp.AutoTrackable()
+    leaf2 = root.leaf2 = tp.AutoTrackable()
+    leaf1.leaf3 = tp.AutoTrackable()
+    leaf1.leaf4 = tp.AutoTrackable()
+    leaf2.leaf5 = tp.AutoTrackable()
+    return tp.Checkpoint(root=root).save(str(tmp_path / "root_ckpt"))
+
+
 def test_children(tmp_path) -> None:
     """Ports CheckpointViewTest.test_children."""
     root = tp.AutoTrackable()
@@ -42,14 +53,7 @@ def test_all_nodes(tmp_path) -> None:
 
 def test_all_nodes_with_paths(tmp_path) -> None:
     """Ports CheckpointViewTest.test_all_nodes_with_paths."""
-    root = tp.AutoTrackable()
-    leaf1 = root.leaf1 = tp.AutoTrackable()
-    leaf2 = root.leaf2 = tp.AutoTrackable()
-    leaf1.leaf3 = tp.AutoTrackable()
-    leaf1.leaf4 = tp.AutoTrackable()
-    leaf2.leaf5 = tp.AutoTrackable()
-    root_ckpt = tp.Checkpoint(root=root)
-    root_save_path = root_ckpt.save(str(tmp_path / "root_ckpt"))
+    root_save_path = _save_tree(tmp_path)
     # TF tests this private method ("names ... subject to change"); trackpoint keeps it with
     # TF's spelling, beside its public CheckpointView.paths() ("(root).leaf1").
     all_nodes_with_paths = tp.CheckpointView(root_save_path)._descendants_with_paths()
@@ -61,14 +65,7 @@ def test_all_nodes_with_paths(tmp_path) -> None:
 
 def test_match(tmp_path) -> None:
     """Ports CheckpointViewTest.test_match."""
-    root1 = tp.AutoTrackable()
-    leaf1 = root1.leaf1 = tp.AutoTrackable()
-    leaf2 = root1.leaf2 = tp.AutoTrackable()
-    leaf1.leaf3 = tp.AutoTrackable()
-    leaf1.leaf4 = tp.AutoTrackable()
-    leaf2.leaf5 = tp.AutoTrackable()
-    root_ckpt = tp.Checkpoint(root=root1)
-    root_save_path = root_ckpt.save(str(tmp_path / "root_ckpt"))
+    root_save_path = _save_tree(tmp_path)
 
     root2 = tp.AutoTrackable()
     leaf11 = root2.leaf1 = tp.AutoTrackable()
@@ -105,14 +102,7 @@ def test_match_overlapping_nodes(tmp_path) -> None:
 
 def test_diff(tmp_path) -> None:
     """Ports CheckpointViewTest.test_diff."""
-    root1 = tp.AutoTrackable()
-    leaf1 = root1.leaf1 = tp.AutoTrackable()
-    leaf2 = root1.leaf2 = tp.AutoTrackable()
-    leaf1.leaf3 = tp.AutoTrackable()
-    leaf1.leaf4 = tp.AutoTrackable()
-    leaf2.leaf5 = tp.AutoTrackable()
-    root_ckpt = tp.Checkpoint(root=root1)
-    root_save_path = root_ckpt.save(str(tmp_path / "root_ckpt"))
+    root_save_path = _save_tree(tmp_path)
 
     root2 = tp.AutoTrackable()
     leaf11 = root2.leaf1 = tp.AutoTrackable()
