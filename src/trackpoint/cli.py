@@ -1,4 +1,4 @@
-"""The ``trackpoint`` command. It uses only the public API (and the terminal-safe text helper).
+"""The ``trackpoint`` command. It uses only the public API, plus two pure text helpers of ``_format`` (escaping, listings).
 
 Exit status: 0 success, 1 a damaged or missing checkpoint (one line on stderr), 2 bad usage.
 ``diff`` follows diff(1): 0 equal, 1 different, 2 trouble. When the reader of the output goes
