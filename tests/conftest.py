@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from tests.reuse_log import ReuseLog, reuse_log
 from trackpoint import sharding
 
 # The generator needs TensorFlow and writes files; --doctest-modules must not import it.
@@ -54,3 +55,10 @@ def no_gc() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+@pytest.fixture
+def reuse() -> Iterator[ReuseLog]:
+    """What the ``trackpoint.reuse`` logger says during the test (see tests/reuse_log.py)."""
+    with reuse_log() as log:
+        yield log

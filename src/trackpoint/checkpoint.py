@@ -10,18 +10,17 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format import naming
-from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.state_file import write_state
 from trackpoint._graph.gc_pause import gc_paused
-from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint._graph.restore import RestoreCoordinator, parse_graph, read_object_graph_bytes
+from trackpoint._graph.restore import restore_checkpoint
+from trackpoint._graph.save_layout import log as reuse_log
 from trackpoint._graph.serialize import SerializedCheckpoint, serialize
-from trackpoint._graph.slot_scan import slot_owners
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.write import write_bundle
 from trackpoint._tracking.autotrackable import AutoTrackable
-from trackpoint._tracking.base import Trackable, structure_changed, structure_epoch
+from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.epoch import structure_changed
 from trackpoint._tracking.data_structures import wrap_or_unwrap
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import DeadReferenceError, InvalidArgumentError, NotFoundError, WriteError
@@ -223,10 +222,11 @@ class Checkpoint(AutoTrackable):
         options = CheckpointOptions.coerce(options)
         prefix = os.fspath(file_prefix)
         with gc_paused():
-            serialized, plan = serialize(self._tp_graph_root, self._tp_attached, self.__dict__.get("_tp_save_plan"))
-        if isinstance(self._tp_root, weakref.ref):
-            plan = None  # a plan holds the graph's variables, which must go with a weakly held root
-        object.__setattr__(self, "_tp_save_plan", plan)
+            serialized, layout = serialize(self._tp_graph_root, self._tp_attached, self.__dict__.get("_tp_save_layout"))
+        if layout is not None and isinstance(self._tp_root, weakref.ref):
+            reuse_log.debug("the save layout is not kept: it would keep the variables of a weakly held root alive")
+            layout = None
+        object.__setattr__(self, "_tp_save_layout", layout)
         callbacks = list(options.experimental_write_callbacks or ())
         sharding = options.experimental_sharding_callback
 
@@ -286,7 +286,8 @@ class Checkpoint(AutoTrackable):
 
         A checkpoint with the same object graph as the previous restore through this
         ``Checkpoint``, into objects unchanged since, is restored by repeating that restore's
-        bindings instead of walking the graph again (the values are always read).
+        bindings instead of walking the graph again (the values are always read; see
+        ``_graph/restore_record.py``).
 
         No file of the checkpoint stays open once this returns, not even while values wait
         for objects to be created (restore-on-create): such a value is read when its object
@@ -311,49 +312,11 @@ class Checkpoint(AutoTrackable):
         self.sync()  # a checkpoint still being written is completed first
         if listed_by is None and os.path.isdir(save_path):
             listed_by = os.fspath(save_path)
-        prefix = resolve_prefix(save_path)
-        reader = BundleReader(prefix)
-        try:
-            raw = read_object_graph_bytes(reader)
-            if raw is None:
-                raise InvalidArgumentError(
-                    f"{prefix} is not an object-based checkpoint (no {OBJECT_GRAPH_KEY} key); read its tensors with "
-                    "tp.load_checkpoint()"
-                )
-            graph = parse_graph(raw, prefix, validate=False)  # the restore checks references as it walks
-            # The same graph restored into the same, unchanged objects as last time: repeat that
-            # restore's bindings instead of walking (see RestoreReplay).
-            replay = self.__dict__.get("_tp_restore_replay")
-            skip_slots = options.experimental_skip_slot_variables
-            replay = replay if replay is not None and replay.applies_to(raw, skip_slots, root) else None
-            epoch = structure_epoch()
-            owners = replay.slot_owners if replay is not None else slot_owners(raw, len(graph.nodes))
-            coordinator = RestoreCoordinator(reader, graph, skip_slots, owners, raw)
-        except BaseException:
-            reader.close()
-            raise
-        with coordinator.reading():  # the files close when this ends
-            try:
-                with gc_paused():
-                    if replay is None or not coordinator.replay(replay):
-                        self._restore_root(coordinator, root)
-                        replay = coordinator.replay_plan(raw, epoch)
-                object.__setattr__(self, "_tp_restore_replay", replay)
-                status = CheckpointLoadStatus(coordinator, root, self._tp_attached, listed_by)
-                if with_counter:
-                    # While the files are still open: a save_counter parked on the root reads them.
-                    self._maybe_create_save_counter()
-            except BaseException:
-                coordinator.expect_partial = True  # the exception says what went wrong; no second warning
-                raise
-        return status
-
-    def _restore_root(self, coordinator: RestoreCoordinator, root: Trackable) -> None:
-        """Bind node 0 to the root, then each attached dependency to its edge from node 0: one
-        restore, which assigns the values of all or none."""
-        root_children = {name: node_id for node_id, name in coordinator.children(0)}
-        coordinator.restore([(0, root)] + [(root_children[name], obj) for name, obj in self._tp_attached.items()
-                                           if name != "root" and name in root_children])
+        coordinator, record = restore_checkpoint(
+            resolve_prefix(save_path), root, self._tp_attached, options.experimental_skip_slot_variables,
+            self.__dict__.get("_tp_restore_record"), self._maybe_create_save_counter if with_counter else None)
+        object.__setattr__(self, "_tp_restore_record", record)
+        return CheckpointLoadStatus(coordinator, root, self._tp_attached, listed_by)
 
     def restore(self, save_path: str | None, options: CheckpointOptions | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
         """Restore from a prefix (or a directory with a ``checkpoint`` file); values arrive now or on creation.

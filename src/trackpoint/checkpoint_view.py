@@ -31,7 +31,7 @@ from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.text import printable
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint._graph.restore import node_paths, read_object_graph
+from trackpoint._graph.object_graph import node_paths, read_object_graph
 from trackpoint._tracking.base import Trackable
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.reader import resolve_prefix

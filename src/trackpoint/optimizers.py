@@ -28,13 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._tracking.base import (
-    PendingRestore,
-    Trackable,
-    create_from_pending,
-    restore_pending,
-    structure_changed,
-)
+from trackpoint._tracking.base import PendingRestore, Trackable, create_from_pending, restore_pending
+from trackpoint._tracking.epoch import structure_changed, trust_slots
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import InvalidArgumentError
 
@@ -246,9 +241,6 @@ class Adam(Optimizer):
             power.assign(power.read_value() * np.float32(beta))
 
 
-# Saves may reuse the previous layout of objects whose slots come from these very methods
-# (every slot creation goes through _make_slot, which reports the change).
-# Slot methods whose every effect on the layout is reported to the structure epoch (see
-# serialize.layout_is_tracked): saves replay their plan and restores their bindings.
-Optimizer._tp_slot_methods = (  # type: ignore[attr-defined]
-    Optimizer.get_slot_names, Optimizer.get_slot, Optimizer._create_or_restore_slot_variable)
+# Every slot creation goes through _make_slot, which reports it: saves may reuse their
+# layout and restores their bindings (see _tracking.epoch).
+trust_slots(Optimizer)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import trackpoint as tp
 from trackpoint._format import varint
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
-from trackpoint._graph import restore
+from trackpoint._graph import coordinator, walk
 from trackpoint._graph.node_bytes import split_nodes, variable_key
 
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=200)
@@ -108,18 +108,18 @@ def test_a_walk_reading_node_bytes_restores_what_a_walk_through_protobuf_does(tm
     """The same restore, with and without the bytes: the same values and the same account."""
     prefix = tp.Checkpoint(model=_model(1.0, 150)).write(str(tmp_path / "c"))
     seen: list[str | None] = []
-    real = restore.variable_keys
+    real = walk.variable_keys
 
     def spy(nodes: list[bytes], ids: list[int]) -> list[str | None]:
         seen.extend(real(nodes, ids))
         return seen[len(seen) - len(ids):]
 
-    monkeypatch.setattr(restore, "variable_keys", spy)
+    monkeypatch.setattr(walk, "variable_keys", spy)
     with_bytes = _model(0.0, 150)
     report = tp.Checkpoint(model=with_bytes).read(prefix).assert_consumed().report()
     assert len([key for key in seen if key is not None]) == 42  # every variable was read from its bytes
     seen.clear()
-    monkeypatch.setattr(restore, "split_nodes", lambda raw, count: None)
+    monkeypatch.setattr(coordinator, "split_nodes", lambda raw, count: None)
     through_protobuf = _model(0.0, 150)
     assert tp.Checkpoint(model=through_protobuf).read(prefix).assert_consumed().report() == report
     assert not [key for key in seen if key is not None]

@@ -1,8 +1,9 @@
 """Repeated restores of one object graph into unchanged objects replay the first walk's bindings.
 
 Each test restores twice (or more) and checks that the later restore does exactly what a
-fresh walk would. A counter on the graph walk tells whether a restore replayed; tests that
-change something between the restores which a replay could not repeat check that it walked.
+fresh walk would. The ``trackpoint.reuse`` logger tells whether a restore repeated the
+previous bindings or walked, and why (the ``reuse`` fixture); tests that change something
+between the restores which a replay could not repeat check that it walked, for that reason.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from hypothesis import strategies as st
 
 import trackpoint as tp
 from tests.graph.test_checkpoint import _build, _tree, _variables, _wrap, names
+from tests.reuse_log import ReuseLog
 from trackpoint._format.bundle_reader import BundleReader
-from trackpoint._graph import restore
-from trackpoint._graph.restore import CheckpointPosition, RestoreReplay
+from trackpoint._graph.coordinator import RestoreCoordinator
+from trackpoint._graph.object_graph import read_object_graph
+from trackpoint._graph.restore_record import RestoreRecord, replay
 
 
 def _model(value: float) -> tp.Module:
@@ -36,58 +39,44 @@ def _values(m: tp.Module) -> list[float]:
     return [float(m.dense.kernel.numpy()[0, 0]), float(m.layers[0].numpy()), float(m.layers[1]["bias"].numpy()[0])]
 
 
-@pytest.fixture
-def walks(monkeypatch) -> list[int]:
-    """Counts graph walks (a replay does none)."""
-    calls: list[int] = []
-    original = CheckpointPosition._restore_descendants
-
-    def counting(self: CheckpointPosition, trackable: tp.Trackable) -> None:
-        calls.append(self.proto_id)
-        original(self, trackable)
-
-    monkeypatch.setattr(CheckpointPosition, "_restore_descendants", counting)
-    return calls
-
-
 def _two_checkpoints(tmp_path) -> tuple[str, str]:
     """Two checkpoints of one model layout with different values (so: identical graphs)."""
     return (tp.Checkpoint(model=_model(1.0)).write(str(tmp_path / "one")),
             tp.Checkpoint(model=_model(2.0)).write(str(tmp_path / "two")))
 
 
-def test_a_replayed_restore_assigns_and_reports_what_a_walk_does(tmp_path, walks) -> None:
+def test_a_replayed_restore_assigns_and_reports_what_a_walk_does(tmp_path, reuse) -> None:
     one, two = _two_checkpoints(tmp_path)
     live = _model(0.0)
     ckpt = tp.Checkpoint(model=live)
     first = ckpt.read(one)
-    assert _values(live) == [1.0, 1.0, 1.0] and walks
-    walks.clear()
+    assert _values(live) == [1.0, 1.0, 1.0] and reuse.walked()
+    reuse.clear()
     second = ckpt.read(two).assert_consumed()
-    assert walks == []  # replayed
+    assert reuse.repeated()
     assert _values(live) == [2.0, 2.0, 2.0]
     assert second.report() == first.report()
     third = ckpt.read(one).assert_consumed()
-    assert walks == [] and _values(live) == [1.0, 1.0, 1.0]
+    assert reuse.repeated() and _values(live) == [1.0, 1.0, 1.0]
     assert third.report() == first.report()
     walked = tp.Checkpoint(model=_model(0.0)).read(two)  # (new objects: the next restore walks)
     assert second.report() == walked.report()
 
 
-def test_a_partial_restore_replays_and_still_names_what_is_unmatched(tmp_path, walks) -> None:
+def test_a_partial_restore_replays_and_still_names_what_is_unmatched(tmp_path, reuse) -> None:
     one, two = _two_checkpoints(tmp_path)
     live = _model(0.0)
     live.extra = tp.Variable(5.0)
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one)
-    walks.clear()
+    reuse.clear()
     status = ckpt.read(two)
-    assert walks == [] and _values(live) == [2.0, 2.0, 2.0]
+    assert reuse.repeated() and _values(live) == [2.0, 2.0, 2.0]
     with pytest.raises(AssertionError, match=r"\(root\)\.model\.extra"):
         status.assert_existing_objects_matched()
 
 
-def test_a_replaced_variable_walks_again_and_gets_the_value(tmp_path, walks) -> None:
+def test_a_replaced_variable_walks_again_and_gets_the_value(tmp_path, reuse) -> None:
     one, two = _two_checkpoints(tmp_path)
     live = _model(0.0)
     ckpt = tp.Checkpoint(model=live)
@@ -95,13 +84,13 @@ def test_a_replaced_variable_walks_again_and_gets_the_value(tmp_path, walks) -> 
     old_kernel = live.dense.kernel
     live.dense.kernel = tp.Variable(np.zeros((2, 2), np.float32))
     live.shared = live.dense.kernel
-    walks.clear()
+    reuse.clear()
     ckpt.read(two).assert_consumed()
-    assert walks
+    assert reuse.walked("the structure changed since")
     assert live.dense.kernel.numpy()[0, 0] == 2.0 and old_kernel.numpy()[0, 0] == 1.0
 
 
-def test_a_checkpoint_with_another_graph_walks_again(tmp_path, walks) -> None:
+def test_a_checkpoint_with_another_graph_walks_again(tmp_path, reuse) -> None:
     one, _ = _two_checkpoints(tmp_path)
     smaller = tp.Module()
     smaller.dense = tp.Module()
@@ -110,23 +99,23 @@ def test_a_checkpoint_with_another_graph_walks_again(tmp_path, walks) -> None:
     live = _model(0.0)
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one).assert_consumed()
-    walks.clear()
+    reuse.clear()
     status = ckpt.read(other)
-    assert walks
+    assert reuse.walked("another object graph")
     assert _values(live) == [3.0, 1.0, 1.0]
     with pytest.raises(AssertionError, match=r"not bound to checkpointed values"):
         status.assert_existing_objects_matched()
 
 
-def test_a_replay_parks_restore_on_create_positions_like_a_walk(tmp_path, walks) -> None:
+def test_a_replay_parks_restore_on_create_positions_like_a_walk(tmp_path, reuse) -> None:
     one, two = _two_checkpoints(tmp_path)
     live = tp.Module()
     live.dense = tp.Module()
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one).expect_partial()
-    walks.clear()
+    reuse.clear()
     status = ckpt.read(two)
-    assert walks == []
+    assert reuse.repeated()
     assert status.report().pending == {"(root).model.shared": True, "(root).model.layers.0": True,
                                        "(root).model.layers.1.bias": True}
     status.expect_partial()
@@ -140,7 +129,7 @@ def test_restore_on_create_after_the_walk_leaves_its_plan_as_it_was(tmp_path) ->
     live.dense = tp.Module()
     ckpt = tp.Checkpoint(model=live)
     status = ckpt.read(one)
-    plan = ckpt._tp_restore_replay
+    plan = ckpt._tp_restore_record
     values, deferrals = (list(plan.value_ids), list(plan.value_keys)), list(plan.deferrals)
     live.layers = [tp.Variable(np.float32(0.0)), {"bias": tp.Variable(np.zeros(3))}]  # restored on creation
     assert live.layers[0].numpy() == 1.0
@@ -148,7 +137,7 @@ def test_restore_on_create_after_the_walk_leaves_its_plan_as_it_was(tmp_path) ->
     status.expect_partial()
 
 
-def test_an_object_naming_its_own_tensors_is_not_replayed(tmp_path, walks) -> None:
+def test_an_object_naming_its_own_tensors_is_not_replayed(tmp_path, reuse) -> None:
     class Counter(tp.Trackable):
         def __init__(self) -> None:
             self.names = ["count"]
@@ -167,10 +156,11 @@ def test_an_object_naming_its_own_tensors_is_not_replayed(tmp_path, walks) -> No
     ckpt = tp.Checkpoint(counter=live)
     ckpt.read(path).assert_consumed()
     assert live.count == 7
+    assert reuse.not_kept("node 1 is a Counter, which names its own tensors")
     live.names = ["total"]  # no structural change, but the object no longer takes "count"
-    walks.clear()
+    reuse.clear()
     status = ckpt.read(path)
-    assert walks
+    assert reuse.walked("no previous restore")
     with pytest.raises(AssertionError, match=r"Unused attributes.*count"):
         status.assert_consumed()
 
@@ -199,7 +189,7 @@ def _equal(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-def test_unused_attributes_of_a_variable_are_reported_after_a_replay(tmp_path, walks) -> None:
+def test_unused_attributes_of_a_variable_are_reported_after_a_replay(tmp_path, reuse) -> None:
     class TwoTensors(tp.Trackable):
         def _serialize_to_tensors(self) -> dict:
             return {"VARIABLE_VALUE": np.float32(6.0), "extra": np.int64(1)}
@@ -209,32 +199,32 @@ def test_unused_attributes_of_a_variable_are_reported_after_a_replay(tmp_path, w
     ckpt = tp.Checkpoint(v=live)
     with pytest.raises(AssertionError, match=r"Unused attributes.*\(root\)\.v.*extra"):
         ckpt.read(path).assert_consumed()
-    walks.clear()
+    reuse.clear()
     status = ckpt.read(path)
-    assert walks == [] and live.numpy() == 6.0
+    assert reuse.repeated() and live.numpy() == 6.0
     with pytest.raises(AssertionError, match=r"Unused attributes.*\(root\)\.v.*extra"):
         status.assert_consumed()
 
 
-def test_slot_variables_are_replayed(tmp_path, walks) -> None:
+def test_slot_variables_are_replayed(tmp_path, reuse) -> None:
     one, two, expected = _training_checkpoints(tmp_path)
     live = _trained(0.5)
     first = live.read(one).assert_consumed()
     assert not _equal(_slots(live), expected)
-    walks.clear()
+    reuse.clear()
     second = live.read(two).assert_consumed()
-    assert walks == []
+    assert reuse.repeated()
     assert second.report() == first.report()
     assert _equal(_slots(live), expected)
 
 
-def test_an_evaluator_replays_and_a_later_optimizer_gets_the_latest_slots(tmp_path, walks) -> None:
+def test_an_evaluator_replays_and_a_later_optimizer_gets_the_latest_slots(tmp_path, reuse) -> None:
     one, two, expected = _training_checkpoints(tmp_path)
     live = tp.Checkpoint(model=_model(0.0))  # the model only: the optimizer's nodes wait
     live.read(one).expect_partial()
-    walks.clear()
+    reuse.clear()
     status = live.read(two)
-    assert walks == []
+    assert reuse.repeated()
     with pytest.raises(AssertionError, match="Unresolved object in checkpoint"):
         status.assert_consumed()
     status.assert_existing_objects_matched()
@@ -243,7 +233,7 @@ def test_an_evaluator_replays_and_a_later_optimizer_gets_the_latest_slots(tmp_pa
     status.expect_partial()  # Adam makes its other variables on its first step
 
 
-def test_skipping_slot_variables_or_not_is_part_of_the_plan(tmp_path, walks) -> None:
+def test_skipping_slot_variables_or_not_is_part_of_the_plan(tmp_path, reuse) -> None:
     one, _, _ = _training_checkpoints(tmp_path)
     reference = _trained(0.5)
     reference.read(one).assert_consumed()
@@ -251,27 +241,27 @@ def test_skipping_slot_variables_or_not_is_part_of_the_plan(tmp_path, walks) -> 
     before = _slots(live)
     live.read(one, tp.CheckpointOptions(experimental_skip_slot_variables=True)).assert_consumed()
     assert _equal(_slots(live), before)
-    walks.clear()
+    reuse.clear()
     live.read(one).assert_consumed()
-    assert walks
+    assert reuse.walked()
     assert _equal(_slots(live), _slots(reference))
 
 
-def test_a_replay_skipping_slots_knows_which_nodes_are_slots(tmp_path, walks) -> None:
+def test_a_replay_skipping_slots_knows_which_nodes_are_slots(tmp_path, reuse) -> None:
     """The plan carries the graph's slot owners: a replay, which scans for none, still tells
     skipped slot values from values nobody restored."""
     one, two, _ = _training_checkpoints(tmp_path)
     live = _trained(0.5)
     skip = tp.CheckpointOptions(experimental_skip_slot_variables=True)
     live.read(one, skip).assert_consumed()
-    walks.clear()
+    reuse.clear()
     status = live.read(two, skip)
-    assert not walks
+    assert reuse.repeated()
     status.assert_consumed()
     assert status.report().complete
 
 
-def test_a_replayed_restore_names_a_mismatch_like_a_walk(tmp_path, walks) -> None:
+def test_a_replayed_restore_names_a_mismatch_like_a_walk(tmp_path, reuse) -> None:
     one, _ = _two_checkpoints(tmp_path)
     wrong = _model(4.0)
     wrong.dense.kernel = tp.Variable(np.zeros((3, 3), np.float32))  # the same graph, another shape
@@ -280,25 +270,25 @@ def test_a_replayed_restore_names_a_mismatch_like_a_walk(tmp_path, walks) -> Non
     live = _model(0.0)
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one).assert_consumed()
-    walks.clear()
+    reuse.clear()
     with pytest.raises(tp.errors.InvalidArgumentError,
                        match=r"model/shared/\.ATTRIBUTES/VARIABLE_VALUE into \(root\)\.model\.shared: .*"
                              r"float32\[2, 2\] but the checkpoint holds float32\[3, 3\]"):
         ckpt.read(bad)
-    assert walks == []
+    assert reuse.repeated()
     ckpt.read(one).assert_consumed()
-    assert walks == [] and _values(live) == [1.0, 1.0, 1.0]
+    assert reuse.repeated() and _values(live) == [1.0, 1.0, 1.0]
 
 
-def _replay_fails_on_shape(ckpt: tp.Checkpoint, bad: str, walks: list[int]) -> None:
+def _replay_fails_on_shape(ckpt: tp.Checkpoint, bad: str, reuse: ReuseLog) -> None:
     """Read ``bad`` (a float32[3] where the model has float32[2]) by replaying, which fails."""
-    walks.clear()
+    reuse.clear()
     with pytest.raises(tp.errors.InvalidArgumentError, match=r"float32\[2\] but the checkpoint holds float32\[3\]"):
         ckpt.read(bad)
-    assert walks == []
+    assert reuse.repeated()
 
 
-def test_a_failed_replay_through_attached_dependencies_stops_where_a_walk_stops(tmp_path, walks) -> None:
+def test_a_failed_replay_through_attached_dependencies_stops_where_a_walk_stops(tmp_path, reuse) -> None:
     def source(shape: tuple[int, ...], value: float) -> tp.Checkpoint:
         root, extra = tp.Module(), tp.Module()
         root.a = tp.Variable(np.zeros(shape, np.float32))
@@ -311,14 +301,14 @@ def test_a_failed_replay_through_attached_dependencies_stops_where_a_walk_stops(
     root.a = tp.Variable(np.zeros(2, np.float32))
     ckpt = tp.Checkpoint(root=root, extra=extra)
     ckpt.read(good).expect_partial()
-    _replay_fails_on_shape(ckpt, bad, walks)
+    _replay_fails_on_shape(ckpt, bad, reuse)
     # The root's values failed before the attached dependency was reached, as in a walk: the
     # child created now takes the last good restore's value, not the failed one's.
     extra.child = tp.Variable(np.float32(0.0))
     assert extra.child.numpy() == 1.0
 
 
-def test_a_failed_replay_leaves_no_slot_waiting_for_an_attached_optimizer_like_a_walk(tmp_path, walks) -> None:
+def test_a_failed_replay_leaves_no_slot_waiting_for_an_attached_optimizer_like_a_walk(tmp_path, reuse) -> None:
     source = tp.Module()
     source.k, source.b = tp.Variable(np.ones(2, np.float32)), tp.Variable(np.ones(2, np.float32))
     source_opt = tp.optimizers.Adam(0.1)
@@ -335,7 +325,7 @@ def test_a_failed_replay_leaves_no_slot_waiting_for_an_attached_optimizer_like_a
     ckpt = tp.Checkpoint(root=live, optimizer=opt)
     ckpt.read(good).assert_consumed()
     restored_m = opt.get_slot(live.k, "m").numpy().tolist()
-    _replay_fails_on_shape(ckpt, bad, walks)
+    _replay_fails_on_shape(ckpt, bad, reuse)
     # A failed restore assigns nothing and leaves nothing waiting, replayed or walked: the
     # optimizer attached later under the root keeps the slot the good restore gave it.
     live.optimizer = opt
@@ -350,16 +340,16 @@ def test_a_failed_replay_leaves_no_slot_waiting_for_an_attached_optimizer_like_a
     assert opt.get_slot(live.k, "m").numpy().tolist() == fresh_opt.get_slot(fresh.k, "m").numpy().tolist()
 
 
-def test_slots_resolved_by_a_later_stage_leave_nothing_waiting(tmp_path, walks) -> None:
+def test_slots_resolved_by_a_later_stage_leave_nothing_waiting(tmp_path, reuse) -> None:
     live = _model(0.0)
     opt = tp.optimizers.Adam(0.1)
     opt.apply_gradients([(np.ones((2, 2), np.float32), live.dense.kernel)])
     root_ckpt = tp.Checkpoint(root=tp.Module(), model=live, optimizer=opt)  # the optimizer: an attached stage
     path = root_ckpt.write(str(tmp_path / "attached"))
     walked = root_ckpt.read(path)
-    walks.clear()
+    reuse.clear()
     replayed = root_ckpt.read(path)
-    assert walks == []
+    assert reuse.repeated()
     # The model's stage parks its slots for the optimizer, whose stage takes them: nothing
     # stays waiting (and no variable stays referenced by the restore), as after the walk.
     assert walked._coordinator.deferred_slot_restorations == {}
@@ -368,7 +358,7 @@ def test_slots_resolved_by_a_later_stage_leave_nothing_waiting(tmp_path, walks) 
     replayed.assert_consumed()
 
 
-def test_a_copied_checkpoint_does_not_replay_into_the_original(tmp_path, walks) -> None:
+def test_a_copied_checkpoint_does_not_replay_into_the_original(tmp_path, reuse) -> None:
     source = tp.Module()
     source.w = tp.Variable(np.full(2, 5.0, np.float32))
     path = tp.Checkpoint(model=source).write(str(tmp_path / "c"))
@@ -378,13 +368,13 @@ def test_a_copied_checkpoint_does_not_replay_into_the_original(tmp_path, walks) 
     ckpt.read(path).assert_consumed()
     live.w.assign(np.zeros(2, np.float32))
     twin = copy.deepcopy(ckpt)  # copies the objects without a structural change
-    walks.clear()
+    reuse.clear()
     twin.read(path).assert_consumed()
-    assert walks
+    assert reuse.walked()
     assert twin.model.w.numpy().tolist() == [5.0, 5.0] and live.w.numpy().tolist() == [0.0, 0.0]
 
 
-def test_objects_with_their_own_equality_are_replayed(tmp_path, walks) -> None:
+def test_objects_with_their_own_equality_are_replayed(tmp_path, reuse) -> None:
     class Layer(tp.Module):
         def __init__(self, units: int) -> None:
             super().__init__()
@@ -404,12 +394,12 @@ def test_objects_with_their_own_equality_are_replayed(tmp_path, walks) -> None:
     live.layer = Layer(2)
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(path).assert_consumed()
-    walks.clear()
+    reuse.clear()
     ckpt.read(path).assert_consumed()
-    assert walks == [] and live.layer.kernel.numpy().tolist() == [1.0, 2.0]
+    assert reuse.repeated() and live.layer.kernel.numpy().tolist() == [1.0, 2.0]
 
 
-def test_an_object_finding_children_its_own_way_is_not_replayed(tmp_path, walks) -> None:
+def test_an_object_finding_children_its_own_way_is_not_replayed(tmp_path, reuse) -> None:
     class Aliases(tp.Module):
         """Checkpoint name "w" is whichever tracked variable the plain attribute ``active`` names."""
 
@@ -424,10 +414,11 @@ def test_an_object_finding_children_its_own_way_is_not_replayed(tmp_path, walks)
     live.active = "a"
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(path).expect_partial()
+    assert reuse.not_kept("Aliases finds its children its own way (_lookup_dependency)")
     live.active = "b"  # no structural change, yet "w" is now another object
-    walks.clear()
+    reuse.clear()
     ckpt.read(path).expect_partial()
-    assert walks
+    assert reuse.walked("no previous restore")
     assert live.b.numpy() == 5.0
 
 
@@ -436,8 +427,8 @@ def test_a_plan_whose_object_died_binds_nothing(tmp_path) -> None:
     live = _model(0.0)
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one).assert_consumed()
-    plan = ckpt._tp_restore_replay
-    assert isinstance(plan, RestoreReplay) and plan.applies_to(plan.graph, False, ckpt)
+    plan = ckpt._tp_restore_record
+    assert isinstance(plan, RestoreRecord) and plan.refusal(plan.graph, False, ckpt) is None
 
     class Gone(tp.Trackable):
         pass
@@ -445,16 +436,16 @@ def test_a_plan_whose_object_died_binds_nothing(tmp_path) -> None:
     dead = weakref.ref(Gone())
     stale = dataclasses.replace(plan, bound={**plan.bound, max(plan.bound) + 1: dead})
     reader = BundleReader(one)
-    coordinator = restore.RestoreCoordinator(reader, restore.read_object_graph(reader, validate=False))
-    assert not coordinator.replay(stale)
-    assert coordinator.bound == {} and coordinator.matched_proto_ids == set()
-    coordinator.expect_partial = True
+    coordinator = RestoreCoordinator(reader, read_object_graph(reader, validate=False))
+    assert not replay(coordinator, stale)
+    assert coordinator.bound == {} and coordinator.matched_node_ids == set()
+    coordinator.silence()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=st.dictionaries(names.filter(lambda n: n.isidentifier() and n != "root"), _tree(3), min_size=1, max_size=4),
        keep=st.lists(st.booleans(), min_size=4, max_size=4))
-def test_random_graphs_replay_like_a_walk(tmp_path_factory, walks, spec: dict, keep: list[bool]) -> None:
+def test_random_graphs_replay_like_a_walk(tmp_path_factory, reuse, spec: dict, keep: list[bool]) -> None:
     directory = tmp_path_factory.mktemp("r")
     source = tp.Checkpoint(**{name: _wrap(_build(child, [0], False)) for name, child in spec.items()})
     one = source.write(str(directory / "one"))
@@ -470,9 +461,9 @@ def test_random_graphs_replay_like_a_walk(tmp_path_factory, walks, spec: dict, k
     walked = walked_ckpt.read(two).expect_partial()
     live = target()
     live.read(one).expect_partial()
-    walks.clear()
+    reuse.clear()
     replayed = live.read(two).expect_partial()
-    assert walks == []
+    assert reuse.repeated()
     assert replayed.report() == walked.report()
     for name, child in spec.items():
         if name not in kept:

@@ -15,13 +15,7 @@ def _same_files(a: str, b: str) -> bool:
                for name in (naming.index_filename, lambda p: naming.data_filename(p, 0, 1)))
 
 
-def test_every_kind_of_structural_change_is_seen(tmp_path, monkeypatch) -> None:
-    from trackpoint._graph import serialize as module
-
-    replays = []
-    real_replay = module._replay
-    monkeypatch.setattr(module, "_replay", lambda plan: replays.append(real_replay(plan)) or replays[-1])
-
+def test_every_kind_of_structural_change_is_seen(tmp_path, reuse) -> None:
     root = tp.Module()
     root.w = tp.Variable([1.0, 2.0])
     root.items = [tp.Variable(1)]
@@ -31,6 +25,7 @@ def test_every_kind_of_structural_change_is_seen(tmp_path, monkeypatch) -> None:
     ckpt = tp.Checkpoint(model=root, opt=opt)  # reused: its saves may replay the previous layout
     reference = tp.Checkpoint(model=root, opt=opt)  # always walks the graph afresh
     ckpt.write(str(tmp_path / "first"))
+    reused = []
 
     mutations = [
         lambda: root.w.assign([5.0, 6.0]),                       # values only: the layout is replayed
@@ -47,18 +42,24 @@ def test_every_kind_of_structural_change_is_seen(tmp_path, monkeypatch) -> None:
     for step, mutate in enumerate(mutations):
         mutate()
         ours, fresh = str(tmp_path / f"reused-{step}"), str(tmp_path / f"fresh-{step}")
+        reuse.clear()
         try:
             ckpt.write(ours)
-        except ValueError:
+        except tp.errors.InvalidArgumentError:
             assert step == len(mutations) - 1
+            assert reuse.saves() == ["walking the objects: the previous save's layout does not hold: the structure "
+                                     "changed since (an object gained, lost or replaced a child or a slot)"]
             continue
-        object.__setattr__(reference, "_tp_save_plan", None)
+        said = reuse.saves()
+        reused += [step] if said == ["reusing the previous save's layout"] else []
+        assert len(said) == 1 and (step in reused or "the structure changed since" in said[0]), said
+        object.__setattr__(reference, "_tp_save_layout", None)
         reference.write(fresh)
         assert _same_files(ours, fresh), step
-    assert sum(r is not None for r in replays) == 3  # the three steps that leave the layout as it was
+    assert reused == [0, 4, 8]  # the three steps that leave the layout as it was
 
 
-def test_computed_children_are_walked_every_time(tmp_path) -> None:
+def test_computed_children_are_walked_every_time(tmp_path, reuse) -> None:
     class Dynamic(tp.Trackable):
         def __init__(self) -> None:
             self.count = 1
@@ -70,14 +71,15 @@ def test_computed_children_are_walked_every_time(tmp_path) -> None:
     dynamic = Dynamic()
     ckpt = tp.Checkpoint(d=dynamic)
     ckpt.write(str(tmp_path / "one"))
-    assert ckpt._tp_save_plan is None
+    assert reuse.saves() == ["walking the objects: no previous save of them",
+                             "the save layout is not kept: Dynamic computes its own children (_trackable_children)"]
     dynamic.count = 3  # no tracking call reports this
     ckpt.write(str(tmp_path / "three"))
     keys = [k for k, _ in tp.list_variables(str(tmp_path / "three"))]
     assert keys.count("d/v2/.ATTRIBUTES/VARIABLE_VALUE") == 1
 
 
-def test_renamed_tensors_are_noticed(tmp_path) -> None:
+def test_renamed_tensors_are_noticed(tmp_path, reuse) -> None:
     class Renaming(tp.Trackable):
         def __init__(self) -> None:
             self.name = "a"
@@ -89,5 +91,8 @@ def test_renamed_tensors_are_noticed(tmp_path) -> None:
     ckpt = tp.Checkpoint(r=obj)
     ckpt.write(str(tmp_path / "a"))
     obj.name = "b"
+    reuse.clear()
     ckpt.write(str(tmp_path / "b"))
+    assert reuse.saves() == ["walking the objects: the previous save's layout does not hold: a Renaming now names its "
+                             "tensors ['b'], not ['a']"]
     assert "r/.ATTRIBUTES/b" in dict(tp.list_variables(str(tmp_path / "b")))

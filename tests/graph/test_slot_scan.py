@@ -91,7 +91,7 @@ def test_a_restore_finds_slots_through_the_scan(tmp_path, monkeypatch) -> None:
     fresh.vars = [tp.Variable(np.zeros(2, np.float32)) for _ in range(300)]
     fresh_adam = tp.optimizers.Adam(0.1)
     fresh_adam.apply_gradients([(np.zeros(2, np.float32), v) for v in fresh.vars])
-    monkeypatch.setattr("trackpoint.checkpoint.slot_owners", spy)
+    monkeypatch.setattr("trackpoint._graph.restore.slot_owners", spy)
     ckpt = tp.Checkpoint(model=fresh, optimizer=fresh_adam)
     ckpt.read(prefix).assert_consumed()
     assert len(calls) == 1 and calls[0] is not None and len(calls[0]) == 1  # the optimizer's node alone

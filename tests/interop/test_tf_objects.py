@@ -115,17 +115,17 @@ def test_we_restore_tf_slots_with_assert_consumed(both_sides: tuple[str, str]) -
 
 def test_tf_variable_nodes_are_read_from_their_bytes(both_sides: tuple[str, str], monkeypatch) -> None:
     """TF writes a variable's node in the layout the restore reads straight from the bytes."""
-    from trackpoint._graph import restore
+    from trackpoint._graph import coordinator, walk
 
     found: list[str | None] = []
-    real = restore.variable_keys
+    real = walk.variable_keys
 
     def spy(nodes: list[bytes], ids: list[int]) -> list[str | None]:
         keys = real(nodes, ids)
         found.extend(keys)
         return keys
 
-    monkeypatch.setattr(restore, "variable_keys", spy)
+    monkeypatch.setattr(walk, "variable_keys", spy)
     ckpt, m, _ = _tp_slots()
     ckpt.restore(os.path.join(both_sides[0], "with_slots", "ckpt-2")).assert_consumed()
     assert {"model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE", "model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE",

@@ -11,7 +11,6 @@ the tests.
 
 from __future__ import annotations
 
-import operator
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,12 +20,14 @@ import numpy as np
 
 from trackpoint._format import varint
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, slot_variable_key
-from trackpoint._tracking.base import Trackable, structure_epoch
-from trackpoint._tracking.data_structures import DictWrapper, ListWrapper, TupleWrapper
+from trackpoint._graph.save_layout import SaveLayout, log, make_layout, reuse
+from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.epoch import structure_epoch
 from trackpoint._tracking.python_state import PythonState
 from trackpoint._tracking.variables import Variable
+from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["SavePlan", "SerializedCheckpoint", "children_with_attached", "layout_is_tracked", "serialize"]
+__all__ = ["SerializedCheckpoint", "children_with_attached", "serialize"]
 
 
 def children_with_attached(obj: Trackable, root: Trackable, attached: Mapping[str, Trackable]) -> dict[str, Trackable]:
@@ -41,7 +42,7 @@ class _Graph:
     """The object graph as plain lists, encoded on first use.
 
     Per node: its child references, its attributes and the slot variables it owns. Saves
-    that replay a plan share one instance, so the graph is encoded once per layout.
+    that reuse a layout share one instance, so the graph is encoded once per layout.
     """
 
     __slots__ = ("_encoded", "attributes", "references", "slots")
@@ -100,8 +101,8 @@ class SerializedCheckpoint:
 
     Attributes:
         keys: Checkpoint keys in write order, the graph's not included.
-        arrays: The value under each key. Kept apart from the keys, which a replayed save
-            shares with its plan: an async save of many variables returns sooner for not
+        arrays: The value under each key. Kept apart from the keys, which a save reusing its
+            layout shares with it: an async save of many variables returns sooner for not
             pairing them (:meth:`with_graph` does, on the writer thread).
         owners: The object each value came from, parallel to ``keys``.
     """
@@ -129,7 +130,6 @@ class SerializedCheckpoint:
         return [*zip(self.keys, self.arrays), (OBJECT_GRAPH_KEY, self._graph.encoded())], [*self.owners, None]
 
 
-_VALUE = operator.attrgetter("_value")  # a variable's current array
 _LENGTH_TAGS = [bytes((n << 3 | 2,)) for n in range(6)]
 _VARINT_TAGS = [bytes((n << 3,)) for n in range(6)]
 
@@ -150,77 +150,6 @@ def _str_field(number: int, value: str) -> bytes:
 _HAS_VALUES = (_field(5, b"\x08\x01"), _field(5, b""))  # BoolValue(true), BoolValue() present but empty
 
 
-@dataclass(frozen=True)
-class SavePlan:
-    """The layout of a save, reusable while no object gains, loses or replaces a child.
-
-    Attributes:
-        epoch: The structure epoch it was made in (see ``structure_changed``).
-        entries: ``(object, tensor names, checkpoint keys)`` in write order.
-        graph: The object graph as plain lists.
-    """
-
-    epoch: int
-    entries: list[tuple[Trackable, list[str], list[str]]]
-    graph: _Graph
-    owners: list[Trackable]  # the owner of each value, in order
-    keys: list[str]  # the key of each value, in order
-    variables: list[Variable] | None  # set when every entry is a plain tp.Variable
-    hooks: list[Trackable]  # objects with an after-save check
-    #: List and dict wrappers: an edit of their storage made outside the wrapper reports to
-    #: no epoch, so a replay first asks each whether its storage is as it left it.
-    containers: list[ListWrapper | DictWrapper]
-
-
-_SAFE_CHILDREN = {Trackable._trackable_children, ListWrapper._trackable_children, DictWrapper._trackable_children,
-                  TupleWrapper._trackable_children}
-_SAFE_LOOKUPS = {Trackable._lookup_dependency, ListWrapper._lookup_dependency, DictWrapper._lookup_dependency,
-                 TupleWrapper._lookup_dependency}
-
-
-def layout_is_tracked(objects: list[Trackable], lookups: bool = False) -> bool:
-    """Whether every change to these objects' children (and slots) is reported to the epoch.
-
-    A class that computes its own children or slots could change them silently, so a save
-    that meets one walks the graph every time. With ``lookups``, each class must also find a
-    child by name (``_lookup_dependency``, what a restore calls) from that same tracked state,
-    or a restore cannot be replayed.
-    """
-    for cls in set(map(type, objects)):  # a model has many objects and few classes
-        if cls._trackable_children not in _SAFE_CHILDREN:
-            return False
-        if lookups and cls._lookup_dependency not in _SAFE_LOOKUPS:
-            return False
-        if hasattr(cls, "get_slot_names") or hasattr(cls, "_create_or_restore_slot_variable"):
-            # Slot methods known to report every slot they create (and, restoring, to do
-            # nothing but return an existing slot).
-            methods = (getattr(cls, "get_slot_names", None), getattr(cls, "get_slot", None),
-                       getattr(cls, "_create_or_restore_slot_variable", None))
-            if getattr(cls, "_tp_slot_methods", None) != methods:
-                return False
-    return True
-
-
-def _replay(plan: SavePlan) -> SerializedCheckpoint | None:
-    """Serialize along a previous plan; None if an object now names its tensors differently,
-    or a container was changed behind its wrapper (the walk then raises TF's error)."""
-    if not all(container._tp_storage_unchanged() for container in plan.containers):
-        return None
-    if plan.variables is not None:  # the common case: variables only, each named VARIABLE_VALUE
-        return SerializedCheckpoint(plan.keys, list(map(_VALUE, plan.variables)), plan.owners, plan.graph, True)
-    arrays: list[Any] = []
-    for obj, names, _ in plan.entries:
-        if type(obj) is Variable:
-            arrays.append(obj._value)
-            continue
-        tensors = obj._serialize_to_tensors()
-        if len(tensors) != len(names) or list(tensors) != names:
-            return None
-        arrays.extend(tensors.values())
-    _after_save(plan.hooks)
-    return SerializedCheckpoint(plan.keys, arrays, plan.owners, plan.graph)
-
-
 def _after_save(objects: list[Trackable]) -> None:
     for obj in objects:
         after_save = getattr(obj, "_tp_after_save", None)
@@ -229,21 +158,29 @@ def _after_save(objects: list[Trackable]) -> None:
 
 
 def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
-              previous: SavePlan | None = None) -> tuple[SerializedCheckpoint, SavePlan | None]:
+              previous: SaveLayout | None = None) -> tuple[SerializedCheckpoint, SaveLayout | None]:
     """Build the object graph and the ordered ``(key, value)`` list for a save.
 
-    With the plan of the previous save and no structural change since, only the values are
-    gathered again: the walk, the keys and the graph are reused.
+    With the layout of the previous save, and nothing changed that it depends on (see
+    :mod:`~trackpoint._graph.save_layout`), only the values are gathered again: the walk,
+    the keys and the graph are reused.
 
     Returns:
-        The serialized checkpoint, and a plan for the next save (None when the layout of
-        these objects cannot be tracked).
+        The serialized checkpoint, and a layout for the next save (None when the layout of
+        these objects cannot be trusted).
+
+    Raises:
+        InvalidArgumentError: A slot variable is also tracked as a regular dependency.
     """
     epoch = structure_epoch()
-    if previous is not None and previous.epoch == epoch:
-        replayed = _replay(previous)
-        if replayed is not None:
-            return replayed, previous
+    if previous is not None:
+        arrays = reuse(previous)
+        if arrays is not None:
+            _after_save(previous.hooks)
+            return SerializedCheckpoint(previous.keys, arrays, previous.owners, previous.graph,
+                                        previous.variables is not None), previous
+    else:
+        log.debug("walking the objects: no previous save of them")
     walk = _bfs(root, attached)
     ids = walk.ids
     references = [[(ids[id(child)], name) for name, child in kids.items()] for kids in walk.children]
@@ -261,7 +198,7 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
                 if slot is None:
                     continue
                 if id(slot) in ids:
-                    raise NotImplementedError(
+                    raise InvalidArgumentError(
                         f"slot variable {slot_name!r} of {path_strings[var_id]} is also tracked as a regular "
                         "dependency; TensorFlow cannot checkpoint that either"
                     )
@@ -302,15 +239,8 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
     owners.extend(python_owners)
     keys = [key for key, _ in tensors]
     graph = _Graph(references, attributes, slot_refs)
-    plan = None
-    if layout_is_tracked(objects):
-        all_entries = entries + python_entries
-        only_variables = all(type(obj) is Variable for obj, _, _ in all_entries)
-        hooks = [obj for obj in objects if hasattr(obj, "_tp_after_save")]
-        variables = [obj for obj, _, _ in all_entries] if only_variables and not hooks else None
-        containers = [obj for obj in objects if isinstance(obj, (ListWrapper, DictWrapper))]
-        plan = SavePlan(epoch, all_entries, graph, list(owners), keys, variables, hooks, containers)
-    return SerializedCheckpoint(keys, [value for _, value in tensors], owners, graph), plan
+    layout = make_layout(epoch, objects, entries + python_entries, graph, owners, keys)
+    return SerializedCheckpoint(keys, [value for _, value in tensors], owners, graph), layout
 
 
 def _encode_node(references: list[tuple[int, str]], attributes: list[tuple[str, str, str]],

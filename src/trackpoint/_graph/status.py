@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from trackpoint._format.naming import real_outside
-from trackpoint._graph.restore import RestoreCoordinator
+from trackpoint._graph.coordinator import RestoreCoordinator
 from trackpoint._graph.serialize import children_with_attached
 from trackpoint._tracking.base import Trackable
 
@@ -97,19 +95,16 @@ class CheckpointLoadStatus:
     def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
         """Every live object with values was bound to, and received, a checkpoint value."""
         coordinator = self._coordinator
-        uid = coordinator.restore_uid
         bound = []
-        for node_id, ref in coordinator.bound.items():
-            obj = ref()
-            if obj is None:
-                continue
-            if obj._tp_update_uid < uid and _has_values(obj):
-                raise AssertionError(f"Object {coordinator.paths[node_id]} not assigned a value from checkpoint.")
+        for node_id, obj in coordinator.bound_objects():
+            if not coordinator.was_assigned(obj) and _has_values(obj):
+                raise AssertionError(f"Object {coordinator.path(node_id)} not assigned a value from checkpoint.")
             bound.append(obj)
         # Removing the bound objects from the live ones leaves the unbound; paths are only
         # worked out for a message, by a second walk.
         live = _live_by_id(self._root, self._attached, not coordinator.skip_slot_variables)
-        deque(map(live.pop, map(id, bound), itertools.repeat(None)), maxlen=0)  # the loop runs in C
+        for obj in bound:
+            live.pop(id(obj), None)
         if any(map(_has_values, live.values())):
             bound_ids = set(map(id, bound))
             objects, path = self._live_objects()
@@ -127,12 +122,12 @@ class CheckpointLoadStatus:
         self.assert_existing_objects_matched()
         coordinator = self._coordinator
         for node_id in coordinator.unrestored_values():
-            raise AssertionError(f"Unresolved object in checkpoint {coordinator.paths[node_id]}: "
-                                 f"{coordinator.nodes[node_id]}".strip())
-        if coordinator.slot_restorations:
-            raise AssertionError(f"Unresolved slot restorations: {coordinator.slot_restorations}")
-        if coordinator.unused_attributes:
-            unused = {coordinator.paths[i]: names for i, names in coordinator.unused_attributes.items()}
+            raise AssertionError(f"Unresolved object in checkpoint {coordinator.path(node_id)}: "
+                                 f"{coordinator.node_text(node_id)}".strip())
+        if coordinator.unresolved_slots():
+            raise AssertionError(f"Unresolved slot restorations: {coordinator.unresolved_slots()}")
+        unused = coordinator.unused_attribute_paths()
+        if unused:
             raise AssertionError(f"Unused attributes in these objects (the attributes exist in the checkpoint but "
                                  f"were not restored): {unused}")
         return self
@@ -147,7 +142,7 @@ class CheckpointLoadStatus:
 
     def expect_partial(self) -> CheckpointLoadStatus:
         """Silence the warning about checkpoint values that were never restored."""
-        self._coordinator.expect_partial = True
+        self._coordinator.silence()
         return self
 
     def run_restore_ops(self, session: Any = None) -> None:
@@ -161,28 +156,15 @@ class CheckpointLoadStatus:
     def report(self) -> RestoreReport:
         """A structured account of this restore that never raises."""
         coordinator = self._coordinator
-        paths = coordinator.paths
-        pending: dict[str, bool] = {}
-        waiting: set[int] = set()
-        for node_id in coordinator.deferred_ids - coordinator.matched_proto_ids:
-            waiting.update(_subtree(coordinator, node_id))
-        for opt_id, node in enumerate(coordinator.nodes):
-            for slot in node.slot_variables:
-                if opt_id in waiting or slot.original_variable_node_id in waiting:
-                    waiting.add(slot.slot_variable_node_id)
-        for entries in coordinator.deferred_slot_restorations.values():
-            waiting.update(slot_id for _, slot_id, _ in entries)
-        for node_id in coordinator.unrestored_values():
-            pending[paths[node_id]] = node_id in waiting
         bound_objects = coordinator.bound_objects()
         bound = {id(o) for _, o in bound_objects}
         objects, path = self._live_objects()
         missing = tuple(path(i) for i, obj in enumerate(objects) if id(obj) not in bound and _has_values(obj))
         return RestoreReport(
-            matched=tuple(paths[i] for i in sorted(node_id for node_id, _ in bound_objects)),
-            pending=pending,
+            matched=tuple(coordinator.path(i) for i in sorted(node_id for node_id, _ in bound_objects)),
+            pending=coordinator.pending(),
             missing_from_checkpoint=missing,
-            unused_attributes={paths[i]: tuple(n) for i, n in coordinator.unused_attributes.items()},
+            unused_attributes=coordinator.unused_attribute_paths(),
             notes=self._notes,
         )
 
@@ -261,17 +243,6 @@ def _slot_variables(objects: list[Trackable]) -> list[tuple[int, str, int, Track
                 if slot is not None:
                     out.append((opt_index, name, var_index, slot))
     return out
-
-
-def _subtree(coordinator: RestoreCoordinator, node_id: int) -> set[int]:
-    seen = {node_id}
-    todo = [node_id]
-    while todo:
-        for child_id, _ in coordinator.children(todo.pop()):
-            if child_id not in seen:
-                seen.add(child_id)
-                todo.append(child_id)
-    return seen
 
 
 class InitializationOnlyStatus:

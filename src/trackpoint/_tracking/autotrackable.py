@@ -8,6 +8,7 @@ from typing import Any
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.data_structures import sticky_attribute_assignment
 from trackpoint._tracking.variables import Variable
+from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["AutoTrackable", "Module"]
 
@@ -66,7 +67,7 @@ class Module(AutoTrackable):
         if name is None:
             name = _camel_to_snake(type(self).__name__)
         if not name.isidentifier():
-            raise ValueError(f"{name!r} is not a valid module name: use a Python identifier")
+            raise InvalidArgumentError(f"{name!r} is not a valid module name: use a Python identifier")
         object.__setattr__(self, "_tp_name", name)
 
     @property

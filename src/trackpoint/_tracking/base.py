@@ -5,25 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from trackpoint._tracking.epoch import structure_changed, trust_children
+from trackpoint.errors import InvalidArgumentError
+
 if TYPE_CHECKING:
     from trackpoint._tracking.variables import Variable
 
-__all__ = ["NoDependency", "PendingRestore", "Trackable", "create_from_pending", "restore_pending", "structure_changed",
-           "structure_epoch"]
-
-_epoch = [0]
-
-
-def structure_changed() -> None:
-    """Note that some object gained, lost or replaced a child (or a slot).
-
-    Saves reuse the layout of the previous save while this count stands still.
-    """
-    _epoch[0] += 1
-
-
-def structure_epoch() -> int:
-    return _epoch[0]
+__all__ = ["NoDependency", "PendingRestore", "Trackable", "create_from_pending", "restore_pending"]
 
 
 class PendingRestore(Protocol):
@@ -144,12 +132,12 @@ class Trackable:
         Re-tracking a name keeps its position (as TF does) when ``overwrite`` is set.
 
         Raises:
-            ValueError: ``name`` already names another object and ``overwrite`` is False.
+            InvalidArgumentError: ``name`` already names another object and ``overwrite`` is False.
         """
         children = self._tp_state()["children"]
         current = children.get(name)
         if current is not None and current is not trackable and not overwrite:
-            raise ValueError(f"Called Trackable._track_trackable() with name={name!r}, but a Trackable with this "
+            raise InvalidArgumentError(f"Called Trackable._track_trackable() with name={name!r}, but a Trackable with this "
                              "name is already declared as a dependency. Names must be unique (or overwrite=True).")
         children[name] = trackable
         structure_changed()
@@ -218,3 +206,6 @@ class Trackable:
     def _checkpoint_full_name(self) -> str:
         """``SerializedTensor.full_name``: the variable name for variables, else empty."""
         return ""
+
+
+trust_children(Trackable)

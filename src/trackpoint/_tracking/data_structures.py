@@ -26,7 +26,8 @@ import operator
 from collections.abc import Iterable, Iterator
 from typing import Any, SupportsIndex
 
-from trackpoint._tracking.base import NoDependency, Trackable, structure_changed
+from trackpoint._tracking.base import NoDependency, Trackable
+from trackpoint._tracking.epoch import structure_changed, trust_children
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["DictWrapper", "ListWrapper", "TupleWrapper", "sticky_attribute_assignment", "wrap_or_unwrap"]
@@ -650,3 +651,6 @@ class TupleWrapper(Trackable):
 def _tuple_of(other: Any) -> Any:
     return other._tp_wrapped if type(other) is TupleWrapper else other
 
+
+for _wrapper in (ListWrapper, DictWrapper, TupleWrapper):
+    trust_children(_wrapper)

@@ -1,0 +1,479 @@
+"""One restore: the checkpoint's graph and reader, which nodes are bound to which objects.
+
+A :class:`RestoreCoordinator` is made per ``restore()``. Its :meth:`~RestoreCoordinator.restore`
+binds nodes to objects and walks below them (:mod:`~trackpoint._graph.walk`), gathering a
+plan; :meth:`~RestoreCoordinator.execute` carries the plan out only once every value it
+assigns was read and checked, so a restore changes all the objects it found or none. Slot
+variables are restored once both their variable and their optimizer are bound, in either
+order. The coordinator lives as long as the restore's status, for restore-on-create and the
+status's questions (the methods under "for the status").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import logging
+import os
+import threading
+import warnings
+import weakref
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from trackpoint._format._proto import trackable_object_graph_pb2 as pb
+from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._graph import kept_values
+from trackpoint._graph.node_bytes import split_nodes
+from trackpoint._graph.object_graph import check_child, check_slot, node_paths, unescape
+from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
+from trackpoint._graph.walk import Assignment, CheckpointPosition, RestorePlan
+from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.variables import Variable, take_restored
+from trackpoint.errors import CheckpointError, InvalidArgumentError
+
+__all__ = ["RestoreCoordinator"]
+
+_log = logging.getLogger("trackpoint")
+_restore_uids = itertools.count(1)
+_BATCH_BYTES = 4 << 20
+
+
+class RestoreCoordinator:
+    """State of one ``restore()``; see the module docstring.
+
+    The graph stays a protobuf message and each node is read when the walk reaches it.
+    Copying it into Python lists up front cost a pass over every node, and left the
+    lists for the garbage collector to scan for as long as the restore status lived.
+    """
+
+    def __init__(self, reader: BundleReader, graph: pb.TrackableObjectGraph, skip_slot_variables: bool = False,
+                 slot_owners: Sequence[int] | None = None, raw_graph: bytes | None = None) -> None:
+        """Set up a restore of ``graph`` from ``reader``.
+
+        Args:
+            reader: The checkpoint's bundle.
+            graph: Its parsed object graph.
+            skip_slot_variables: Leave optimizer slot variables alone.
+            slot_owners: The nodes known to own all slot variables (see
+                :func:`~trackpoint._graph.slot_scan.slot_owners`), which spares a pass over
+                every node; None to look at every node.
+            raw_graph: ``graph`` serialized, from which a walk reads plain variable nodes
+                (see :mod:`~trackpoint._graph.node_bytes`); None to read every node
+                through ``graph``.
+        """
+        self.reader = reader
+        self.prefix = reader.prefix
+        self.kept: dict[str, Any] = {}  # values read into memory before their files went (see kept_values)
+        kept_values.register(self)
+        self.graph = graph
+        # Calls reading values right now (see reading()): the files are closed when the last ends.
+        self._reads = 0
+        self._reads_lock = threading.Lock()
+        self._raw_graph = raw_graph
+        self.nodes = graph.nodes
+        self.node_count = len(self.nodes)
+        self.restore_uid = next(_restore_uids)
+        self.skip_slot_variables = skip_slot_variables
+        # proto id -> weak reference to the bound object: a plain dict of weakref.ref, which
+        # binds an object several times faster than a WeakValueDictionary's Python-level
+        # bookkeeping (a keyed reference with a callback per item).
+        self.bound: dict[int, weakref.ref[Trackable]] = {}
+        self.matched_node_ids: set[int] = set()
+        self.unused_attributes: dict[int, list[str]] = {}
+        self.slot_node_ids: set[int] = set()
+        self.slot_restorations: dict[int, list[tuple[int, int, str]]] = {}
+        self.deferred_slot_restorations: dict[int, list[tuple[Trackable, int, str]]] = {}
+        self.expect_partial = False
+        self.deferred_ids: set[int] = set()  # nodes parked on live objects for restore-on-create
+        self.slot_owners: list[int] = []  # see RestoreRecord.slot_owners
+        nodes = self.nodes
+        owners = enumerate(nodes) if slot_owners is None else ((i, nodes[i]) for i in slot_owners)
+        for opt_id, node in owners:
+            slots = node.slot_variables
+            if not slots:
+                continue
+            self.slot_owners.append(opt_id)
+            for slot in slots:
+                check_slot(slot, self.node_count, opt_id, self.prefix)
+                self.slot_node_ids.add(slot.slot_variable_node_id)
+                if not skip_slot_variables:
+                    self.slot_restorations.setdefault(slot.original_variable_node_id, []).append(
+                        (opt_id, slot.slot_variable_node_id, slot.slot_name))
+        self._paths: dict[int, str] | None = None
+
+    @functools.cached_property
+    def real_prefix(self) -> str:
+        """The prefix with links resolved, to recognise the files a save is about to remove (see kept_values)."""
+        return os.path.realpath(self.prefix)
+
+    @functools.cached_property
+    def node_bytes(self) -> list[bytes]:
+        """Each node's serialized bytes (see :mod:`~trackpoint._graph.node_bytes`), or an
+        empty string for every node, which sends the walk to ``graph``."""
+        raw, self._raw_graph = self._raw_graph, None
+        nodes = None if raw is None else split_nodes(raw, self.node_count)
+        return [b""] * self.node_count if nodes is None else nodes
+
+    @property
+    def paths(self) -> dict[int, str]:
+        if self._paths is None:
+            self._paths = node_paths(self.graph)
+        return self._paths
+
+    # -- the graph, one node at a time ------------------------------------------------
+
+    def children(self, node_id: int) -> list[tuple[int, str]]:
+        """``(child id, local name)`` of a node, each id checked to lie inside the graph."""
+        count = self.node_count
+        out = []
+        for child in self.nodes[node_id].children:
+            child_id = child.node_id
+            if not 0 <= child_id < count:
+                _check_child(child_id, count, node_id, self.prefix)
+            out.append((child_id, child.local_name))
+        return out
+
+    def attributes(self, node_id: int) -> list[tuple[str, str, str]]:
+        """``(tensor name, stored name, checkpoint key)`` of a node's values."""
+        return [(unescape(a.name), a.name, a.checkpoint_key) for a in self.nodes[node_id].attributes]
+
+    # -- bound objects ------------------------------------------------------------------
+
+    def bound_object(self, node_id: int) -> Trackable | None:
+        ref = self.bound.get(node_id)
+        return ref() if ref is not None else None
+
+    def bound_objects(self) -> list[tuple[int, Trackable]]:
+        """``(node id, object)`` for every binding whose object is still alive."""
+        out = []
+        for node_id, ref in self.bound.items():
+            obj = ref()
+            if obj is not None:
+                out.append((node_id, obj))
+        return out
+
+    # -- values -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around a call that may read values: the restore call itself, or a restore-on-create.
+
+        The checkpoint's files are open only inside. When the outermost such call ends they
+        are closed (see :meth:`BundleReader.release_files`), so nothing stays open while the
+        status lives or values wait for objects yet to be created; a later read reopens the
+        files, checking that they are still the same. Counted under a lock: objects created on
+        two threads may both be reading.
+        """
+        with self._reads_lock:
+            self._reads += 1
+        try:
+            yield
+        finally:
+            with self._reads_lock:
+                self._reads -= 1
+                if self._reads == 0:
+                    self.reader.release_files()
+
+    def wanted(self, node_id: int, trackable: Trackable, recorder: Recorder) -> list[tuple[str, str]]:
+        """``(tensor name, checkpoint key)`` of the node's values that ``trackable`` takes (possibly none).
+
+        Values the object does not take are recorded as unused attributes. (The walk names
+        a leaf variable's value by its key alone, without calling this.)
+        """
+        if type(trackable) is not Variable:  # its tensor names may change without a structure change
+            recorder.refuse(f"node {node_id} is a {type(trackable).__name__}, which names its own tensors")
+        live = trackable._checkpoint_tensor_names()
+        wanted = []
+        for name, stored_name, key in self.attributes(node_id):
+            if name in live:
+                wanted.append((name, key))
+            else:
+                self.unused_attributes.setdefault(node_id, []).append(stored_name)
+        return wanted
+
+    def restore(self, bindings: Sequence[tuple[int, Trackable]], recorder: Recorder = NOT_RECORDING) -> None:
+        """Bind each ``(node id, object)`` in turn and walk below it, then carry out what the walks found.
+
+        Nothing is changed until every walk is over and every value for the objects found
+        was read (which verifies its checksum) and checked (see :meth:`_assign`): a value
+        damaged, missing or of another dtype or shape raises with no object changed and the
+        bindings made here undone, so a restore-on-create that fails still waits for the
+        next object created in its place. Once the values are in, objects wait for the
+        children they lack and optimizers are asked for the slots they lack: those are
+        objects created later, whose values are checked as they arrive.
+
+        Args:
+            bindings: ``(node id, object)`` to bind and walk below, in order.
+            recorder: Takes down what a repeat of this restore would need (see
+                :mod:`~trackpoint._graph.restore_record`).
+        """
+        plan = RestorePlan(recorder)
+        with self.reading():  # a restore-on-create reopens the files, and closes them after
+            try:
+                for node_id, trackable in bindings:
+                    recorder.stage(len(self.bound))
+                    position = CheckpointPosition(self, node_id, plan)
+                    if position.bind_object(trackable):
+                        position.walk(trackable)
+            except BaseException:
+                self._undo(plan)
+                raise
+            self.execute(plan)
+
+    def new_plan(self) -> RestorePlan:
+        """An empty plan, for a repeat to fill (see :func:`~trackpoint._graph.restore_record.replay`)."""
+        return RestorePlan()
+
+    def bind_stage(self, plan: RestorePlan, node_ids: Sequence[int], refs: Sequence[weakref.ref[Trackable]],
+                   objects: Sequence[Trackable]) -> None:
+        """Bind ``node_ids`` to the objects of ``refs`` as a walk would have, noted in ``plan``;
+        a bound variable's slots are resolved (or wait, as the repeat says)."""
+        self.bound.update(zip(node_ids, refs))
+        plan.bound.extend(node_ids)
+        self.matched_node_ids.update(node_ids)
+        uid = self.restore_uid
+        for obj in objects:
+            obj._tp_update_uid = uid
+        if self.slot_restorations:
+            for node_id in node_ids:
+                self.slot_restorations.pop(node_id, None)
+
+    def take_waiting_slots(self, node_ids: Sequence[int]) -> None:
+        """The optimizers bound at ``node_ids`` took the slots that waited for them."""
+        if self.deferred_slot_restorations:
+            for node_id in node_ids:
+                self.deferred_slot_restorations.pop(node_id, None)
+
+    def execute(self, plan: RestorePlan) -> None:
+        """Carry out what the walks (or a repeat) planned: read and check every value, hand
+        them out, then leave what waits; on a failure, nothing is changed and the plan's
+        bindings are undone."""
+        with self.reading():
+            try:
+                self._assign(plan.assignments)
+            except BaseException:
+                self._undo(plan)
+                raise
+            self._finish(plan)
+
+    def _assign(self, assignments: list[Assignment]) -> None:
+        """Read the values of gathered nodes, check each against its object, then hand them out.
+
+        No object takes a value before all are read and every plain variable's value was
+        checked against its dtype and shape (each as it arrives, while the next batch is
+        read). The values of one restore are therefore in memory together, beside the values
+        they replace, as in TF (which reads them in one op). Other objects check their tensors
+        themselves, in ``_restore_from_tensors``: they take theirs first, in walk order (as
+        TF restores Python state first), so that one refusing leaves every variable as it was.
+        """
+        if not assignments:
+            return
+        keys: list[str] = []
+        for _, _, wanted, _ in assignments:
+            if isinstance(wanted, str):
+                keys.append(wanted)
+            else:
+                keys.extend(key for _, key in wanted)
+        variables: list[Variable] = []
+        arrays: list[Any] = []
+        others = []
+        with self._values(keys) as values:
+            for node_id, trackable, wanted, _ in assignments:
+                if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
+                    try:
+                        arrays.append(trackable._check_restored(next(values)))  # type: ignore[attr-defined]
+                    except InvalidArgumentError as exc:
+                        raise self._refused(node_id, wanted, exc) from exc
+                    variables.append(trackable)  # type: ignore[arg-type]
+                else:
+                    others.append((node_id, trackable, wanted, {name: next(values) for name, _ in wanted}))
+        for node_id, trackable, wanted, tensors in others:
+            try:
+                trackable._restore_from_tensors(tensors)
+            except InvalidArgumentError as exc:
+                raise self._refused(node_id, wanted, exc) from exc
+        take_restored(variables, arrays)
+
+    @contextlib.contextmanager
+    def _values(self, keys: list[str]) -> Iterator[Iterator[Any]]:
+        """The values of ``keys`` in order, checksums verified, read batch by batch as they are
+        taken (or kept in memory, see :mod:`kept_values`)."""
+        kept = self.kept
+        if kept and all(key in kept for key in keys):
+            yield map(kept.__getitem__, keys)
+        elif len(keys) == 1:
+            # One tensor, the usual restore-on-create of a variable created on its own: read
+            # alone, with the same checks, it skips planning batches for the whole of a
+            # restore, which costs ten times the read.
+            yield iter([self.reader.read(keys[0])])
+        else:
+            # Closed on a failure now rather than when the traceback goes: its read-ahead
+            # thread must be done before the files close.
+            with contextlib.closing(self.reader.read_batches(keys, _BATCH_BYTES)) as batches:  # type: ignore[type-var]
+                yield itertools.chain.from_iterable(batches)
+
+    def _refused(self, node_id: int, wanted: str | list[tuple[str, str]], exc: Exception) -> InvalidArgumentError:
+        keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)
+        return InvalidArgumentError(f"{self.prefix}: cannot restore checkpoint key {keys} into {self.paths[node_id]}: "
+                                    f"{exc}")
+
+    def _undo(self, plan: RestorePlan) -> None:
+        """Take back what a :meth:`restore` (or a repeat) call that raised did to this
+        restore's bookkeeping and to the objects' marks, as if it had not begun."""
+        plan.recorder.refuse("the restore failed")
+        for _, trackable, _, update_uid in plan.assignments:
+            trackable._tp_update_uid = update_uid
+        for node_id in plan.bound:
+            self.bound.pop(node_id, None)
+            self.unused_attributes.pop(node_id, None)
+        self.matched_node_ids.difference_update(plan.bound)
+        self.bound.update(plan.rebound)
+        for undo in reversed(plan.undo):
+            undo()
+
+    def _finish(self, plan: RestorePlan) -> None:
+        """Once the objects found have their values: leave positions for the children they
+        lack, then ask the optimizers for the slots they lack."""
+        for trackable, local_name, child_id in plan.deferrals:
+            trackable._defer_restore(local_name, CheckpointPosition(self, child_id))
+            self.deferred_ids.add(child_id)
+        for optimizer, variable, slot_id, slot_name in plan.new_slots:
+            position = CheckpointPosition(self, slot_id)
+            slot = optimizer._create_or_restore_slot_variable(position, variable, slot_name)  # type: ignore[attr-defined]
+            if slot is not None:
+                position.restore(slot)
+
+    def read_tensor(self, key: str, node_id: int) -> Any:
+        kept = self.kept.get(key)
+        if kept is not None:
+            return kept
+        try:
+            return self.reader.read(key)
+        except CheckpointError as exc:
+            raise type(exc)(f"{exc} (restoring {self.paths[node_id]})") from exc
+
+    # -- for the status -------------------------------------------------------------------
+
+    def was_assigned(self, obj: Trackable) -> bool:
+        """Whether ``obj`` holds this restore's values (or a later one's)."""
+        return obj._tp_update_uid >= self.restore_uid
+
+    def path(self, node_id: int) -> str:
+        """The readable path of a node, ``(root).model.dense.kernel``."""
+        return self.paths[node_id]
+
+    def node_text(self, node_id: int) -> str:
+        """The node as protobuf prints it."""
+        return str(self.nodes[node_id]).strip()
+
+    def unresolved_slots(self) -> dict[int, list[tuple[int, int, str]]]:
+        """Variable node id -> ``(optimizer node id, slot node id, slot name)`` of the slots whose
+        variable was never bound."""
+        return self.slot_restorations
+
+    def unused_attribute_paths(self) -> dict[str, tuple[str, ...]]:
+        """Path -> the attribute names its bound object does not take."""
+        return {self.paths[i]: tuple(names) for i, names in self.unused_attributes.items()}
+
+    def pending(self) -> dict[str, bool]:
+        """Path -> whether it waits for an object to be created, for each value not restored yet."""
+        waiting: set[int] = set()
+        for node_id in self.deferred_ids - self.matched_node_ids:
+            waiting.update(self._subtree(node_id))
+        for opt_id, node in enumerate(self.nodes):
+            for slot in node.slot_variables:
+                if opt_id in waiting or slot.original_variable_node_id in waiting:
+                    waiting.add(slot.slot_variable_node_id)
+        for entries in self.deferred_slot_restorations.values():
+            waiting.update(slot_id for _, slot_id, _ in entries)
+        return {self.paths[node_id]: node_id in waiting for node_id in self.unrestored_values()}
+
+    def _subtree(self, node_id: int) -> set[int]:
+        seen = {node_id}
+        todo = [node_id]
+        while todo:
+            for child_id, _ in self.children(todo.pop()):
+                if child_id not in seen:
+                    seen.add(child_id)
+                    todo.append(child_id)
+        return seen
+
+    def silence(self) -> None:
+        """No warning about unrestored values when this restore goes (``expect_partial``)."""
+        self.expect_partial = True
+
+    def warn_inconsistent(self, node_id: int) -> None:
+        """A node reached again, bound to another object than the first time."""
+        _log.warning("Inconsistent references when restoring %s: %s was already bound to another object",
+                     self.prefix, self.paths[node_id])
+
+    def keep_waiting_values(self) -> None:
+        """Read into memory every value no object has taken yet (see :mod:`kept_values`).
+
+        A checkpoint that can no longer be read as it was is left alone: the read that needs
+        a value raises then, naming the file and key, as it would have anyway.
+        """
+        keys = [a.checkpoint_key for node_id in self.unrestored_values() for a in self.nodes[node_id].attributes
+                if a.checkpoint_key not in self.kept]
+        if not keys:
+            return
+        try:
+            with self.reading(), self._values(keys) as read:
+                values = list(read)
+        except CheckpointError as exc:
+            _log.warning("%s: could not keep the values waiting for objects before the checkpoint's files go: %s",
+                         self.prefix, exc)
+            return
+        self.kept = {**self.kept, **dict(zip(keys, values))}
+
+    def unrestored_values(self) -> list[int]:
+        """Checkpoint nodes holding values that no live object has received."""
+        # matched_node_ids, not the bound objects: the answer must not change when the
+        # restored objects are garbage-collected (e.g. at interpreter exit). Only unmatched
+        # nodes are looked at: after a complete restore, none.
+        matched, nodes = self.matched_node_ids, self.nodes
+        if len(matched) == self.node_count:
+            return []
+        skipped = self.slot_node_ids if self.skip_slot_variables else ()
+        return [i for i in range(self.node_count) if i not in matched and i not in skipped and nodes[i].attributes]
+
+    def partial_restore_warning(self) -> str | None:
+        """What TF warns about when a restore is deleted before all its values found a home.
+
+        Two kinds, as in TF: checkpoint nodes with values that no object was bound to, and
+        attributes of bound nodes that their object does not take (a variable's value
+        restored into an object without tensors). None when there is neither.
+        """
+        missing = self.unrestored_values()
+        unused = list(self.unused_attributes.items())
+        if not missing and not unused:
+            return None
+        paths = self.paths
+        lines = [(f"{self.prefix}: a restore is being deleted with unrestored values. Call expect_partial() on the "
+                  "restore status to silence this warning.")]
+        _list_some(lines, f"{len(missing)} checkpoint value(s) were never restored (no object matched them):",
+                   [paths[i] for i in missing[:10]], len(missing))
+        _list_some(lines, f"{len(unused)} restored object(s) did not take attribute(s) the checkpoint holds for them:",
+                   [f"{paths[i]}: {', '.join(names)}" for i, names in unused[:10]], len(unused))
+        return "\n".join(lines)
+
+    def __del__(self) -> None:
+        if self.expect_partial:
+            return
+        try:
+            message = self.partial_restore_warning()
+        except Exception:  # noqa: BLE001 - at interpreter exit, modules may be half torn down
+            return
+        if message is not None:
+            warnings.warn(message, UserWarning, stacklevel=2)
+
+
+def _list_some(lines: list[str], heading: str, shown: list[str], total: int) -> None:
+    """Append ``heading`` and the first items, indented, with a count of the rest (nothing when ``total`` is 0)."""
+    if total:
+        lines.append(heading)
+        lines.extend(f"  {item}" for item in shown)
+        if total > len(shown):
+            lines.append(f"  ... and {total - len(shown)} more")

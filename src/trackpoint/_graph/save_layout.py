@@ -1,0 +1,105 @@
+"""The save layout cache: a save repeats the previous save's walk, keys and graph when nothing moved.
+
+Owner: ``tp.Checkpoint`` keeps the layout of its last save and hands it to the next
+(``serialize``). Reason: walking the objects, escaping every key and encoding the object
+graph is most of a save's Python time; a training loop saves the same objects over and
+over (PERFORMANCE.md has the measurement, which must stay above 20% on a realistic model to
+keep this module). Invalidation: the layout records the structure epoch
+(``_tracking.epoch``) it was made in and is reused only while the epoch stands still, every
+class involved is one whose children and slots report to that epoch, every list and dict
+wrapper's storage is as the wrapper left it, and every object names the same tensors.
+Anything else walks again, with the reason logged at DEBUG on the ``trackpoint.reuse`` logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.data_structures import DictWrapper, ListWrapper
+from trackpoint._tracking.epoch import structure_epoch, untracked_reason
+from trackpoint._tracking.variables import Variable
+
+__all__ = ["SaveLayout", "make_layout", "reuse"]
+
+log = logging.getLogger("trackpoint.reuse")
+_VALUE = operator.attrgetter("_value")  # a variable's current array (copy-on-write: never changed in place)
+
+
+@dataclass(frozen=True)
+class SaveLayout:
+    """The layout of a save, reusable while no object gains, loses or replaces a child.
+
+    Attributes:
+        epoch: The structure epoch it was made in.
+        entries: ``(object, tensor names, checkpoint keys)`` in write order.
+        graph: The object graph as plain lists (``serialize``'s), encoded once per layout.
+        owners: The owner of each value, in order.
+        keys: The key of each value, in order.
+        variables: Every entry's object when all are plain ``tp.Variable``\\ s (the common
+            case: values gathered by one attribute read each), else None.
+        hooks: Objects with an after-save check, run on every save.
+        containers: List and dict wrappers: an edit of their storage made outside the wrapper
+            reports to no epoch, so a reuse first asks each whether its storage is as it left it.
+    """
+
+    epoch: int
+    entries: list[tuple[Trackable, list[str], list[str]]]
+    graph: Any
+    owners: list[Trackable]
+    keys: list[str]
+    variables: list[Variable] | None
+    hooks: list[Trackable]
+    containers: list[ListWrapper | DictWrapper]
+
+
+def make_layout(epoch: int, objects: Sequence[Trackable], entries: list[tuple[Trackable, list[str], list[str]]],
+                graph: Any, owners: list[Trackable], keys: list[str]) -> SaveLayout | None:
+    """The layout of a save just walked in ``epoch``; None (logged) when it could not be trusted."""
+    reason = untracked_reason(objects)
+    if reason is not None:
+        log.debug("the save layout is not kept: %s", reason)
+        return None
+    only_variables = all(type(obj) is Variable for obj, _, _ in entries)
+    hooks = [obj for obj in objects if hasattr(obj, "_tp_after_save")]
+    variables = [obj for obj, _, _ in entries] if only_variables and not hooks else None
+    containers = [obj for obj in objects if isinstance(obj, (ListWrapper, DictWrapper))]
+    return SaveLayout(epoch, entries, graph, list(owners), keys, variables, hooks, containers)  # type: ignore[arg-type]
+
+
+def reuse(layout: SaveLayout) -> list[Any] | None:
+    """The values to save along ``layout``, in its key order; None (with the reason logged) when
+    the layout no longer holds and the objects must be walked again."""
+    reason = _stale(layout)
+    if reason is None and layout.variables is not None:
+        log.debug("reusing the previous save's layout")
+        return list(map(_VALUE, layout.variables))
+    arrays: list[Any] = []
+    if reason is None:
+        for obj, names, _ in layout.entries:
+            if type(obj) is Variable:
+                arrays.append(obj._value)
+                continue
+            tensors = obj._serialize_to_tensors()
+            if len(tensors) != len(names) or list(tensors) != names:
+                reason = f"a {type(obj).__name__} now names its tensors {list(tensors)}, not {names}"
+                break
+            arrays.extend(tensors.values())
+    if reason is not None:
+        log.debug("walking the objects: the previous save's layout does not hold: %s", reason)
+        return None
+    log.debug("reusing the previous save's layout")
+    return arrays
+
+
+def _stale(layout: SaveLayout) -> str | None:
+    if layout.epoch != structure_epoch():
+        return "the structure changed since (an object gained, lost or replaced a child or a slot)"
+    for container in layout.containers:
+        if not container._tp_storage_unchanged():
+            return f"a {type(container).__name__}'s storage was changed outside the wrapper"
+    return None

@@ -1,0 +1,275 @@
+"""The walk of a restore: binding checkpoint nodes to live objects and planning what each takes.
+
+A :class:`CheckpointPosition` is one node of the checkpoint graph in one restore. Walking
+below it binds each node that has a live counterpart and gathers a :class:`RestorePlan`:
+the values to assign, the children to wait for on their objects (restore-on-create), the
+slots to ask optimizers for. Nothing is changed by the walk but the bindings, which the
+coordinator undoes if the restore fails (see ``RestoreCoordinator.restore``). Events a
+repeat of the restore could not reproduce are reported to the plan's recorder, each with
+its reason (see :mod:`~trackpoint._graph.restore_record`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from trackpoint._graph.node_bytes import variable_keys
+from trackpoint._graph.object_graph import check_child, has_values
+from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
+from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.variables import VARIABLE_VALUE, Variable
+
+if TYPE_CHECKING:
+    from trackpoint._graph.coordinator import RestoreCoordinator
+
+__all__ = ["Assignment", "CheckpointPosition", "RestorePlan"]
+
+_PLAIN_LOOKUP = Trackable._lookup_dependency
+_NO_CHILDREN: dict[str, Trackable] = {}
+_NODE_ID, _WANTED = operator.itemgetter(0), operator.itemgetter(2)  # of an Assignment
+
+#: (node id, object, wanted, the object's update uid before the walk); wanted is a plain
+#: variable's key, or ``[(tensor name, key)]``.
+Assignment = tuple[int, Trackable, "str | list[tuple[str, str]]", int]
+
+
+class RestorePlan:
+    """What one ``RestoreCoordinator.restore`` call is to do, gathered by its walks.
+
+    The walks bind nodes and note here what to do; objects are changed only once every
+    walk is over and the values were read and checked.
+
+    Attributes:
+        recorder: Where the walks report what a repeat would need (see ``restore_record``).
+        assignments: What each object found is to take, in walk order.
+        deferrals: ``(object, local name, node id)``: a child the object does not have yet,
+            to wait for on it (restore-on-create).
+        new_slots: ``(optimizer, variable, slot node id, slot name)``: a slot the optimizer
+            does not have yet, to ask it for once the objects found have their values.
+        bound: The nodes bound here that were not bound before (named one by one rather
+            than by where the coordinator's ``bound`` stood: objects created on other threads
+            may be binding nodes meanwhile).
+        rebound: ``(node id, reference)`` of nodes bound anew here, the object of that
+            reference having died.
+        undo: Calls putting back the slot bookkeeping the walks changed, in order.
+    """
+
+    __slots__ = ("assignments", "bound", "deferrals", "new_slots", "rebound", "recorder", "undo")
+
+    def __init__(self, recorder: Recorder = NOT_RECORDING) -> None:
+        self.recorder = recorder
+        self.assignments: list[Assignment] = []
+        self.bound: list[int] = []
+        self.deferrals: list[tuple[Trackable, str, int]] = []
+        self.new_slots: list[tuple[Trackable, Trackable, int, str]] = []
+        self.rebound: list[tuple[int, weakref.ref[Trackable]]] = []
+        self.undo: list[Callable[[], object]] = []
+
+
+class CheckpointPosition:
+    """One node of the checkpoint graph, in the context of one restore.
+
+    Attributes:
+        coordinator: The restore.
+        node_id: The node.
+        plan: What the ``RestoreCoordinator.restore`` call walking this node gathers;
+            None for a position waiting to be restored.
+    """
+
+    __slots__ = ("coordinator", "node_id", "plan")
+
+    def __init__(self, coordinator: RestoreCoordinator, node_id: int, plan: RestorePlan | None = None) -> None:
+        self.coordinator = coordinator
+        self.node_id = node_id
+        self.plan = plan
+
+    @property
+    def restore_uid(self) -> int:
+        return self.coordinator.restore_uid
+
+    def is_simple_variable(self) -> bool:
+        attributes = self.coordinator.attributes(self.node_id)
+        return (len(attributes) == 1 and attributes[0][1] == VARIABLE_VALUE
+                and not self.coordinator.nodes[self.node_id].children)
+
+    def simple_variable_value(self) -> Any:
+        # Not marked matched here: the object made from this value is bound when tracked
+        # (restore_pending), and until then, or if making it fails, the node still waits.
+        coordinator = self.coordinator
+        with coordinator.reading():
+            return coordinator.read_tensor(coordinator.attributes(self.node_id)[0][2], self.node_id)
+
+    def bind_object(self, trackable: Trackable) -> bool:
+        """Bind this node to ``trackable``; True if that is a new binding."""
+        coordinator = self.coordinator
+        coordinator.matched_node_ids.add(self.node_id)
+        ref = coordinator.bound.get(self.node_id)
+        current = ref() if ref is not None else None
+        if current is None:
+            if self.plan is not None:
+                if ref is None:
+                    self.plan.bound.append(self.node_id)
+                else:
+                    self.plan.rebound.append((self.node_id, ref))
+            coordinator.bound[self.node_id] = weakref.ref(trackable)
+            return True
+        if current is not trackable:
+            if self.plan is not None:
+                self.plan.recorder.refuse(f"node {self.node_id} was reached again, bound to another object")
+            coordinator.warn_inconsistent(self.node_id)
+        return False
+
+    def restore(self, trackable: Trackable) -> None:
+        """Give ``trackable`` and its descendants their values, all or none (see
+        ``RestoreCoordinator.restore``)."""
+        self.coordinator.restore([(self.node_id, trackable)])
+
+    def walk(self, trackable: Trackable) -> None:
+        """Bind every node below this one that has a live counterpart; plan what each is to take.
+
+        Like TF in eager mode: walk and bind first, then read every value in batches and
+        assign them (see ``RestoreCoordinator.execute``). The loop runs once per object of
+        the model, so binding is inlined, leaves are gathered where their parent is walked,
+        and positions are built only for slots (see PERFORMANCE.md).
+        """
+        coordinator = self.coordinator
+        plan = cast(RestorePlan, self.plan)  # a walk is part of a RestoreCoordinator.restore call
+        recorder = plan.recorder
+        nodes = coordinator.nodes
+        count = coordinator.node_count
+        bound = coordinator.bound
+        slot_restorations = coordinator.slot_restorations
+        deferred_slots = coordinator.deferred_slot_restorations
+        uid = coordinator.restore_uid
+        wanted_of = coordinator.wanted
+        node_bytes = coordinator.node_bytes
+        queue: deque[tuple[int, Trackable]] = deque([(self.node_id, trackable)])
+        pending = plan.assignments
+        first = len(pending)
+        new_bound = plan.bound
+        first_bound = len(new_bound)
+        while queue:
+            node_id, obj = queue.popleft()
+            node = nodes[node_id]
+            update_uid = obj._tp_update_uid
+            if uid > update_uid:  # else a later restore already assigned it
+                if node.attributes:
+                    wanted = wanted_of(node_id, obj, recorder)
+                    if wanted:
+                        pending.append((node_id, obj, wanted, update_uid))
+                obj._tp_update_uid = uid
+            else:
+                recorder.refuse(f"node {node_id}'s object was assigned by a later restore")
+            children = node.children
+            if children:
+                if type(obj)._lookup_dependency is _PLAIN_LOOKUP:
+                    # Its children dict's own get, which Trackable's lookup calls: a method
+                    # call per child (a model's every variable) costs more than the lookup.
+                    state = obj._tp
+                    lookup = state["children"].get if state is not None else _NO_CHILDREN.get
+                else:
+                    lookup = obj._lookup_dependency
+                # Once per node, not per child: slot_restorations only shrinks, and slots wait
+                # in deferred_slots only when taken from it, so empty both stay empty.
+                slots_pending = bool(slot_restorations or deferred_slots)
+                # Ids and names in one pass over the messages, then the keys of the children
+                # that are plain variables in one pass over their bytes: cheaper than both per child.
+                named = [(child.node_id, child.local_name) for child in children]
+                ids = [child_id for child_id, _ in named]
+                if min(ids) < 0 or max(ids) >= count:
+                    for child_id in ids:
+                        check_child(child_id, count, node_id, coordinator.prefix)
+                for (child_id, local_name), key in zip(named, variable_keys(node_bytes, ids)):
+                    ref = bound.get(child_id)
+                    if ref is not None:
+                        if ref() is not None:
+                            continue  # reached by another path
+                        # A rebinding keeps the old place in walk order.
+                        recorder.refuse(f"node {child_id}'s object was garbage-collected and is bound anew")
+                    local = lookup(local_name)
+                    if local is None:
+                        if has_values(nodes[child_id]):
+                            plan.deferrals.append((obj, local_name, child_id))
+                            recorder.deferred(node_id, local_name, child_id)
+                        continue
+                    if ref is None:
+                        new_bound.append(child_id)  # and matched, below
+                    else:
+                        plan.rebound.append((child_id, ref))  # matched already
+                    bound[child_id] = weakref.ref(local)
+                    if (key is None and nodes[child_id].children) or (
+                            slots_pending and (child_id in slot_restorations or child_id in deferred_slots)):
+                        queue.append((child_id, local))
+                    elif uid > (update_uid := local._tp_update_uid):
+                        # A leaf: gathered here rather than queued, and a plain variable's
+                        # value named by its key alone.
+                        local._tp_update_uid = uid
+                        if key is not None and type(local) is Variable:
+                            pending.append((child_id, local, key, update_uid))
+                        elif key is not None or nodes[child_id].attributes:
+                            wanted = wanted_of(child_id, local, recorder)
+                            if wanted:
+                                pending.append((child_id, local, wanted, update_uid))
+                    else:
+                        recorder.refuse(f"node {child_id}'s object was assigned by a later restore")
+                del named, ids  # not held through the reads (a large list's are megabytes)
+            if slot_restorations or deferred_slots:
+                queue.extend(CheckpointPosition(coordinator, node_id, plan)._slots_to_restore(obj))
+        coordinator.matched_node_ids.update(itertools.islice(new_bound, first_bound, None))  # one call, not one a child
+        if recorder.refused is None and len(pending) > first:
+            recorder.assigned(list(map(_NODE_ID, itertools.islice(pending, first, None))),
+                              list(map(_WANTED, itertools.islice(pending, first, None))))
+
+    def _slots_to_restore(self, trackable: Trackable) -> list[tuple[int, Trackable]]:
+        """``(slot node id, slot)`` of the existing slots to walk on to from this node (see :meth:`_slot`)."""
+        coordinator = self.coordinator
+        plan = cast(RestorePlan, self.plan)
+        waiting = coordinator.deferred_slot_restorations
+        out = []
+        # This node is an optimizer bound after some of its variables.
+        entries = waiting.pop(self.node_id, None)
+        if entries:
+            plan.undo.append(functools.partial(waiting.__setitem__, self.node_id, entries))
+            for variable, slot_id, slot_name in entries:
+                out.extend(self._slot(trackable, variable, slot_id, slot_name))
+        # This node is a variable with slots.
+        slots = coordinator.slot_restorations.pop(self.node_id, None)
+        if slots:
+            plan.undo.append(functools.partial(coordinator.slot_restorations.__setitem__, self.node_id, slots))
+            for opt_id, slot_id, slot_name in slots:
+                optimizer = coordinator.bound_object(opt_id)
+                if optimizer is None:
+                    entries = waiting.setdefault(opt_id, [])
+                    entries.append((trackable, slot_id, slot_name))
+                    plan.undo.append(entries.pop)
+                    plan.recorder.slot_wait(opt_id, self.node_id, slot_id, slot_name)
+                else:
+                    out.extend(self._slot(optimizer, trackable, slot_id, slot_name))
+        return out
+
+    def _slot(self, optimizer: Trackable, variable: Trackable, slot_id: int,
+              slot_name: str) -> list[tuple[int, Trackable]]:
+        """The slot to bind and walk on to, if the optimizer has it already (``get_slot``).
+
+        One it lacks is planned instead: its optimizer is asked for it
+        (``_create_or_restore_slot_variable``) once the objects found have their values, so
+        that a restore that fails makes no slot.
+        """
+        if getattr(optimizer, "_create_or_restore_slot_variable", None) is None:
+            return []
+        coordinator = self.coordinator
+        plan = cast(RestorePlan, self.plan)
+        get_slot = getattr(optimizer, "get_slot", None)
+        slot = get_slot(variable, slot_name) if get_slot is not None else None
+        if slot is None:
+            # What the optimizer does is its own: a repeat could not reproduce it.
+            plan.recorder.refuse(f"slot {slot_name!r} of node {slot_id} is to be created by its optimizer")
+            plan.new_slots.append((optimizer, variable, slot_id, slot_name))
+            return []
+        return [(slot_id, slot)] if CheckpointPosition(coordinator, slot_id, plan).bind_object(slot) else []

@@ -1,0 +1,79 @@
+"""The structure epoch: a process-wide count that moves whenever an object's children or slots change.
+
+Two reuses depend on it: a save that repeats the layout of the previous save (see
+``_graph.save_layout``) and a restore that repeats the bindings of the previous restore
+(see ``_graph.restore_record``). Both hold only while the epoch stands still *and* every
+object involved keeps its children (and slots) where this module can see them change: in
+``Trackable``'s own children dict, a container wrapper's tracked state, or an optimizer's
+slot table. Each such class registers the very methods that read that state
+(:func:`trust_children`, :func:`trust_slots`); a subclass that overrides one computes its
+children its own way, so it is walked every time (:func:`untracked_reason` says why).
+
+Every code path that changes tracked children calls :func:`structure_changed`; the test
+``tests/tracking/test_epoch.py`` checks that every mutating method of ``list`` and
+``dict`` has a wrapper override that reports its change.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = ["structure_changed", "structure_epoch", "trust_children", "trust_slots", "untracked_reason"]
+
+_ticks = itertools.count(1)  # next() is atomic under the GIL, unlike += on a global
+_epoch = 0
+
+_children: set[Callable[..., Any]] = set()  # trusted _trackable_children functions
+_lookups: set[Callable[..., Any]] = set()  # trusted _lookup_dependency functions
+_SLOT_METHODS = ("get_slot_names", "get_slot", "_create_or_restore_slot_variable")
+_slots: set[tuple[Callable[..., Any] | None, ...]] = set()  # trusted triples of _SLOT_METHODS
+
+
+def structure_changed() -> None:
+    """Note that some object gained, lost or replaced a child (or a slot)."""
+    global _epoch
+    _epoch = next(_ticks)
+
+
+def structure_epoch() -> int:
+    """The current epoch; equal values mean no tracked structure changed in between."""
+    return _epoch
+
+
+def trust_children(cls: type) -> None:
+    """Trust ``cls``'s ``_trackable_children`` and ``_lookup_dependency``: every change to what
+    they return is reported by :func:`structure_changed`."""
+    _children.add(cls._trackable_children)  # type: ignore[attr-defined]
+    _lookups.add(cls._lookup_dependency)  # type: ignore[attr-defined]
+
+
+def trust_slots(cls: type) -> None:
+    """Trust ``cls``'s slot methods (``get_slot_names``, ``get_slot``,
+    ``_create_or_restore_slot_variable``): every slot they create is reported, and restoring
+    into an existing slot only returns it."""
+    _slots.add(_slot_methods(cls))
+
+
+def _slot_methods(cls: type) -> tuple[Callable[..., Any] | None, ...]:
+    return tuple(getattr(cls, name, None) for name in _SLOT_METHODS)
+
+
+def untracked_reason(objects: Iterable[Any], lookups: bool = False) -> str | None:
+    """Why a change to these objects' children or slots might not be reported; None if none.
+
+    Args:
+        objects: The objects of a save's or a restore's graph.
+        lookups: Also require each class to find a child by name (``_lookup_dependency``,
+            what a restore calls) from its tracked state.
+    """
+    for cls in set(map(type, objects)):  # a model has many objects and few classes
+        if cls._trackable_children not in _children:
+            return f"{cls.__name__} computes its own children (_trackable_children)"
+        if lookups and cls._lookup_dependency not in _lookups:
+            return f"{cls.__name__} finds its children its own way (_lookup_dependency)"
+        if (hasattr(cls, "get_slot_names") or hasattr(cls, "_create_or_restore_slot_variable")) and (
+                _slot_methods(cls) not in _slots):
+            return f"{cls.__name__} has slot methods that do not report their slots"
+    return None
