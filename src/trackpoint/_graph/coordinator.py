@@ -15,11 +15,9 @@ import contextlib
 import functools
 import itertools
 import logging
-import os
-import threading
 import warnings
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
@@ -28,6 +26,7 @@ from trackpoint._graph import kept_values
 from trackpoint._graph.node_bytes import split_nodes
 from trackpoint._graph.object_graph import check_child, check_slot, node_paths, unescape
 from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
+from trackpoint._graph.values import CheckpointValues
 from trackpoint._graph.walk import Assignment, CheckpointPosition, RestorePlan
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.variables import Variable, take_restored
@@ -37,7 +36,6 @@ __all__ = ["RestoreCoordinator"]
 
 _log = logging.getLogger("trackpoint")
 _restore_uids = itertools.count(1)
-_BATCH_BYTES = 4 << 20
 
 
 class RestoreCoordinator:
@@ -63,14 +61,10 @@ class RestoreCoordinator:
                 (see :mod:`~trackpoint._graph.node_bytes`); None to read every node
                 through ``graph``.
         """
-        self.reader = reader
+        self.values = CheckpointValues(reader)
         self.prefix = reader.prefix
-        self.kept: dict[str, Any] = {}  # values read into memory before their files went (see kept_values)
         kept_values.register(self)
         self.graph = graph
-        # Calls reading values right now (see reading()): the files are closed when the last ends.
-        self._reads = 0
-        self._reads_lock = threading.Lock()
         self._raw_graph = raw_graph
         self.nodes = graph.nodes
         self.node_count = len(self.nodes)
@@ -103,10 +97,10 @@ class RestoreCoordinator:
                         (opt_id, slot.slot_variable_node_id, slot.slot_name))
         self._paths: dict[int, str] | None = None
 
-    @functools.cached_property
+    @property
     def real_prefix(self) -> str:
-        """The prefix with links resolved, to recognise the files a save is about to remove (see kept_values)."""
-        return os.path.realpath(self.prefix)
+        """The prefix with links resolved (see kept_values)."""
+        return self.values.real_prefix
 
     @functools.cached_property
     def node_bytes(self) -> list[bytes]:
@@ -131,7 +125,7 @@ class RestoreCoordinator:
         for child in self.nodes[node_id].children:
             child_id = child.node_id
             if not 0 <= child_id < count:
-                _check_child(child_id, count, node_id, self.prefix)
+                check_child(child_id, count, node_id, self.prefix)
             out.append((child_id, child.local_name))
         return out
 
@@ -156,25 +150,9 @@ class RestoreCoordinator:
 
     # -- values -------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def reading(self) -> Iterator[None]:
-        """Around a call that may read values: the restore call itself, or a restore-on-create.
-
-        The checkpoint's files are open only inside. When the outermost such call ends they
-        are closed (see :meth:`BundleReader.release_files`), so nothing stays open while the
-        status lives or values wait for objects yet to be created; a later read reopens the
-        files, checking that they are still the same. Counted under a lock: objects created on
-        two threads may both be reading.
-        """
-        with self._reads_lock:
-            self._reads += 1
-        try:
-            yield
-        finally:
-            with self._reads_lock:
-                self._reads -= 1
-                if self._reads == 0:
-                    self.reader.release_files()
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """Around a call that may read values (see :meth:`CheckpointValues.reading`)."""
+        return self.values.reading()
 
     def wanted(self, node_id: int, trackable: Trackable, recorder: Recorder) -> list[tuple[str, str]]:
         """``(tensor name, checkpoint key)`` of the node's values that ``trackable`` takes (possibly none).
@@ -279,7 +257,7 @@ class RestoreCoordinator:
         variables: list[Variable] = []
         arrays: list[Any] = []
         others = []
-        with self._values(keys) as values:
+        with self.values.many(keys) as values:
             for node_id, trackable, wanted, _ in assignments:
                 if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
                     try:
@@ -295,24 +273,6 @@ class RestoreCoordinator:
             except InvalidArgumentError as exc:
                 raise self._refused(node_id, wanted, exc) from exc
         take_restored(variables, arrays)
-
-    @contextlib.contextmanager
-    def _values(self, keys: list[str]) -> Iterator[Iterator[Any]]:
-        """The values of ``keys`` in order, checksums verified, read batch by batch as they are
-        taken (or kept in memory, see :mod:`kept_values`)."""
-        kept = self.kept
-        if kept and all(key in kept for key in keys):
-            yield map(kept.__getitem__, keys)
-        elif len(keys) == 1:
-            # One tensor, the usual restore-on-create of a variable created on its own: read
-            # alone, with the same checks, it skips planning batches for the whole of a
-            # restore, which costs ten times the read.
-            yield iter([self.reader.read(keys[0])])
-        else:
-            # Closed on a failure now rather than when the traceback goes: its read-ahead
-            # thread must be done before the files close.
-            with contextlib.closing(self.reader.read_batches(keys, _BATCH_BYTES)) as batches:  # type: ignore[type-var]
-                yield itertools.chain.from_iterable(batches)
 
     def _refused(self, node_id: int, wanted: str | list[tuple[str, str]], exc: Exception) -> InvalidArgumentError:
         keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)
@@ -346,11 +306,8 @@ class RestoreCoordinator:
                 position.restore(slot)
 
     def read_tensor(self, key: str, node_id: int) -> Any:
-        kept = self.kept.get(key)
-        if kept is not None:
-            return kept
         try:
-            return self.reader.read(key)
+            return self.values.one(key)
         except CheckpointError as exc:
             raise type(exc)(f"{exc} (restoring {self.paths[node_id]})") from exc
 
@@ -410,23 +367,9 @@ class RestoreCoordinator:
                      self.prefix, self.paths[node_id])
 
     def keep_waiting_values(self) -> None:
-        """Read into memory every value no object has taken yet (see :mod:`kept_values`).
-
-        A checkpoint that can no longer be read as it was is left alone: the read that needs
-        a value raises then, naming the file and key, as it would have anyway.
-        """
-        keys = [a.checkpoint_key for node_id in self.unrestored_values() for a in self.nodes[node_id].attributes
-                if a.checkpoint_key not in self.kept]
-        if not keys:
-            return
-        try:
-            with self.reading(), self._values(keys) as read:
-                values = list(read)
-        except CheckpointError as exc:
-            _log.warning("%s: could not keep the values waiting for objects before the checkpoint's files go: %s",
-                         self.prefix, exc)
-            return
-        self.kept = {**self.kept, **dict(zip(keys, values))}
+        """Read into memory every value no object has taken yet (see :mod:`kept_values`)."""
+        self.values.keep([a.checkpoint_key for node_id in self.unrestored_values()
+                          for a in self.nodes[node_id].attributes])
 
     def unrestored_values(self) -> list[int]:
         """Checkpoint nodes holding values that no live object has received."""

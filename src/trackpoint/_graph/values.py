@@ -1,0 +1,109 @@
+"""The values of one restore's checkpoint: read in checked batches, files open only while reading.
+
+A restore reads its values while it runs, and again whenever an object it waits for is
+created (restore-on-create). The checkpoint's files are open only inside
+:meth:`CheckpointValues.reading`; values that must outlive the files (see
+:mod:`~trackpoint._graph.kept_values`) are held in memory instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import logging
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from trackpoint._format.bundle_reader import BundleReader
+from trackpoint.errors import CheckpointError
+
+__all__ = ["CheckpointValues"]
+
+_log = logging.getLogger("trackpoint")
+_BATCH_BYTES = 4 << 20
+
+
+class CheckpointValues:
+    """Reads the values of one checkpoint for one restore.
+
+    Attributes:
+        reader: The checkpoint's bundle.
+        prefix: Its prefix.
+        kept: Values read into memory before their files went (see ``kept_values``).
+    """
+
+    def __init__(self, reader: BundleReader) -> None:
+        self.reader = reader
+        self.prefix = reader.prefix
+        self.kept: dict[str, Any] = {}
+        # Calls reading values right now (see reading()): the files are closed when the last ends.
+        self._reads = 0
+        self._reads_lock = threading.Lock()
+
+    @functools.cached_property
+    def real_prefix(self) -> str:
+        """The prefix with links resolved, to recognise the files a save is about to remove (see kept_values)."""
+        return os.path.realpath(self.prefix)
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Around a call that may read values: the restore call itself, or a restore-on-create.
+
+        The checkpoint's files are open only inside. When the outermost such call ends they
+        are closed (see :meth:`BundleReader.release_files`), so nothing stays open while the
+        status lives or values wait for objects yet to be created; a later read reopens the
+        files, checking that they are still the same. Counted under a lock: objects created on
+        two threads may both be reading.
+        """
+        with self._reads_lock:
+            self._reads += 1
+        try:
+            yield
+        finally:
+            with self._reads_lock:
+                self._reads -= 1
+                if self._reads == 0:
+                    self.reader.release_files()
+
+    @contextlib.contextmanager
+    def many(self, keys: Sequence[str]) -> Iterator[Iterator[Any]]:
+        """The values of ``keys`` in order, checksums verified, read batch by batch as they are taken."""
+        kept = self.kept
+        if kept and all(key in kept for key in keys):
+            yield map(kept.__getitem__, keys)
+        elif len(keys) == 1:
+            # One tensor, the usual restore-on-create of a variable created on its own: read
+            # alone, with the same checks, it skips planning batches for the whole of a
+            # restore, which costs ten times the read.
+            yield iter([self.reader.read(keys[0])])
+        else:
+            # Closed on a failure now rather than when the traceback goes: its read-ahead
+            # thread must be done before the files close.
+            with contextlib.closing(self.reader.read_batches(keys, _BATCH_BYTES)) as batches:  # type: ignore[type-var]
+                yield itertools.chain.from_iterable(batches)
+
+    def one(self, key: str) -> Any:
+        """The value of ``key``, checksum verified."""
+        kept = self.kept.get(key)
+        return kept if kept is not None else self.reader.read(key)
+
+    def keep(self, keys: Sequence[str]) -> None:
+        """Read the values of ``keys`` into memory, for reads after the files are gone.
+
+        A checkpoint that can no longer be read as it was is left alone: the read that needs
+        a value raises then, naming the file and key, as it would have anyway.
+        """
+        keys = [key for key in keys if key not in self.kept]
+        if not keys:
+            return
+        try:
+            with self.reading(), self.many(keys) as read:
+                values = list(read)
+        except CheckpointError as exc:
+            _log.warning("%s: could not keep the values waiting for objects before the checkpoint's files go: %s",
+                         self.prefix, exc)
+            return
+        self.kept = {**self.kept, **dict(zip(keys, values))}
