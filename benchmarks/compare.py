@@ -14,7 +14,7 @@ save returns, over several rounds of fresh processes (``--rounds``), after two u
 and a read (see run_child); ratios of trackpoint to each other contender; and trackpoint's peak
 extra memory (tracemalloc, beyond the variables) for a synchronous save and a restore.
 trackpoint's reads after the first replay its bindings (an evaluation loop's case, see
-``RestoreReplay``), so its "first read" is also timed: into new objects, as a job starting up.
+``_graph/restore_record.py``), so its "first read" is also timed: into new objects, as a job starting up.
 
 safetensors and raw have no object graph, checksums or async mode. "safetensors" reads with
 ``load_file`` alone; "safetensors+assign" then copies each array into the model's own, as a

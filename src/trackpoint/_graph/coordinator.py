@@ -41,9 +41,8 @@ _restore_uids = itertools.count(1)
 class RestoreCoordinator:
     """State of one ``restore()``; see the module docstring.
 
-    The graph stays a protobuf message and each node is read when the walk reaches it.
-    Copying it into Python lists up front cost a pass over every node, and left the
-    lists for the garbage collector to scan for as long as the restore status lived.
+    The graph stays a protobuf message and each node is read when the walk reaches it,
+    so a restore makes no Python object per node beyond those it binds.
     """
 
     def __init__(self, reader: BundleReader, graph: pb.TrackableObjectGraph, skip_slot_variables: bool = False,

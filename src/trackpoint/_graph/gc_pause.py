@@ -20,7 +20,7 @@ def gc_paused() -> Iterator[None]:
 
     Saving or restoring tens of thousands of variables allocates hundreds of thousands of
     short-lived, acyclic objects; each allocation burst triggers collections that scan every
-    live object of the process (TensorFlow's, say), which measured up to a third of a restore.
+    live object of the process (TensorFlow's, say): see PERFORMANCE.md for what that cost.
     Reference counting still frees everything at once; the collector resumes afterwards.
     """
     global _depth, _was_enabled

@@ -2,7 +2,7 @@
 
 A restore must know every slot reference before it walks (a variable may be reached before
 its optimizer), and only optimizers own them: a handful of nodes in a graph of tens of
-thousands. Asking each parsed node for its slot variables costs about 0.2 µs a node. Here
+thousands. Asking each parsed node for its slot variables costs a wrapper per node (PERFORMANCE.md). Here
 protobuf parses the graph again through a schema that knows nothing but the slot field
 (``_proto/slot_scan.proto``), drops everything else and serializes what is left: two bytes
 per node without slots, so numpy finds the few others.
