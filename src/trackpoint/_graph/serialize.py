@@ -24,6 +24,7 @@ from trackpoint._graph.save_layout import SaveLayout, log, make_layout, reuse
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch
 from trackpoint._tracking.python_state import PythonState
+from trackpoint._tracking.slots import slot_variables
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import InvalidArgumentError
 
@@ -188,25 +189,17 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
     objects = list(walk.nodes)
     path_strings = list(walk.path_strings)
     slot_refs: list[list[tuple[int, str, int]]] = [[] for _ in objects]
-    for opt_id, optimizer in enumerate(walk.nodes):
-        get_slot_names = getattr(optimizer, "get_slot_names", None)
-        if get_slot_names is None:
-            continue
-        for slot_name in get_slot_names():
-            for var_id, variable in enumerate(walk.nodes):
-                slot = optimizer.get_slot(variable, slot_name)
-                if slot is None:
-                    continue
-                if id(slot) in ids:
-                    raise InvalidArgumentError(
-                        f"slot variable {slot_name!r} of {path_strings[var_id]} is also tracked as a regular "
-                        "dependency; TensorFlow cannot checkpoint that either"
-                    )
-                slot_refs[opt_id].append((var_id, slot_name, len(objects)))
-                objects.append(slot)
-                slot_refs.append([])
-                references.append([])
-                path_strings.append(slot_variable_key(path_strings[var_id], path_strings[opt_id], slot_name))
+    for opt_id, slot_name, var_id, slot in slot_variables(walk.nodes):
+        if id(slot) in ids:
+            raise InvalidArgumentError(
+                f"slot variable {slot_name!r} of {path_strings[var_id]} is also tracked as a regular "
+                "dependency; TensorFlow cannot checkpoint that either"
+            )
+        slot_refs[opt_id].append((var_id, slot_name, len(objects)))
+        objects.append(slot)
+        slot_refs.append([])
+        references.append([])
+        path_strings.append(slot_variable_key(path_strings[var_id], path_strings[opt_id], slot_name))
 
     tensors: list[tuple[str, Any]] = []
     owners: list[Trackable] = []

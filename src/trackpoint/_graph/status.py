@@ -10,6 +10,7 @@ from trackpoint._format.naming import real_outside
 from trackpoint._graph.coordinator import RestoreCoordinator
 from trackpoint._graph.serialize import children_with_attached
 from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.slots import slot_variables
 
 __all__ = ["CheckpointLoadStatus", "InitializationOnlyStatus", "RestoreReport"]
 
@@ -77,7 +78,7 @@ class CheckpointLoadStatus:
         """
         objects, parents, names = _reachable(self._root, self._attached)
         count = len(objects)
-        slots = [] if self._coordinator.skip_slot_variables else _slot_variables(objects)
+        slots = [] if self._coordinator.skip_slot_variables else slot_variables(objects)
         objects.extend(slot for _, _, _, slot in slots)
 
         def path(index: int) -> str:
@@ -222,27 +223,9 @@ def _live_by_id(root: Trackable, attached: Mapping[str, Trackable], with_slots: 
                 live[key] = child
                 objects.append(child)
     if with_slots:
-        for _, _, _, slot in _slot_variables(objects):
+        for _, _, _, slot in slot_variables(objects):
             live.setdefault(id(slot), slot)
     return live
-
-
-def _slot_variables(objects: list[Trackable]) -> list[tuple[int, str, int, Trackable]]:
-    """``(optimizer index, slot name, variable index, slot)`` of every slot the optimizers among ``objects`` hold."""
-    # One check per class rather than per object: a model has few classes and many objects.
-    slot_owners = {cls for cls in set(map(type, objects)) if hasattr(cls, "get_slot_names")}
-    if not slot_owners:
-        return []
-    out = []
-    for opt_index, optimizer in enumerate(objects):
-        if type(optimizer) not in slot_owners:
-            continue
-        for name in optimizer.get_slot_names():
-            for var_index, variable in enumerate(objects):
-                slot = optimizer.get_slot(variable, name)
-                if slot is not None:
-                    out.append((opt_index, name, var_index, slot))
-    return out
 
 
 class InitializationOnlyStatus:

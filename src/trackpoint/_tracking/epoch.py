@@ -42,14 +42,14 @@ def structure_epoch() -> int:
     return _epoch
 
 
-def trust_children(cls: type) -> None:
+def trust_children(cls: type[Any]) -> None:
     """Trust ``cls``'s ``_trackable_children`` and ``_lookup_dependency``: every change to what
     they return is reported by :func:`structure_changed`."""
-    _children.add(cls._trackable_children)  # type: ignore[attr-defined]
-    _lookups.add(cls._lookup_dependency)  # type: ignore[attr-defined]
+    _children.add(cls._trackable_children)
+    _lookups.add(cls._lookup_dependency)
 
 
-def trust_slots(cls: type) -> None:
+def trust_slots(cls: type[Any]) -> None:
     """Trust ``cls``'s slot methods (``get_slot_names``, ``get_slot``,
     ``_create_or_restore_slot_variable``): every slot they create is reported, and restoring
     into an existing slot only returns it."""
@@ -68,7 +68,8 @@ def untracked_reason(objects: Iterable[Any], lookups: bool = False) -> str | Non
         lookups: Also require each class to find a child by name (``_lookup_dependency``,
             what a restore calls) from its tracked state.
     """
-    for cls in set(map(type, objects)):  # a model has many objects and few classes
+    classes: set[type[Any]] = set(map(type, objects))
+    for cls in classes:  # a model has many objects and few classes
         if cls._trackable_children not in _children:
             return f"{cls.__name__} computes its own children (_trackable_children)"
         if lookups and cls._lookup_dependency not in _lookups:
