@@ -13,6 +13,8 @@ from trackpoint._format import naming
 from trackpoint._format.state_file import write_state
 from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.restore import restore_checkpoint
+from trackpoint._graph.restore_record import RestoreRecord
+from trackpoint._graph.save_layout import SaveLayout
 from trackpoint._graph.save_layout import log as reuse_log
 from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
@@ -150,10 +152,14 @@ class Checkpoint(AutoTrackable):
         object.__setattr__(self, "_tp_attached", attached)
         object.__setattr__(self, "_tp_save_counter", None)
 
-    # Set in __init__ with object.__setattr__ (AutoTrackable would track them as children).
+    # Set with object.__setattr__ (AutoTrackable would track them as children): in __init__,
+    # and the last three when first needed.
     _tp_root: Trackable | weakref.ref[Trackable] | None
     _tp_attached: _Attached
     _tp_save_counter: Variable | None
+    _tp_writer: AsyncWriter | None = None
+    _tp_save_layout: SaveLayout | None = None  # of the last save, for the next (see _graph/save_layout.py)
+    _tp_restore_record: RestoreRecord | None = None  # of the last restore, for the next (_graph/restore_record.py)
 
     @property
     def _tp_graph_root(self) -> Trackable:
@@ -205,7 +211,7 @@ class Checkpoint(AutoTrackable):
     # -- saving -------------------------------------------------------------------------
 
     def _async_writer(self) -> AsyncWriter:
-        writer = self.__dict__.get("_tp_writer")
+        writer = self._tp_writer
         if writer is None:
             writer = AsyncWriter()
             object.__setattr__(self, "_tp_writer", writer)
@@ -222,7 +228,7 @@ class Checkpoint(AutoTrackable):
         options = CheckpointOptions.coerce(options)
         prefix = os.fspath(file_prefix)
         with gc_paused():
-            serialized, layout = serialize(self._tp_graph_root, self._tp_attached, self.__dict__.get("_tp_save_layout"))
+            serialized, layout = serialize(self._tp_graph_root, self._tp_attached, self._tp_save_layout)
         if layout is not None and isinstance(self._tp_root, weakref.ref):
             reuse_log.debug("the save layout is not kept: it would keep the variables of a weakly held root alive")
             layout = None
@@ -275,7 +281,7 @@ class Checkpoint(AutoTrackable):
 
     def sync(self) -> None:
         """Wait until background saves finish; re-raise the failure of one (unlike TF, which only waits)."""
-        writer = self.__dict__.get("_tp_writer")
+        writer = self._tp_writer
         if writer is not None:
             writer.sync()
 
@@ -314,7 +320,7 @@ class Checkpoint(AutoTrackable):
             listed_by = os.fspath(save_path)
         coordinator, record = restore_checkpoint(
             resolve_prefix(save_path), root, self._tp_attached, options.experimental_skip_slot_variables,
-            self.__dict__.get("_tp_restore_record"), self._maybe_create_save_counter if with_counter else None)
+            self._tp_restore_record, self._maybe_create_save_counter if with_counter else None)
         object.__setattr__(self, "_tp_restore_record", record)
         return CheckpointLoadStatus(coordinator, root, self._tp_attached, listed_by)
 
