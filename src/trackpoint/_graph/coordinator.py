@@ -27,7 +27,7 @@ from trackpoint._graph.node_bytes import split_nodes
 from trackpoint._graph.object_graph import check_child, check_slot, node_paths, unescape
 from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
 from trackpoint._graph.values import CheckpointValues
-from trackpoint._graph.walk import Assignment, CheckpointPosition, RestorePlan
+from trackpoint._graph.walk import Assignment, CheckpointPosition, RestorePlan, Wanted
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.variables import Variable, take_restored
 from trackpoint.errors import CheckpointError, InvalidArgumentError
@@ -273,7 +273,7 @@ class RestoreCoordinator:
                 raise self._refused(node_id, wanted, exc) from exc
         take_restored(variables, arrays)
 
-    def _refused(self, node_id: int, wanted: str | list[tuple[str, str]], exc: Exception) -> InvalidArgumentError:
+    def _refused(self, node_id: int, wanted: Wanted, exc: Exception) -> InvalidArgumentError:
         keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)
         return InvalidArgumentError(f"{self.prefix}: cannot restore checkpoint key {keys} into {self.paths[node_id]}: "
                                     f"{exc}")

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 __all__ = [
     "OBJECT_GRAPH_KEY",
     "checkpoint_key",
     "escape_local_name",
-    "object_path_to_string",
     "slot_variable_key",
     "unescape_local_name",
 ]
@@ -37,10 +34,6 @@ def unescape_local_name(name: str) -> str:
             out.append(name[i])
             i += 1
     return "".join(out)
-
-
-def object_path_to_string(names: Sequence[str]) -> str:
-    return "/".join(escape_local_name(n) for n in names)
 
 
 def checkpoint_key(object_path: str, local_name: str) -> str:

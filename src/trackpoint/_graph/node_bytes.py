@@ -17,10 +17,11 @@ from trackpoint._format import varint
 from trackpoint._format._proto.node_bytes_pb2 import GraphOfNodeBytes
 from trackpoint.errors import DataLossError
 
-__all__ = ["split_nodes", "variable_key", "variable_keys"]
+__all__ = ["HAS_VALUES_FIELD", "split_nodes", "variable_key", "variable_keys"]
 
 _NAME_FIELD = b"\n\x0eVARIABLE_VALUE"  # the attribute's field 1, the 14-character name
-_HAS_VALUES = b"*\x02\x08\x01"  # the node's field 5, has_checkpoint_values: BoolValue(true)
+#: A node's field 5, ``has_checkpoint_values``: ``BoolValue(true)``, as every writer encodes it.
+HAS_VALUES_FIELD = b"*\x02\x08\x01"
 
 
 def split_nodes(raw: bytes, node_count: int) -> list[bytes] | None:
@@ -66,7 +67,7 @@ def variable_key(node: bytes) -> str | None:
         True
     """
     # Slices compared rather than endswith/startswith: no method lookups (see PERFORMANCE.md).
-    end = len(node) - 4 if node[-4:] == _HAS_VALUES else len(node)
+    end = len(node) - 4 if node[-4:] == HAS_VALUES_FIELD else len(node)
     # The usual layout, every length one byte (below 0x80, which end < 0x82 ensures):
     # 12 L | 0A 0E VARIABLE_VALUE | 12 F full name | 1A K key
     if 20 < end < 0x82 and node[1] == end - 2 and node[0] == 0x12 and node[2:18] == _NAME_FIELD:

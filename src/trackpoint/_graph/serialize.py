@@ -20,6 +20,7 @@ import numpy as np
 
 from trackpoint._format import varint
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, slot_variable_key
+from trackpoint._graph.node_bytes import HAS_VALUES_FIELD
 from trackpoint._graph.save_layout import SaveLayout, log, make_layout, reuse
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch
@@ -39,7 +40,7 @@ def children_with_attached(obj: Trackable, root: Trackable, attached: Mapping[st
     return children
 
 
-class _Graph:
+class _GraphLists:
     """The object graph as plain lists, encoded on first use.
 
     Per node: its child references, its attributes and the slot variables it owns. Saves
@@ -111,7 +112,7 @@ class SerializedCheckpoint:
     keys: list[str]
     arrays: list[Any]
     owners: list[Trackable]
-    _graph: _Graph
+    _graph: _GraphLists
     only_variables: bool = False  # every value belongs to a plain tp.Variable
 
     def snapshot(self) -> SerializedCheckpoint:
@@ -148,7 +149,7 @@ def _str_field(number: int, value: str) -> bytes:
     return _field(number, value.encode("utf-8")) if value else b""
 
 
-_HAS_VALUES = (_field(5, b"\x08\x01"), _field(5, b""))  # BoolValue(true), BoolValue() present but empty
+_NO_VALUES_FIELD = _field(5, b"")  # has_checkpoint_values: BoolValue() present but empty
 
 
 def _after_save(objects: list[Trackable]) -> None:
@@ -231,7 +232,7 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
     tensors.extend(python_tensors)
     owners.extend(python_owners)
     keys = [key for key, _ in tensors]
-    graph = _Graph(references, attributes, slot_refs)
+    graph = _GraphLists(references, attributes, slot_refs)
     layout = make_layout(epoch, objects, entries + python_entries, graph, owners, keys)
     return SerializedCheckpoint(keys, [value for _, value in tensors], owners, graph), layout
 
@@ -243,7 +244,7 @@ def _encode_node(references: list[tuple[int, str]], attributes: list[tuple[str, 
               for name, full_name, key in attributes]
     parts += [_field(3, _int_field(1, var_id) + _str_field(2, slot_name) + _int_field(3, slot_id))
               for var_id, slot_name, slot_id in slots]
-    parts.append(_HAS_VALUES[0] if has_values else _HAS_VALUES[1])
+    parts.append(HAS_VALUES_FIELD if has_values else _NO_VALUES_FIELD)
     return b"".join(parts)
 
 

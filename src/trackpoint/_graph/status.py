@@ -42,7 +42,7 @@ class RestoreReport:
         return not self.pending and not self.missing_from_checkpoint and not self.unused_attributes
 
 
-def _has_values(obj: Trackable) -> bool:
+def _holds_tensors(obj: Trackable) -> bool:
     return bool(obj._checkpoint_tensor_names())
 
 
@@ -98,7 +98,7 @@ class CheckpointLoadStatus:
         coordinator = self._coordinator
         bound = []
         for node_id, obj in coordinator.bound_objects():
-            if not coordinator.was_assigned(obj) and _has_values(obj):
+            if not coordinator.was_assigned(obj) and _holds_tensors(obj):
                 raise AssertionError(f"Object {coordinator.path(node_id)} not assigned a value from checkpoint.")
             bound.append(obj)
         # Removing the bound objects from the live ones leaves the unbound; paths are only
@@ -106,10 +106,10 @@ class CheckpointLoadStatus:
         live = _live_by_id(self._root, self._attached, not coordinator.skip_slot_variables)
         for obj in bound:
             live.pop(id(obj), None)
-        if any(map(_has_values, live.values())):
+        if any(map(_holds_tensors, live.values())):
             bound_ids = set(map(id, bound))
             objects, path = self._live_objects()
-            unmatched = [path(i) for i, obj in enumerate(objects) if id(obj) not in bound_ids and _has_values(obj)]
+            unmatched = [path(i) for i, obj in enumerate(objects) if id(obj) not in bound_ids and _holds_tensors(obj)]
             if unmatched:
                 raise AssertionError(
                     f"Found {len(unmatched)} Python objects that were not bound to checkpointed values, likely due "
@@ -160,7 +160,7 @@ class CheckpointLoadStatus:
         bound_objects = coordinator.bound_objects()
         bound = {id(o) for _, o in bound_objects}
         objects, path = self._live_objects()
-        missing = tuple(path(i) for i, obj in enumerate(objects) if id(obj) not in bound and _has_values(obj))
+        missing = tuple(path(i) for i, obj in enumerate(objects) if id(obj) not in bound and _holds_tensors(obj))
         return RestoreReport(
             matched=tuple(coordinator.path(i) for i in sorted(node_id for node_id, _ in bound_objects)),
             pending=coordinator.pending(),

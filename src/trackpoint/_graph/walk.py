@@ -28,15 +28,16 @@ from trackpoint._tracking.variables import VARIABLE_VALUE, Variable
 if TYPE_CHECKING:
     from trackpoint._graph.coordinator import RestoreCoordinator
 
-__all__ = ["Assignment", "CheckpointPosition", "RestorePlan"]
+__all__ = ["Assignment", "CheckpointPosition", "RestorePlan", "Wanted"]
 
 _PLAIN_LOOKUP = Trackable._lookup_dependency
 _NO_CHILDREN: dict[str, Trackable] = {}
 _NODE_ID, _WANTED = operator.itemgetter(0), operator.itemgetter(2)  # of an Assignment
 
-#: (node id, object, wanted, the object's update uid before the walk); wanted is a plain
-#: variable's key, or ``[(tensor name, key)]``.
-Assignment = tuple[int, Trackable, "str | list[tuple[str, str]]", int]
+#: What an object is to take: a plain variable's value by its key alone, or ``[(tensor name, key)]``.
+Wanted = str | list[tuple[str, str]]
+#: (node id, object, wanted, the object's update uid before the walk).
+Assignment = tuple[int, Trackable, Wanted, int]
 
 
 class RestorePlan:
