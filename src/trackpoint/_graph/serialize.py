@@ -11,7 +11,6 @@ the tests.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 
 from trackpoint._format import varint
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, slot_variable_key
+from trackpoint._graph.live import breadth_first
 from trackpoint._graph.node_bytes import HAS_VALUES_FIELD
 from trackpoint._graph.save_layout import SaveLayout, log, make_layout, reuse
 from trackpoint._tracking.base import Trackable
@@ -29,15 +29,7 @@ from trackpoint._tracking.slots import slot_variables
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["SerializedCheckpoint", "children_with_attached", "serialize"]
-
-
-def children_with_attached(obj: Trackable, root: Trackable, attached: Mapping[str, Trackable]) -> dict[str, Trackable]:
-    children = obj._trackable_children()
-    if obj is root:
-        for name, child in attached.items():
-            children.setdefault(name, child)
-    return children
+__all__ = ["SerializedCheckpoint", "serialize"]
 
 
 class _GraphLists:
@@ -64,34 +56,6 @@ class _GraphLists:
             self._encoded = b"".join(_field(1, _encode_node(references[i], attributes[i], slots[i], has_values[i]))
                                      for i in range(len(references)))
         return self._encoded
-
-
-@dataclass(frozen=True)
-class _Walk:
-    nodes: list[Trackable]
-    path_strings: list[str]  # escaped object paths, as checkpoint keys spell them
-    children: list[dict[str, Trackable]]
-    ids: dict[int, int]
-
-
-def _bfs(root: Trackable, attached: Mapping[str, Trackable]) -> _Walk:
-    nodes: list[Trackable] = []
-    path_strings: list[str] = []
-    children: list[dict[str, Trackable]] = []
-    ids: dict[int, int] = {id(root): 0}
-    queue: deque[tuple[Trackable, str]] = deque([(root, "")])
-    while queue:
-        obj, path_string = queue.popleft()
-        nodes.append(obj)
-        path_strings.append(path_string)
-        kids = children_with_attached(obj, root, attached)
-        children.append(kids)
-        for name, child in kids.items():
-            if id(child) not in ids:
-                ids[id(child)] = len(ids)
-                escaped = escape_local_name(name)
-                queue.append((child, f"{path_string}/{escaped}" if path_string else escaped))
-    return _Walk(nodes, path_strings, children, ids)
 
 
 @dataclass(frozen=True)
@@ -183,12 +147,15 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
                                         previous.variables is not None), previous
     else:
         log.debug("walking the objects: no previous save of them")
-    walk = _bfs(root, attached)
+    walk = breadth_first(root, attached)
     ids = walk.ids
     references = [[(ids[id(child)], name) for name, child in kids.items()] for kids in walk.children]
 
     objects = list(walk.nodes)
-    path_strings = list(walk.path_strings)
+    path_strings = [""]  # escaped object paths, as checkpoint keys spell them
+    for parent, name in zip(walk.parents[1:], walk.names[1:]):
+        parent_path, escaped = path_strings[parent], escape_local_name(name)
+        path_strings.append(f"{parent_path}/{escaped}" if parent_path else escaped)
     slot_refs: list[list[tuple[int, str, int]]] = [[] for _ in objects]
     for opt_id, slot_name, var_id, slot in slot_variables(walk.nodes):
         if id(slot) in ids:

@@ -8,7 +8,7 @@ from typing import Any
 
 from trackpoint._format.naming import real_outside
 from trackpoint._graph.coordinator import RestoreCoordinator
-from trackpoint._graph.serialize import children_with_attached
+from trackpoint._graph.live import breadth_first, children_with_attached
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.slots import slot_variables
 
@@ -76,7 +76,8 @@ class CheckpointLoadStatus:
         Slot variables are left out when the restore skipped them. Paths are only spelled out
         for the few objects a message mentions.
         """
-        objects, parents, names = _reachable(self._root, self._attached)
+        walk = breadth_first(self._root, self._attached)
+        objects, parents, names = list(walk.nodes), walk.parents, walk.names
         count = len(objects)
         slots = [] if self._coordinator.skip_slot_variables else slot_variables(objects)
         objects.extend(slot for _, _, _, slot in slots)
@@ -179,28 +180,9 @@ def _source_notes(prefix: str, listed_by: str | None) -> tuple[str, ...]:
     return (f"the checkpoint was read from {path}, outside {listed_by} whose state file named it",)
 
 
-def _reachable(root: Trackable, attached: Mapping[str, Trackable]) -> tuple[list[Trackable], list[int], list[str]]:
-    """Objects reachable from ``root`` breadth first, with each one's parent index and name (for paths)."""
-    objects = [root]
-    parents = [-1]
-    names = [""]
-    seen = {id(root)}
-    index = 0
-    while index < len(objects):
-        obj = objects[index]
-        index += 1
-        children = children_with_attached(obj, root, attached)
-        for name, child in children.items():
-            if id(child) not in seen:
-                seen.add(id(child))
-                objects.append(child)
-                parents.append(index - 1)
-                names.append(name)
-    return objects, parents, names
-
-
 def _live_by_id(root: Trackable, attached: Mapping[str, Trackable], with_slots: bool) -> dict[int, Trackable]:
-    """Every live object by id, as :func:`_reachable` finds them but without the paths (a check's fast path)."""
+    """Every live object by id, as :func:`~trackpoint._graph.live.breadth_first` finds them but
+    without the paths and the children's copies (a check's fast path)."""
     live = {id(root): root}
     objects = [root]
     plain = Trackable._trackable_children
