@@ -1,4 +1,9 @@
-"""Shared fixtures: golden checkpoint locations, value comparison, a sharding callback."""
+"""Fixtures and hooks only; helpers that test modules import live in tests/helpers.py.
+
+Markers (registered in pyproject.toml): ``interop`` for tests that run real TensorFlow, ``slow`` for the
+crash, kill and fuzz tests and anything else that takes seconds. ``python -m pytest -m "not interop and not
+slow"`` is the inner loop; plain ``python -m pytest`` (CI) runs everything.
+"""
 
 from __future__ import annotations
 
@@ -6,44 +11,48 @@ import gc
 import pathlib
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
 
-from tests.reuse_log import ReuseLog, reuse_log
-from trackpoint import sharding
+from tests.helpers import ReuseLog, reuse_log
 
 # The generator needs TensorFlow and writes files; --doctest-modules must not import it.
 collect_ignore = ["golden/make_golden.py"]
 
-GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
-EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+TESTS = pathlib.Path(__file__).resolve().parent
+
+# Every test under these directories (relative to tests/) runs real TensorFlow.
+INTEROP_DIRS = ("interop",)
+# Tests elsewhere that run TensorFlow (in a child process), by node id prefix relative to tests/. Their own
+# module keeps them beside the trackpoint-only tests of the same feature.
+INTEROP_TESTS = (
+    "graph/test_big_endian_variables.py::test_tensorflow_reads_a_big_endian_variable_saved_by_trackpoint",
+    "corrupt/test_overwrite_crash.py::test_sigkill_during_in_place_overwrites_never_leaves_the_prefix",
+    "test_benchmarks.py::test_compare_quick_runs_every_contender",
+)
 
 
-def assert_bit_equal(got: object, expected: object) -> None:
-    """Same dtype, shape and bytes (NaNs and -0.0 included); strings compared as bytes."""
-    if isinstance(expected, bytes):
-        assert isinstance(got, bytes) and got == expected
-        return
-    expected_arr = np.asarray(expected)
-    got_arr = np.asarray(got)
-    assert got_arr.dtype == expected_arr.dtype, (got_arr.dtype, expected_arr.dtype)
-    assert got_arr.shape == expected_arr.shape, (got_arr.shape, expected_arr.shape)
-    if expected_arr.dtype == object:
-        assert all(isinstance(x, bytes) for x in got_arr.reshape(-1))
-        assert got_arr.tolist() == expected_arr.tolist()
-    else:
-        assert got_arr.tobytes() == expected_arr.tobytes()
+def pytest_configure(config: pytest.Config) -> None:
+    # A plugin, not fixtures here: a conftest's fixtures reach only the tests below it, and the doctests
+    # are under src/.
+    config.pluginmanager.import_plugin("tests.doctest_fixtures")
 
 
-class EveryTensorAlone(sharding.ShardingCallback):
-    """A custom sharding callback: one data file per tensor."""
+def _relative(item: pytest.Item) -> str | None:
+    try:
+        path = pathlib.Path(str(item.path)).resolve().relative_to(TESTS)
+    except ValueError:  # a doctest under src/
+        return None
+    return path.as_posix() + item.nodeid.partition("::")[1] + item.nodeid.partition("::")[2]
 
-    @property
-    def description(self) -> str:
-        return "one shard per tensor"
 
-    def __call__(self, shardable_tensors):
-        return [{t.checkpoint_key: {t.slice_spec: t.tensor}} for t in shardable_tensors]
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the TensorFlow tests ``interop``, by directory or by name (see INTEROP_DIRS, INTEROP_TESTS)."""
+    for item in items:
+        relative = _relative(item)
+        if relative is None:
+            continue
+        if relative.split("/", 1)[0] in INTEROP_DIRS or relative.startswith(INTEROP_TESTS):
+            item.add_marker(pytest.mark.interop)
 
 
 @pytest.fixture
@@ -59,6 +68,6 @@ def no_gc() -> Iterator[None]:
 
 @pytest.fixture
 def reuse() -> Iterator[ReuseLog]:
-    """What the ``trackpoint.reuse`` logger says during the test (see tests/reuse_log.py)."""
+    """What the ``trackpoint.reuse`` logger says during the test (see ``helpers.ReuseLog``)."""
     with reuse_log() as log:
         yield log

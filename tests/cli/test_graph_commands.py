@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from tests.conftest import EXAMPLES, GOLDEN
+from tests.helpers import EXAMPLES, GOLDEN
 from trackpoint.cli import _Progress, main
 
 

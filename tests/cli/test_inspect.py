@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import EXAMPLES, GOLDEN
+from tests.helpers import EXAMPLES, GOLDEN
 from trackpoint.cli import main
 
 MODEL = str(EXAMPLES / "tf_model")

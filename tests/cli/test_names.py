@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from tests.conftest import EXAMPLES
+from tests.helpers import EXAMPLES
 from trackpoint.cli import main
 
 MODEL = str(EXAMPLES / "tf_model")

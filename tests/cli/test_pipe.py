@@ -9,7 +9,7 @@ import sys
 import numpy as np
 
 import trackpoint as tp
-from tests.conftest import EXAMPLES
+from tests.helpers import EXAMPLES
 from trackpoint.cli import main
 
 

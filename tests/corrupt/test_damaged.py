@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from tests.conftest import GOLDEN
+from tests.helpers import GOLDEN
 from trackpoint._format import naming, slices, sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.bundle_writer import header_bytes

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trackpoint as tp
-from tests.conftest import assert_bit_equal
+from tests.helpers import assert_bit_equal
 from tests.strategies import tensor_dicts
 from trackpoint._format import naming
 from trackpoint._format.bundle_reader import BundleReader

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from tests.conftest import GOLDEN, assert_bit_equal
+from tests.helpers import GOLDEN, assert_bit_equal
 from tests.golden import values
 from trackpoint._format import naming, slices
 from trackpoint._format.bundle_reader import BundleReader

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from tests.conftest import EveryTensorAlone
+from tests.helpers import EveryTensorAlone
 from trackpoint._format.bundle_reader import BundleReader
 
 KEY_B = "model/b/.ATTRIBUTES/VARIABLE_VALUE"
@@ -23,6 +23,7 @@ BIG = 2 << 20  # float32 elements of c: 8 MiB, more than one read batch, so c is
 
 
 def _model(b: np.ndarray, fill: float = 0.0) -> tp.Module:
+    # Not helpers.model: ``b`` is the value under test, and ``c`` is big enough to be read in a later batch.
     model = tp.Module()
     model.a = tp.Variable(np.full(3, fill, np.float32))
     model.b = tp.Variable(b)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 import trackpoint as tp
-from tests.graph.test_restore_files import _open_files, _source
+from tests.helpers import open_files, with_slots
 
 
 def test_a_manager_rotating_out_the_restored_checkpoint_keeps_the_waiting_values(tmp_path) -> None:
-    source = _source(tmp_path, 3.0)
+    source = with_slots(3.0)
     tp.CheckpointManager(source, str(tmp_path), max_to_keep=1).save()
     model = tp.Module()
     model.a = tp.Variable(np.zeros(3, np.float32))
@@ -22,7 +22,7 @@ def test_a_manager_rotating_out_the_restored_checkpoint_keeps_the_waiting_values
     manager = tp.CheckpointManager(ckpt, str(tmp_path), max_to_keep=1)
     status = ckpt.restore(manager.latest_checkpoint)
     manager.save()  # ckpt-2 replaces ckpt-1, which model.b and the optimizer slots still wait on
-    assert not (tmp_path / "ckpt-1.index").exists() and _open_files(tmp_path) == []
+    assert not (tmp_path / "ckpt-1.index").exists() and open_files(tmp_path) == []
 
     model.b = tp.Variable(np.zeros(2, np.float64))
     ckpt.optimizer = tp.optimizers.Adam(0.1)
@@ -30,11 +30,11 @@ def test_a_manager_rotating_out_the_restored_checkpoint_keeps_the_waiting_values
     status.assert_consumed()
     assert model.b.numpy().tolist() == [4.0, 4.0]
     assert ckpt.optimizer.get_slot(model.a, "m") is not None
-    assert _open_files(tmp_path) == []
+    assert open_files(tmp_path) == []
 
 
 def test_overwriting_the_restored_prefix_keeps_the_waiting_values(tmp_path) -> None:
-    path = _source(tmp_path, 1.0).write(str(tmp_path / "weights"))
+    path = with_slots(1.0).write(str(tmp_path / "weights"))
     model = tp.Module()
     model.a = tp.Variable(np.zeros(3, np.float32))
     ckpt = tp.Checkpoint(model=model)
@@ -48,7 +48,7 @@ def test_overwriting_the_restored_prefix_keeps_the_waiting_values(tmp_path) -> N
 def test_only_values_no_object_took_are_kept(tmp_path) -> None:
     from trackpoint._graph import kept_values
 
-    path = _source(tmp_path, 1.0).write(str(tmp_path / "c"))
+    path = with_slots(1.0).write(str(tmp_path / "c"))
     model = tp.Module()
     model.a = tp.Variable(np.zeros(3, np.float32))
     tp.Checkpoint(model=model).read(path).expect_partial()

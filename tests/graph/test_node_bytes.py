@@ -97,6 +97,7 @@ def test_split_nodes_gives_each_node_or_none() -> None:
 
 
 def _model(fill: float, key_chars: int) -> tp.Module:
+    # Not helpers.model: 40 plain variable nodes, a key past 127 bytes (a two-byte length) and an int64.
     model = tp.Module()
     model.vars = [tp.Variable(np.full(3, fill + i, np.float32)) for i in range(40)]
     setattr(model, "n" * key_chars, tp.Variable(np.full(2, fill, np.float32)))  # a key past 127 bytes

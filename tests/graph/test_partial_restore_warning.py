@@ -13,22 +13,7 @@ import weakref
 import numpy as np
 
 import trackpoint as tp
-
-
-def parse_warning(message: str) -> tuple[list[str], dict[str, str]]:
-    """The paths a partial-restore warning lists: never restored, and path -> attributes not taken."""
-    unmatched: list[str] = []
-    unused: dict[str, str] = {}
-    section = None
-    for line in message.splitlines()[1:]:
-        if not line.startswith("  "):
-            section = "unused" if "did not take" in line else "unmatched" if "never restored" in line else None
-        elif section == "unmatched":
-            unmatched.append(line.strip())
-        elif section == "unused":
-            path, _, names = line.strip().rpartition(": ")
-            unused[path] = names
-    return unmatched, unused
+from tests.helpers import parse_warning
 
 
 def _partial_warnings(caught: list[warnings.WarningMessage]) -> list[str]:

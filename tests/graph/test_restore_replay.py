@@ -4,6 +4,7 @@ Each test restores twice (or more) and checks that the later restore does exactl
 fresh walk would. The ``trackpoint.reuse`` logger tells whether a restore repeated the
 previous bindings or walked, and why (the ``reuse`` fixture); tests that change something
 between the restores which a replay could not repeat check that it walked, for that reason.
+The model is ``helpers.model(shared=True)``: its second path to one object binds once either way.
 """
 
 from __future__ import annotations
@@ -18,21 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trackpoint as tp
-from tests.graph.test_checkpoint import _build, _tree, _variables, _wrap, names
-from tests.reuse_log import ReuseLog
+from tests.helpers import ReuseLog, build_graph, graph_specs, model, names, variables_of, wrap
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.coordinator import RestoreCoordinator
 from trackpoint._graph.object_graph import read_object_graph
 from trackpoint._graph.restore_record import RestoreRecord, replay
-
-
-def _model(value: float) -> tp.Module:
-    m = tp.Module()
-    m.dense = tp.Module()
-    m.dense.kernel = tp.Variable(np.full((2, 2), value, np.float32))
-    m.layers = [tp.Variable(np.float32(value)), {"bias": tp.Variable(np.full(3, value))}]
-    m.shared = m.dense.kernel  # a second path to one object
-    return m
 
 
 def _values(m: tp.Module) -> list[float]:
@@ -41,13 +32,13 @@ def _values(m: tp.Module) -> list[float]:
 
 def _two_checkpoints(tmp_path) -> tuple[str, str]:
     """Two checkpoints of one model layout with different values (so: identical graphs)."""
-    return (tp.Checkpoint(model=_model(1.0)).write(str(tmp_path / "one")),
-            tp.Checkpoint(model=_model(2.0)).write(str(tmp_path / "two")))
+    return (tp.Checkpoint(model=model(1.0, shared=True)).write(str(tmp_path / "one")),
+            tp.Checkpoint(model=model(2.0, shared=True)).write(str(tmp_path / "two")))
 
 
 def test_a_replayed_restore_assigns_and_reports_what_a_walk_does(tmp_path, reuse) -> None:
     one, two = _two_checkpoints(tmp_path)
-    live = _model(0.0)
+    live = model(0.0, shared=True)
     ckpt = tp.Checkpoint(model=live)
     first = ckpt.read(one)
     assert _values(live) == [1.0, 1.0, 1.0] and reuse.walked()
@@ -59,13 +50,13 @@ def test_a_replayed_restore_assigns_and_reports_what_a_walk_does(tmp_path, reuse
     third = ckpt.read(one).assert_consumed()
     assert reuse.repeated() and _values(live) == [1.0, 1.0, 1.0]
     assert third.report() == first.report()
-    walked = tp.Checkpoint(model=_model(0.0)).read(two)  # (new objects: the next restore walks)
+    walked = tp.Checkpoint(model=model(0.0, shared=True)).read(two)  # (new objects: the next restore walks)
     assert second.report() == walked.report()
 
 
 def test_a_partial_restore_replays_and_still_names_what_is_unmatched(tmp_path, reuse) -> None:
     one, two = _two_checkpoints(tmp_path)
-    live = _model(0.0)
+    live = model(0.0, shared=True)
     live.extra = tp.Variable(5.0)
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one)
@@ -78,7 +69,7 @@ def test_a_partial_restore_replays_and_still_names_what_is_unmatched(tmp_path, r
 
 def test_a_replaced_variable_walks_again_and_gets_the_value(tmp_path, reuse) -> None:
     one, two = _two_checkpoints(tmp_path)
-    live = _model(0.0)
+    live = model(0.0, shared=True)
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one).assert_consumed()
     old_kernel = live.dense.kernel
@@ -96,7 +87,7 @@ def test_a_checkpoint_with_another_graph_walks_again(tmp_path, reuse) -> None:
     smaller.dense = tp.Module()
     smaller.dense.kernel = tp.Variable(np.full((2, 2), 3.0, np.float32))
     other = tp.Checkpoint(model=smaller).write(str(tmp_path / "other"))
-    live = _model(0.0)
+    live = model(0.0, shared=True)
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one).assert_consumed()
     reuse.clear()
@@ -166,7 +157,7 @@ def test_an_object_naming_its_own_tensors_is_not_replayed(tmp_path, reuse) -> No
 
 
 def _trained(value: float) -> tp.Checkpoint:
-    m = _model(value)
+    m = model(value, shared=True)
     opt = tp.optimizers.Adam(0.1)
     opt.apply_gradients([(np.full((2, 2), value, np.float32), m.dense.kernel)])
     return tp.Checkpoint(model=m, optimizer=opt)
@@ -220,7 +211,7 @@ def test_slot_variables_are_replayed(tmp_path, reuse) -> None:
 
 def test_an_evaluator_replays_and_a_later_optimizer_gets_the_latest_slots(tmp_path, reuse) -> None:
     one, two, expected = _training_checkpoints(tmp_path)
-    live = tp.Checkpoint(model=_model(0.0))  # the model only: the optimizer's nodes wait
+    live = tp.Checkpoint(model=model(0.0, shared=True))  # the model only: the optimizer's nodes wait
     live.read(one).expect_partial()
     reuse.clear()
     status = live.read(two)
@@ -263,11 +254,11 @@ def test_a_replay_skipping_slots_knows_which_nodes_are_slots(tmp_path, reuse) ->
 
 def test_a_replayed_restore_names_a_mismatch_like_a_walk(tmp_path, reuse) -> None:
     one, _ = _two_checkpoints(tmp_path)
-    wrong = _model(4.0)
+    wrong = model(4.0, shared=True)
     wrong.dense.kernel = tp.Variable(np.zeros((3, 3), np.float32))  # the same graph, another shape
     wrong.shared = wrong.dense.kernel
     bad = tp.Checkpoint(model=wrong).write(str(tmp_path / "bad"))
-    live = _model(0.0)
+    live = model(0.0, shared=True)
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one).assert_consumed()
     reuse.clear()
@@ -341,7 +332,7 @@ def test_a_failed_replay_leaves_no_slot_waiting_for_an_attached_optimizer_like_a
 
 
 def test_slots_resolved_by_a_later_stage_leave_nothing_waiting(tmp_path, reuse) -> None:
-    live = _model(0.0)
+    live = model(0.0, shared=True)
     opt = tp.optimizers.Adam(0.1)
     opt.apply_gradients([(np.ones((2, 2), np.float32), live.dense.kernel)])
     root_ckpt = tp.Checkpoint(root=tp.Module(), model=live, optimizer=opt)  # the optimizer: an attached stage
@@ -424,7 +415,7 @@ def test_an_object_finding_children_its_own_way_is_not_replayed(tmp_path, reuse)
 
 def test_a_plan_whose_object_died_binds_nothing(tmp_path) -> None:
     one, _ = _two_checkpoints(tmp_path)
-    live = _model(0.0)
+    live = model(0.0, shared=True)
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one).assert_consumed()
     plan = ckpt._tp_restore_record
@@ -443,19 +434,19 @@ def test_a_plan_whose_object_died_binds_nothing(tmp_path) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(spec=st.dictionaries(names.filter(lambda n: n.isidentifier() and n != "root"), _tree(3), min_size=1, max_size=4),
+@given(spec=st.dictionaries(names.filter(lambda n: n.isidentifier() and n != "root"), graph_specs(3), min_size=1, max_size=4),
        keep=st.lists(st.booleans(), min_size=4, max_size=4))
 def test_random_graphs_replay_like_a_walk(tmp_path_factory, reuse, spec: dict, keep: list[bool]) -> None:
     directory = tmp_path_factory.mktemp("r")
-    source = tp.Checkpoint(**{name: _wrap(_build(child, [0], False)) for name, child in spec.items()})
+    source = tp.Checkpoint(**{name: wrap(build_graph(child, [0], False)) for name, child in spec.items()})
     one = source.write(str(directory / "one"))
-    for _, variable in _variables(source):
+    for _, variable in variables_of(source):
         variable.assign(variable.numpy() + 100)
     two = source.write(str(directory / "two"))
     kept = {name: child for (name, child), k in zip(spec.items(), keep) if k}  # the rest: restore-on-create
 
     def target() -> tp.Checkpoint:
-        return tp.Checkpoint(**{name: _wrap(_build(child, [0], True)) for name, child in kept.items()})
+        return tp.Checkpoint(**{name: wrap(build_graph(child, [0], True)) for name, child in kept.items()})
 
     walked_ckpt = target()
     walked = walked_ckpt.read(two).expect_partial()
@@ -467,6 +458,6 @@ def test_random_graphs_replay_like_a_walk(tmp_path_factory, reuse, spec: dict, k
     assert replayed.report() == walked.report()
     for name, child in spec.items():
         if name not in kept:
-            setattr(live, name, _wrap(_build(child, [0], True)))
-    expected = {path: v.numpy().tolist() for path, v in _variables(source)}
-    assert {path: v.numpy().tolist() for path, v in _variables(live)} == expected
+            setattr(live, name, wrap(build_graph(child, [0], True)))
+    expected = {path: v.numpy().tolist() for path, v in variables_of(source)}
+    assert {path: v.numpy().tolist() for path, v in variables_of(live)} == expected

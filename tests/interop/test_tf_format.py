@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import trackpoint as tp
-from tests.conftest import assert_bit_equal
+from tests.helpers import assert_bit_equal
 from tests.golden import values
 from trackpoint._format import naming
 from trackpoint._format.bundle_writer import BundleWriter

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import trackpoint as tp
-from tests.interop.conftest import tf_log_lines
+from tests.helpers import tf_log_lines
 
 # (checkpoint_interval, last_checkpoint_step, check_interval, steps)
 SCENARIOS = {

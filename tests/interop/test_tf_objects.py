@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import trackpoint as tp
-from tests.conftest import assert_bit_equal
+from tests.helpers import assert_bit_equal
 from tests.interop.structures import Pair
 
 STRUCTURES = os.path.join(os.path.dirname(__file__), "structures.py")

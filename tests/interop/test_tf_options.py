@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 import trackpoint as tp
-from tests.conftest import EveryTensorAlone
+from tests.helpers import EveryTensorAlone
 from trackpoint import sharding
 from trackpoint._saving.device_spec import parse_device
 

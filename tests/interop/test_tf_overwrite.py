@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import trackpoint as tp
-from tests.saving.test_overwrite import _checkpoint, _kill_inside_the_window, _options
+from tests.helpers import kill_inside_the_window, overwrite_checkpoint, shard_options
 
 
 def _tf_read(prefix: str) -> set[float]:
@@ -20,18 +20,18 @@ def _tf_read(prefix: str) -> set[float]:
 @pytest.mark.parametrize(("first", "second"), [(6, 6), (6, 1), (1, 6)])
 def test_tensorflow_reads_each_overwrite(tmp_path, first: int, second: int) -> None:
     prefix = str(tmp_path / "weights")
-    ckpt, model = _checkpoint(1.0)
-    ckpt.write(prefix, _options(first))
+    ckpt, model = overwrite_checkpoint(1.0)
+    ckpt.write(prefix, shard_options(first))
     assert _tf_read(prefix) == {1.0}
     for var in model.vs:
         var.assign(np.full(256, 2.0, np.float32))
-    ckpt.write(prefix, _options(second))
+    ckpt.write(prefix, shard_options(second))
     assert _tf_read(prefix) == {2.0}
 
 
 def test_inside_the_window_tensorflow_refuses_the_files_and_reads_them_after_the_repair(tmp_path) -> None:
     prefix = str(tmp_path / "weights")
-    _kill_inside_the_window(prefix)
+    kill_inside_the_window(prefix)
     with pytest.raises(tf.errors.DataLossError):  # a checksum error, never a wrong value
         _tf_read(prefix)
     assert tp.repair_checkpoint(prefix) is True
@@ -40,5 +40,5 @@ def test_inside_the_window_tensorflow_refuses_the_files_and_reads_them_after_the
 
 def test_killed_after_keeping_the_previous_version_but_before_a_data_rename_tensorflow_reads_it(tmp_path) -> None:
     prefix = str(tmp_path / "weights")
-    _kill_inside_the_window(prefix, at=".data-00000-of-00006")
+    kill_inside_the_window(prefix, at=".data-00000-of-00006")
     assert _tf_read(prefix) == {1.0}

@@ -10,8 +10,7 @@ import pytest
 import tensorflow as tf
 
 import trackpoint as tp
-from tests.graph.test_partial_restore_warning import parse_warning
-from tests.interop.conftest import tf_log_lines
+from tests.helpers import parse_warning, tf_log_lines
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2 as tf_graph
 from tensorflow.python.training import checkpoint_state_pb2 as tf_state
 
 import trackpoint as tp
-from tests.conftest import EXAMPLES
+from tests.helpers import EXAMPLES
 from trackpoint._format._proto import checkpoint_state_pb2, tensor_bundle_pb2, trackable_object_graph_pb2
 
 

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import trackpoint as tp
-from tests.graph.test_split_dependency import HasVariables, SaveTensorSlicesAsDeps
+from tests.helpers import HasVariables, SaveTensorSlicesAsDeps
 
 
 def _simple(lib, module):  # noqa: ANN001, ANN202

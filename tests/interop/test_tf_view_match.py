@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import trackpoint as tp
-from tests.interop.conftest import tf_log_lines
+from tests.helpers import tf_log_lines
 
 PHRASE = "Inconsistent references when matching the checkpoint into this object graph."
 

@@ -7,35 +7,19 @@ exactly: a child process SIGKILLs itself at the index rename.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 
 import trackpoint as tp
+from tests.helpers import kill_inside_the_window, overwrite_checkpoint, shard_options
 from trackpoint._format import previous
 from trackpoint.cli import main
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-
-
-def _checkpoint(value: float, count: int = 6) -> tuple[tp.Checkpoint, tp.Module]:
-    model = tp.Module()
-    model.vs = [tp.Variable(np.full(256, value, np.float32)) for _ in range(count)]
-    return tp.Checkpoint(model=model), model
-
-
-def _options(shards: int) -> tp.CheckpointOptions:
-    # six 1 KiB tensors: 1 KiB shards hold one each, 2 KiB two, 1 MiB all
-    size = 6 * 1024 // shards if shards > 1 else 1 << 20
-    return tp.CheckpointOptions(experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(size))
-
-
 def _restored(prefix: str, count: int = 6) -> float:
-    ckpt, model = _checkpoint(-1.0, count)
+    ckpt, model = overwrite_checkpoint(-1.0, count)
     ckpt.read(prefix).assert_consumed()
     values = {float(v) for var in model.vs for v in var.numpy()}
     assert len(values) == 1, f"{prefix} mixes versions: {values}"
@@ -49,11 +33,11 @@ def _files(directory) -> list[str]:
 @pytest.mark.parametrize(("first", "second"), [(6, 1), (1, 6), (6, 3)])
 def test_an_overwrite_with_another_shard_count_leaves_no_stale_data_files(tmp_path, first: int, second: int) -> None:
     prefix = str(tmp_path / "weights")
-    ckpt, model = _checkpoint(1.0)
-    ckpt.write(prefix, _options(first))
+    ckpt, model = overwrite_checkpoint(1.0)
+    ckpt.write(prefix, shard_options(first))
     for var in model.vs:
         var.assign(np.full(256, 2.0, np.float32))
-    ckpt.write(prefix, _options(second))
+    ckpt.write(prefix, shard_options(second))
     count = len([n for n in _files(tmp_path) if ".data-" in n])
     assert count == second and all(f"-of-{second:05d}" in n for n in _files(tmp_path) if ".data-" in n)
     assert _files(tmp_path) == sorted(["weights.index"] + [f"weights.data-{i:05d}-of-{second:05d}"
@@ -63,8 +47,8 @@ def test_an_overwrite_with_another_shard_count_leaves_no_stale_data_files(tmp_pa
 
 def test_the_index_is_never_missing_while_a_prefix_is_overwritten(tmp_path, monkeypatch) -> None:
     prefix = str(tmp_path / "weights")
-    ckpt, model = _checkpoint(1.0)
-    ckpt.write(prefix, _options(6))
+    ckpt, model = overwrite_checkpoint(1.0)
+    ckpt.write(prefix, shard_options(6))
     seen = []
     real_replace, real_unlink = os.replace, os.unlink
 
@@ -81,7 +65,7 @@ def test_the_index_is_never_missing_while_a_prefix_is_overwritten(tmp_path, monk
     for step in (2.0, 3.0):
         for var in model.vs:
             var.assign(np.full(256, step, np.float32))
-        ckpt.write(prefix, _options(6))
+        ckpt.write(prefix, shard_options(6))
     monkeypatch.undo()
     assert seen.count("replace") >= 14
     assert _restored(prefix) == 3.0 and _files(tmp_path) == sorted(
@@ -91,8 +75,8 @@ def test_the_index_is_never_missing_while_a_prefix_is_overwritten(tmp_path, monk
 @pytest.mark.parametrize("repair_fails", [False, True])
 def test_a_rename_failing_part_way_puts_the_previous_version_back(tmp_path, monkeypatch, repair_fails: bool) -> None:
     prefix = str(tmp_path / "weights")
-    ckpt, model = _checkpoint(1.0)
-    ckpt.write(prefix, _options(6))
+    ckpt, model = overwrite_checkpoint(1.0)
+    ckpt.write(prefix, shard_options(6))
     for var in model.vs:
         var.assign(np.full(256, 2.0, np.float32))
     real_replace = os.replace
@@ -109,7 +93,7 @@ def test_a_rename_failing_part_way_puts_the_previous_version_back(tmp_path, monk
                 r"and trackpoint reads it .*TensorFlow cannot read" if repair_fails
                 else r"Nothing of it was published; earlier checkpoints are untouched")
     with pytest.raises(tp.errors.WriteError, match=expected):
-        ckpt.write(prefix, _options(6))
+        ckpt.write(prefix, shard_options(6))
     monkeypatch.undo()
     # Three data files had been replaced: put back, or read from the kept previous version.
     assert _restored(prefix) == 1.0
@@ -120,35 +104,9 @@ def test_a_rename_failing_part_way_puts_the_previous_version_back(tmp_path, monk
     assert _restored(prefix) == 1.0
 
 
-_KILL_AT = textwrap.dedent("""
-    import os, signal, sys
-    import numpy as np
-    sys.path.insert(0, {tests!r})
-    from tests.saving.test_overwrite import _checkpoint, _options
-    ckpt, model = _checkpoint(2.0)
-    real = os.replace
-    def replace(src, dst):
-        if dst.endswith({suffix!r}):
-            os.kill(os.getpid(), signal.SIGKILL)
-        real(src, dst)
-    os.replace = replace
-    ckpt.write({prefix!r}, _options(6))
-""")
-
-
-def _kill_inside_the_window(prefix: str, at: str = ".index") -> None:
-    """Write ``prefix``, then SIGKILL a second write at its rename to a name ending in ``at``:
-    by default the index's, inside TF's window (data renamed, index not)."""
-    ckpt, _ = _checkpoint(1.0)
-    ckpt.write(prefix, _options(6))
-    code = _KILL_AT.format(tests=ROOT, prefix=prefix, suffix=at)
-    child = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, check=False)
-    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
-
-
 def test_a_save_killed_inside_the_window_leaves_the_previous_version_readable(tmp_path) -> None:
     prefix = str(tmp_path / "weights")
-    _kill_inside_the_window(prefix)
+    kill_inside_the_window(prefix)
     state = previous.inspect(prefix)
     assert state.interrupted and state.previous == prefix + ".tp-prev"
     # The prefix's own files mix versions (TensorFlow's window: its checksums refuse them)...
@@ -165,7 +123,7 @@ def test_a_save_killed_inside_the_window_leaves_the_previous_version_readable(tm
 
 def test_trackpoint_verify_reports_an_interrupted_overwrite_and_repairs_it(tmp_path, capsys) -> None:
     prefix = str(tmp_path / "weights")
-    _kill_inside_the_window(prefix)
+    kill_inside_the_window(prefix)
     assert main(["verify", prefix]) == 1
     out = capsys.readouterr().out
     assert "interrupted" in out and "TensorFlow cannot read" in out and "--repair" in out
@@ -178,24 +136,24 @@ def test_trackpoint_verify_reports_an_interrupted_overwrite_and_repairs_it(tmp_p
 
 def test_the_next_save_repairs_an_interrupted_overwrite_before_it_writes(tmp_path, monkeypatch) -> None:
     prefix = str(tmp_path / "weights")
-    _kill_inside_the_window(prefix)
+    kill_inside_the_window(prefix)
     # The next save fails before it publishes: the repair it began with stays.
-    ckpt, _ = _checkpoint(3.0)
+    ckpt, _ = overwrite_checkpoint(3.0)
     monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left on device")))
     with pytest.raises(tp.errors.WriteError):
-        ckpt.write(prefix, _options(6))
+        ckpt.write(prefix, shard_options(6))
     monkeypatch.undo()
     state = previous.inspect(prefix)
     assert not state.interrupted and not state.previous and not state.leftovers
     assert _files(tmp_path) == sorted(["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)])
     assert _restored(prefix) == 1.0
-    ckpt.write(prefix, _options(6))
+    ckpt.write(prefix, shard_options(6))
     assert _restored(prefix) == 3.0
 
 
 def test_settle_restores_the_previous_version_and_reports_it(tmp_path) -> None:
     prefix = str(tmp_path / "weights")
-    _kill_inside_the_window(prefix)
+    kill_inside_the_window(prefix)
     assert previous.settle(prefix) is True
     assert previous.settle(prefix) is False  # nothing left to do
     # (the killed writer's index temporary stays until the next save's cleanup)
@@ -205,8 +163,8 @@ def test_settle_restores_the_previous_version_and_reports_it(tmp_path) -> None:
 
 def test_a_fifo_in_place_of_the_index_beside_a_kept_version_fails_at_once(tmp_path) -> None:
     prefix = str(tmp_path / "weights")
-    ckpt, _ = _checkpoint(1.0)
-    ckpt.write(prefix, _options(1))
+    ckpt, _ = overwrite_checkpoint(1.0)
+    ckpt.write(prefix, shard_options(1))
     os.link(prefix + ".index", prefix + ".tp-prev.index")
     os.unlink(prefix + ".index")
     os.mkfifo(prefix + ".index")
@@ -218,13 +176,13 @@ def test_a_fifo_in_place_of_the_index_beside_a_kept_version_fails_at_once(tmp_pa
 
 def test_a_save_killed_before_it_replaced_a_data_file_leaves_the_prefix_whole(tmp_path) -> None:
     prefix = str(tmp_path / "weights")
-    _kill_inside_the_window(prefix, at=".data-00000-of-00006")  # the previous version is kept, nothing replaced
+    kill_inside_the_window(prefix, at=".data-00000-of-00006")  # the previous version is kept, nothing replaced
     state = previous.inspect(prefix)
     assert not state.interrupted and state.previous and prefix + ".tp-prev.index" in state.leftovers
     assert tp.verify_checkpoint(prefix) == [] and _restored(prefix) == 1.0
     assert tp.repair_checkpoint(prefix) is False  # nothing to put back; the kept copies go
     assert not previous.inspect(prefix).previous
-    ckpt, _ = _checkpoint(3.0)
-    ckpt.write(prefix, _options(6))
+    ckpt, _ = overwrite_checkpoint(3.0)
+    ckpt.write(prefix, shard_options(6))
     assert [n for n in _files(tmp_path)] == sorted(
         ["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)])

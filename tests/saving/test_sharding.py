@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from tests.conftest import GOLDEN, EveryTensorAlone, assert_bit_equal
+from tests.helpers import GOLDEN, EveryTensorAlone, assert_bit_equal
 from tests.golden import values
 from trackpoint import sharding
 

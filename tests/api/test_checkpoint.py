@@ -12,19 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trackpoint as tp
+from tests.helpers import build_graph, graph_specs, model, names, variables_of, wrap
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 
 
-def _model(value: float = 0.0) -> tp.Module:
-    m = tp.Module()
-    m.dense = tp.Module()
-    m.dense.kernel = tp.Variable(np.full((2, 2), value, np.float32))
-    m.layers = [tp.Variable(np.float32(value)), {"bias": tp.Variable(np.full(3, value))}]
-    return m
-
-
 def test_save_numbers_prefixes_and_writes_only_the_latest_to_the_state_file(tmp_path) -> None:
-    ckpt = tp.Checkpoint(model=_model(1.0))
+    ckpt = tp.Checkpoint(model=model(1.0))
     assert ckpt.save(str(tmp_path / "ckpt")) == str(tmp_path / "ckpt-1")
     assert ckpt.save(str(tmp_path / "ckpt")) == str(tmp_path / "ckpt-2")
     assert ckpt.save_counter.numpy() == 2 and ckpt.save_counter.dtype == np.int64
@@ -34,7 +27,7 @@ def test_save_numbers_prefixes_and_writes_only_the_latest_to_the_state_file(tmp_
 
 
 def test_write_touches_neither_counter_nor_state_file(tmp_path) -> None:
-    ckpt = tp.Checkpoint(model=_model())
+    ckpt = tp.Checkpoint(model=model())
     assert ckpt.write(str(tmp_path / "w")) == str(tmp_path / "w")
     assert not (tmp_path / "checkpoint").exists()
     keys = [k for k, _ in tp.list_variables(str(tmp_path / "w"))]
@@ -42,9 +35,9 @@ def test_write_touches_neither_counter_nor_state_file(tmp_path) -> None:
 
 
 def test_restore_round_trip_from_prefix_and_directory(tmp_path) -> None:
-    path = tp.Checkpoint(model=_model(3.0)).save(str(tmp_path / "ckpt"))
+    path = tp.Checkpoint(model=model(3.0)).save(str(tmp_path / "ckpt"))
     for source in (path, str(tmp_path)):
-        m = _model()
+        m = model()
         ckpt = tp.Checkpoint(model=m)
         ckpt.restore(source).assert_consumed()
         assert m.dense.kernel.numpy().tolist() == [[3.0, 3.0], [3.0, 3.0]]
@@ -53,14 +46,14 @@ def test_restore_round_trip_from_prefix_and_directory(tmp_path) -> None:
 
 
 def test_restore_of_a_write_checkpoint_leaves_save_counter_unmatched_like_tf(tmp_path) -> None:
-    path = tp.Checkpoint(model=_model(1.0)).write(str(tmp_path / "w"))
+    path = tp.Checkpoint(model=model(1.0)).write(str(tmp_path / "w"))
     with pytest.raises(AssertionError, match="save_counter"):
-        tp.Checkpoint(model=_model()).restore(path).assert_consumed()
-    tp.Checkpoint(model=_model()).read(path).assert_consumed()
+        tp.Checkpoint(model=model()).restore(path).assert_consumed()
+    tp.Checkpoint(model=model()).read(path).assert_consumed()
 
 
 def test_restore_on_create_for_attributes_list_elements_and_dict_entries(tmp_path) -> None:
-    path = tp.Checkpoint(model=_model(5.0)).save(str(tmp_path / "ckpt"))
+    path = tp.Checkpoint(model=model(5.0)).save(str(tmp_path / "ckpt"))
     ckpt = tp.Checkpoint()
     status = ckpt.restore(path)
     report = status.report()
@@ -81,12 +74,12 @@ def test_restore_on_create_for_attributes_list_elements_and_dict_entries(tmp_pat
 
 
 def test_latest_restore_wins(tmp_path) -> None:
-    old = tp.Checkpoint(model=_model(1.0)).write(str(tmp_path / "old"))
-    new = tp.Checkpoint(model=_model(2.0)).write(str(tmp_path / "new"))
+    old = tp.Checkpoint(model=model(1.0)).write(str(tmp_path / "old"))
+    new = tp.Checkpoint(model=model(2.0)).write(str(tmp_path / "new"))
     ckpt = tp.Checkpoint()
     ckpt.read(new).expect_partial()
     ckpt.read(old).expect_partial()  # later restore: its value wins for objects created afterwards
-    ckpt.model = _model()
+    ckpt.model = model()
     assert ckpt.model.dense.kernel.numpy()[0, 0] == 1.0
 
 
@@ -114,7 +107,7 @@ def test_dtype_and_shape_mismatch_name_the_key_and_both_sides(tmp_path) -> None:
 
 
 def test_status_assertions(tmp_path) -> None:
-    path = tp.Checkpoint(model=_model(1.0)).write(str(tmp_path / "c"))
+    path = tp.Checkpoint(model=model(1.0)).write(str(tmp_path / "c"))
     partial = tp.Module()
     partial.dense = tp.Module()
     partial.dense.kernel = tp.Variable(np.zeros((2, 2), np.float32))
@@ -124,7 +117,7 @@ def test_status_assertions(tmp_path) -> None:
         status.assert_consumed()
     status.expect_partial()
 
-    extra = _model()
+    extra = model()
     extra.more = tp.Variable(1.0)
     status = tp.Checkpoint(model=extra).read(path)
     with pytest.raises(AssertionError, match=r"1 Python objects.*\(root\)\.model\.more"):
@@ -138,7 +131,7 @@ def test_status_assertions(tmp_path) -> None:
 
 
 def test_restore_none_gives_an_initialization_only_status() -> None:
-    status = tp.Checkpoint(model=_model()).restore(None)
+    status = tp.Checkpoint(model=model()).restore(None)
     assert isinstance(status, tp.InitializationOnlyStatus)
     status.initialize_or_restore()
     with pytest.raises(AssertionError):
@@ -154,16 +147,16 @@ def test_missing_checkpoint_and_plain_bundle(tmp_path) -> None:
 
 
 def test_dropped_status_warns_once_unless_expect_partial(tmp_path) -> None:
-    path = tp.Checkpoint(model=_model(1.0), other=tp.Variable(1.0)).write(str(tmp_path / "c"))
+    path = tp.Checkpoint(model=model(1.0), other=tp.Variable(1.0)).write(str(tmp_path / "c"))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        tp.Checkpoint(model=_model()).read(path)
+        tp.Checkpoint(model=model()).read(path)
         gc.collect()
     messages = [str(w.message) for w in caught if "never restored" in str(w.message)]
     assert len(messages) == 1 and "(root).other" in messages[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        tp.Checkpoint(model=_model()).read(path).expect_partial()
+        tp.Checkpoint(model=model()).read(path).expect_partial()
         gc.collect()
     assert not [w for w in caught if "never restored" in str(w.message)]
 
@@ -270,69 +263,16 @@ def test_skip_nothing_report_lists_unused_attributes(tmp_path) -> None:
 
 # -- random graphs -------------------------------------------------------------------------
 
-names = st.text(alphabet="ab./_-k1", min_size=1, max_size=4)
-
-
-def _tree(depth: int) -> st.SearchStrategy:
-    leaf = st.tuples(st.just("var"), st.integers(0, 3))
-    if depth == 0:
-        return leaf
-    sub = _tree(depth - 1)
-    return st.one_of(
-        leaf,
-        st.tuples(st.just("module"), st.dictionaries(names.filter(lambda n: n.isidentifier()), sub, max_size=3)),
-        st.tuples(st.just("list"), st.lists(sub, max_size=3)),
-        st.tuples(st.just("dict"), st.dictionaries(names, sub, max_size=3)),
-    )
-
-
-def _build(spec: tuple, counter: list[int], zero: bool) -> object:
-    kind, content = spec
-    if kind == "var":
-        counter[0] += 1
-        return tp.Variable(np.full((content,), 0.0 if zero else counter[0], np.float32))
-    if kind == "module":
-        m = tp.Module()
-        for name, child in content.items():
-            setattr(m, name, _build(child, counter, zero))
-        return m
-    if kind == "list":
-        return [_build(child, counter, zero) for child in content]
-    return {name: _build(child, counter, zero) for name, child in content.items()}
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.dictionaries(names.filter(lambda n: n.isidentifier() and n != "root"), _tree(3), min_size=1, max_size=4))
+@given(st.dictionaries(names.filter(lambda n: n.isidentifier() and n != "root"), graph_specs(3), min_size=1, max_size=4))
 def test_random_graphs_restore_into_fresh_copies(tmp_path_factory, spec: dict) -> None:
     directory = tmp_path_factory.mktemp("g")
-    source = tp.Checkpoint(**{name: _wrap(_build(child, [0], False)) for name, child in spec.items()})
+    source = tp.Checkpoint(**{name: wrap(build_graph(child, [0], False)) for name, child in spec.items()})
     path = source.save(os.path.join(directory, "ckpt"))
     raw = tp.load_variable(path, "_CHECKPOINTABLE_OBJECT_GRAPH")
     assert pb.TrackableObjectGraph.FromString(raw).SerializeToString() == raw  # our encoder is protobuf's
-    target_objects = {name: _wrap(_build(child, [0], True)) for name, child in spec.items()}
+    target_objects = {name: wrap(build_graph(child, [0], True)) for name, child in spec.items()}
     target = tp.Checkpoint(**target_objects)
     target.restore(path).assert_consumed()
-    for (_, a), (_, b) in zip(_variables(source), _variables(target)):
+    for (_, a), (_, b) in zip(variables_of(source), variables_of(target)):
         assert a.numpy().tolist() == b.numpy().tolist()
-
-
-def _wrap(value: object) -> tp.Trackable:
-    if isinstance(value, tp.Trackable):
-        return value
-    holder = tp.Module()
-    holder.value = value
-    return holder
-
-
-def _variables(ckpt: tp.Checkpoint) -> list[tuple[str, tp.Variable]]:
-    """Variables in breadth-first order of first discovery, with their paths."""
-    found, seen, queue = [], {id(ckpt)}, [(ckpt, "")]
-    while queue:
-        obj, path = queue.pop(0)
-        if isinstance(obj, tp.Variable):
-            found.append((path, obj))
-        for name, child in obj._trackable_children().items():
-            if id(child) not in seen:
-                seen.add(id(child))
-                queue.append((child, f"{path}.{name}"))
-    return found

@@ -13,6 +13,8 @@ import trackpoint as tp
 
 
 def _model(value: float = 1.0) -> tp.Module:
+    # Not helpers.model: a test rebuilds this layout one attribute at a time (restore on create), which
+    # a flat layout with one nested module keeps short.
     model = tp.Module()
     model.v = tp.Variable(np.full(3, value, np.float32))
     model.inner = tp.Module()

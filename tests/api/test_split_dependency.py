@@ -6,39 +6,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-
-
-class SaveTensorSlicesAsDeps(tp.Module):
-    """Holds one 4-element array, checkpointed as two variables ``first_half``/``second_half``."""
-
-    def __init__(self, names: tuple[str, ...] = ("first_half", "second_half"), track: bool = True,
-                 fill_names: tuple[str, ...] | None = None) -> None:
-        super().__init__()
-        self.combined = tp.NoDependency(np.zeros(4, np.float32))
-        self.restored: list[dict] = tp.NoDependency([])
-
-        def fill(buffer: dict) -> None:
-            for name, part in zip(fill_names or names, (self.combined[:2], self.combined[2:])):
-                buffer[name] = part
-
-        def consume(values: dict) -> None:
-            self.restored.append(values)
-            self.combined = tp.NoDependency(np.concatenate([values["first_half"], values["second_half"]]))
-
-        self.deps = tp.NoDependency(tp.split_dependency(list(names), [np.float32] * len(names), fill, consume))
-        if track:
-            self.track_all()
-
-    def track_all(self) -> None:
-        for name, dep in self.deps.items():
-            self._track_trackable(dep, name)
-
-
-class HasVariables(tp.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.first_half = tp.Variable([0.0, 0.0])
-        self.second_half = tp.Variable([0.0, 0.0])
+from tests.helpers import HasVariables, SaveTensorSlicesAsDeps
 
 
 def test_split_saves_like_variables_and_restores_into_plain_variables(tmp_path) -> None:
@@ -122,7 +90,7 @@ def test_dtypes_enforced_on_save_and_restore(tmp_path) -> None:
 
 
 def test_arguments_are_validated() -> None:
-    noop = lambda *_: None  # noqa: E731
+    noop = lambda *_: None
     with pytest.raises(ValueError, match="one dtype per component"):
         tp.split_dependency(["a", "b"], [np.float32], noop, noop)
     with pytest.raises(ValueError, match="repeat"):
