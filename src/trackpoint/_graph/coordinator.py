@@ -17,7 +17,7 @@ import itertools
 import logging
 import warnings
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
@@ -312,9 +312,20 @@ class RestoreCoordinator:
 
     # -- for the status -------------------------------------------------------------------
 
-    def was_assigned(self, obj: Trackable) -> bool:
-        """Whether ``obj`` holds this restore's values (or a later one's)."""
-        return obj._tp_update_uid >= self.restore_uid
+    def bound_ids(self) -> set[int]:
+        """``id()`` of every bound object still alive (no pair per binding: a restore of many
+        variables would make one object each for the collector)."""
+        return {id(obj) for ref in self.bound.values() if (obj := ref()) is not None}
+
+    def first_unassigned(self, holds_tensors: Callable[[Trackable], bool]) -> int | None:
+        """The first node whose live object holds tensors yet took none of this restore's values
+        (nor a later one's); None when there is none."""
+        uid = self.restore_uid
+        for node_id, ref in self.bound.items():
+            obj = ref()
+            if obj is not None and obj._tp_update_uid < uid and holds_tensors(obj):
+                return node_id
+        return None
 
     def path(self, node_id: int) -> str:
         """The readable path of a node, ``(root).model.dense.kernel``."""

@@ -97,18 +97,14 @@ class CheckpointLoadStatus:
     def assert_existing_objects_matched(self) -> CheckpointLoadStatus:
         """Every live object with values was bound to, and received, a checkpoint value."""
         coordinator = self._coordinator
-        bound = []
-        for node_id, obj in coordinator.bound_objects():
-            if not coordinator.was_assigned(obj) and _holds_tensors(obj):
-                raise AssertionError(f"Object {coordinator.path(node_id)} not assigned a value from checkpoint.")
-            bound.append(obj)
-        # Removing the bound objects from the live ones leaves the unbound; paths are only
-        # worked out for a message, by a second walk.
+        unassigned = coordinator.first_unassigned(_holds_tensors)
+        if unassigned is not None:
+            raise AssertionError(f"Object {coordinator.path(unassigned)} not assigned a value from checkpoint.")
+        # The live objects less the bound ones are the unbound; paths are only worked out for
+        # a message, by a second walk.
         live = _live_by_id(self._root, self._attached, not coordinator.skip_slot_variables)
-        for obj in bound:
-            live.pop(id(obj), None)
-        if any(map(_holds_tensors, live.values())):
-            bound_ids = set(map(id, bound))
+        bound_ids = coordinator.bound_ids()
+        if any(_holds_tensors(live[key]) for key in live.keys() - bound_ids):
             objects, path = self._live_objects()
             unmatched = [path(i) for i, obj in enumerate(objects) if id(obj) not in bound_ids and _holds_tensors(obj)]
             if unmatched:

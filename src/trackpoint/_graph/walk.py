@@ -150,6 +150,7 @@ class CheckpointPosition:
         uid = coordinator.restore_uid
         wanted_of = coordinator.wanted
         node_bytes = coordinator.node_bytes
+        make_ref = weakref.ref  # bound once: the loop below runs once per child
         queue: deque[tuple[int, Trackable]] = deque([(self.node_id, trackable)])
         pending = plan.assignments
         first = len(pending)
@@ -203,7 +204,7 @@ class CheckpointPosition:
                         new_bound.append(child_id)  # and matched, below
                     else:
                         plan.rebound.append((child_id, ref))  # matched already
-                    bound[child_id] = weakref.ref(local)
+                    bound[child_id] = make_ref(local)
                     if (key is None and nodes[child_id].children) or (
                             slots_pending and (child_id in slot_restorations or child_id in deferred_slots)):
                         queue.append((child_id, local))
