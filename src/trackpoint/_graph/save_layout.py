@@ -14,7 +14,6 @@ Anything else walks again, with the reason logged at DEBUG on the ``trackpoint.r
 from __future__ import annotations
 
 import logging
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,12 +21,11 @@ from typing import Any
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.data_structures import DictWrapper, ListWrapper
 from trackpoint._tracking.epoch import structure_epoch, untracked_reason
-from trackpoint._tracking.variables import Variable
+from trackpoint._tracking.variables import Variable, current_values
 
 __all__ = ["SaveLayout", "make_layout", "reuse"]
 
 log = logging.getLogger("trackpoint.reuse")
-_VALUE = operator.attrgetter("_value")  # a variable's current array (copy-on-write: never changed in place)
 
 
 @dataclass(frozen=True)
@@ -77,12 +75,12 @@ def reuse(layout: SaveLayout) -> list[Any] | None:
     reason = _stale(layout)
     if reason is None and layout.variables is not None:
         log.debug("reusing the previous save's layout")
-        return list(map(_VALUE, layout.variables))
+        return current_values(layout.variables)
     arrays: list[Any] = []
     if reason is None:
         for obj, names, _ in layout.entries:
             if type(obj) is Variable:
-                arrays.append(obj._value)
+                arrays.append(obj.read_value())
                 continue
             tensors = obj._serialize_to_tensors()
             if len(tensors) != len(names) or list(tensors) != names:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ from trackpoint._format.dtypes import STRING, from_numpy
 from trackpoint._tracking.base import Trackable
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["VARIABLE_VALUE", "Variable", "infer_value", "take_restored"]
+__all__ = ["VARIABLE_VALUE", "Variable", "current_values", "infer_value", "take_restored"]
 
 VARIABLE_VALUE = "VARIABLE_VALUE"
 _TENSOR_NAMES = (VARIABLE_VALUE,)
@@ -225,6 +226,18 @@ class Variable(Trackable):
         if array.flags.writeable:  # else a view of the reader's read-only bytes
             array.flags.writeable = False
         return array
+
+
+_VALUE = operator.attrgetter("_value")
+
+
+def current_values(variables: Sequence[Variable]) -> list[np.ndarray]:
+    """The array each variable holds now, for a save (one call for all, as :func:`take_restored`).
+
+    A variable's array is never changed in place (assignments install a new one), so the
+    arrays can be written later, by an async save, as they are.
+    """
+    return list(map(_VALUE, variables))
 
 
 def take_restored(variables: Sequence[Variable], arrays: Sequence[np.ndarray]) -> None:
