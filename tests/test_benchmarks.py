@@ -6,9 +6,14 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # each runs a benchmark script in a child process: tens of seconds
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.interop  # compare.py runs TensorFlow as one contender
 def test_compare_quick_runs_every_contender() -> None:
     result = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "compare.py"), "--quick"],
                             capture_output=True, text=True, timeout=600)

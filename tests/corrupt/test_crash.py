@@ -19,6 +19,8 @@ import trackpoint as tp
 from tests.corrupt.crash_child import build
 from trackpoint._format import previous
 
+pytestmark = pytest.mark.slow  # crash, kill and fuzz runs take seconds: not in the inner loop
+
 CHILD = os.path.join(os.path.dirname(__file__), "crash_child.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 KILLS = int(os.environ.get("TP_CRASH_KILLS", "120"))

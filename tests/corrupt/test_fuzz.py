@@ -6,6 +6,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # crash, kill and fuzz runs take seconds: not in the inner loop
+
 WORKER = os.path.join(os.path.dirname(__file__), "fuzz_worker.py")
 EXAMPLES = int(os.environ.get("TP_FUZZ_EXAMPLES", "2500"))
 ADDRESS_SPACE = 3 << 30

@@ -25,6 +25,8 @@ import trackpoint as tp
 from tests.corrupt.overwrite_server import COUNT, build
 from trackpoint._format import previous
 
+pytestmark = pytest.mark.slow  # crash, kill and fuzz runs take seconds: not in the inner loop
+
 SERVER = os.path.join(os.path.dirname(__file__), "overwrite_server.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 KILLS = int(os.environ.get("TP_CRASH_KILLS", "200"))

@@ -16,6 +16,8 @@ import pytest
 
 import trackpoint as tp
 
+pytestmark = pytest.mark.slow  # writers in child processes and PID namespaces: seconds
+
 CHILD = os.path.join(os.path.dirname(__file__), "shared_dir_child.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 

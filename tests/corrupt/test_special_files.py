@@ -23,6 +23,8 @@ import pytest
 
 import trackpoint as tp
 
+pytestmark = pytest.mark.slow  # a worker process per case: seconds in all
+
 WORKER = os.path.join(os.path.dirname(__file__), "special_file_worker.py")
 ADDRESS_SPACE = 4 << 30
 TIME_LIMIT = 20  # seconds for a whole child; each operation should take well under one

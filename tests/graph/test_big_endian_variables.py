@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import trackpoint as tp
 
@@ -30,6 +31,7 @@ def test_a_big_endian_variable_restores_saves_little_endian_and_assigns(tmp_path
     assert tp.Variable(np.arange(2, dtype=">i8"), dtype=">i8").dtype == np.dtype(np.int64)
 
 
+@pytest.mark.interop
 def test_tensorflow_reads_a_big_endian_variable_saved_by_trackpoint(tmp_path) -> None:
     path = tp.Checkpoint(v=tp.Variable(np.arange(3, dtype=">f4"))).write(str(tmp_path / "ckpt"))
     script = ("import sys, tensorflow as tf; v = tf.Variable(tf.zeros([3])); "

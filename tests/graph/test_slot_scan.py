@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,6 +37,7 @@ def graphs(draw: st.DrawFn) -> pb.TrackableObjectGraph:
     return graph
 
 
+@pytest.mark.slow  # 200 random graphs: seconds
 @settings(max_examples=200, deadline=None)
 @given(graphs(), st.binary(max_size=8))
 def test_slot_owners_are_the_nodes_with_slots(graph: pb.TrackableObjectGraph, unknown: bytes) -> None:

@@ -10,12 +10,13 @@ import pytest
 import tensorflow as tf
 
 import trackpoint as tp
-from tests.helpers import assert_bit_equal
+from tests.format.bundle_helpers import merge_bundles
 from tests.golden import values
+from tests.helpers import assert_bit_equal
 from trackpoint._format import naming
 from trackpoint._format.bundle_writer import BundleWriter
-from trackpoint._format.merge import merge_bundles
 from trackpoint._format.state_file import write_state
+
 
 @pytest.mark.parametrize("key", list(values.dtype_tensors()))
 def test_tf_reads_every_dtype_we_write(tmp_path, key: str) -> None:

@@ -6,6 +6,7 @@ and the injected-ENOSPC test still runs).
 
 from __future__ import annotations
 
+import builtins
 import errno
 import os
 import subprocess
@@ -15,7 +16,6 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint._format import state_file
 
 
 def _manager(directory, max_to_keep: int = 1) -> tp.CheckpointManager:
@@ -85,7 +85,7 @@ def test_an_unwritable_state_file_raises_write_error_and_the_manager_agrees_with
             raise OSError(errno.ENOSPC, "No space left on device", str(path))
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(state_file, "open", full_disk, raising=False)
+    monkeypatch.setattr(builtins, "open", full_disk)  # whichever module writes the state file
     with pytest.raises(tp.errors.WriteError, match=r"ckpt-3 was written but could not be recorded, so it was removed"):
         manager.save()
     monkeypatch.undo()
@@ -144,10 +144,14 @@ def test_checkpoint_save_with_an_unwritable_state_file_raises_write_error(tmp_pa
     ckpt = tp.Checkpoint(v=tp.Variable(1.0))
     first = ckpt.save(str(tmp_path / "ckpt"))
 
-    def refuse(*args, **kwargs):
-        raise PermissionError(errno.EACCES, "Permission denied")
+    real_open = open
 
-    monkeypatch.setattr(state_file, "open", refuse, raising=False)
+    def refuse(path, *args, **kwargs):
+        if os.path.basename(str(path)).startswith("checkpoint.tp-tmp-"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", refuse)  # whichever module writes the state file
     with pytest.raises(tp.errors.WriteError, match=r"ckpt-2 is complete, but the state file .* still names what"):
         ckpt.save(str(tmp_path / "ckpt"))
     monkeypatch.undo()
