@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+import doctest
+import importlib.metadata
+import pathlib
+import pickle
+import pickletools
+import pkgutil
+import re
 import subprocess
 import sys
+import traceback
+import types
+import typing
+
+import numpy as np
+import pytest
 
 import trackpoint as tp
 
@@ -80,11 +93,76 @@ def test_error_tree() -> None:
 
 
 def test_no_code_path_unpickles_or_evaluates_file_content() -> None:
-    import pathlib
-    import re
-
     source = pathlib.Path(tp.__file__).parent
     forbidden = re.compile(r"\b(import pickle|from pickle|cPickle|dill|marshal\.loads|eval\(|exec\(|yaml\.load)")
     offenders = [str(path) for path in source.rglob("*.py")
                  if not path.name.endswith("_pb2.py") and forbidden.search(path.read_text())]
     assert offenders == []
+
+
+# -- public names report the module users import them from ---------------------------------
+
+_PUBLIC = [name for name in tp.__all__ if not isinstance(getattr(tp, name), types.ModuleType)]
+
+
+@pytest.mark.parametrize("name", _PUBLIC)
+def test_public_names_report_trackpoint_as_their_module(name: str) -> None:
+    obj = getattr(tp, name)
+    assert obj.__module__ == "trackpoint"
+    if isinstance(obj, type):
+        assert repr(obj) == f"<class 'trackpoint.{name}'>"
+        assert pickle.loads(pickle.dumps(obj)) is obj  # pickled by the public name, found again by it
+        typing.get_type_hints(obj)  # annotations still resolve, though trackpoint's namespace lacks their names
+
+
+def test_a_traceback_names_the_public_class() -> None:
+    with pytest.raises(tp.errors.InvalidArgumentError) as caught:
+        tp.CheckpointOptions(experimental_sharding_callback="x")  # type: ignore[arg-type]
+    assert "trackpoint.errors.InvalidArgumentError" in "".join(traceback.format_exception(caught.value))
+    assert "trackpoint.Variable" in repr(type(tp.Variable(1.0)))
+
+
+def test_instances_pickle_under_the_public_names() -> None:
+    variable = tp.Variable(np.arange(3, dtype=np.float32), name="w")
+    data = pickle.dumps(variable, protocol=4)
+    globals_named = {(arg if isinstance(arg, str) else "") for op, arg, _ in pickletools.genops(data)
+                     if op.name in ("SHORT_BINUNICODE", "BINUNICODE")}
+    assert "trackpoint" in globals_named and "Variable" in globals_named
+    assert not any(name.startswith("trackpoint._") for name in globals_named)
+    clone = pickle.loads(data)
+    assert type(clone) is tp.Variable and clone.numpy().tolist() == [0.0, 1.0, 2.0]
+    for value in (tp.CheckpointOptions(enable_async=True), tp.ValueChange("(root).w", "VARIABLE_VALUE", "value", "d"),
+                  tp.CheckpointDiff(added=("(root).b",)), tp.Module()):
+        assert type(pickle.loads(pickle.dumps(value))) is type(value)
+
+
+def test_the_examples_of_methods_still_run_under_doctest() -> None:
+    """doctest looks for a class's methods in the module the class reports, so the methods must
+    report ``trackpoint`` too, or ``pytest --doctest-modules`` silently skips their examples."""
+    finder = doctest.DocTestFinder()
+    modules = [tp] + [importlib.import_module(info.name) for info in pkgutil.walk_packages(tp.__path__, "trackpoint.")
+                      if "_proto" not in info.name and not info.name.endswith("__main__")]
+    found = {".".join(test.name.split(".")[-2:]) for module in modules for test in finder.find(module) if test.examples}
+    expected = set()
+    for name in _PUBLIC:
+        obj = getattr(tp, name)
+        for attribute, member in vars(obj).items() if isinstance(obj, type) else ():
+            function = getattr(member, "__func__", getattr(member, "fget", member))
+            if isinstance(function, types.FunctionType) and ">>>" in (function.__doc__ or ""):
+                expected.add(f"{name}.{attribute}")
+    assert "CheckpointView.match" in expected and "CheckpointView.diff" in expected
+    assert expected - found == set()
+
+
+def test_one_version_everywhere(capsys) -> None:
+    pyproject = (pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    declared = re.search(r'^version = "([^"]+)"$', pyproject, re.MULTILINE)
+    assert declared is not None
+    assert tp.__version__ == declared.group(1) == importlib.metadata.version("trackpoint")
+    source = pathlib.Path(tp.__file__).read_text()
+    assert re.search(r"__version__\s*=\s*[\"']", source) is None  # not a second copy of the number
+    from trackpoint.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out == f"trackpoint {declared.group(1)}\n"

@@ -22,7 +22,6 @@ from trackpoint.checkpoint import Checkpoint
 from trackpoint.checkpoint_view import CheckpointDiff, CheckpointView, ValueChange
 from trackpoint.manager import CheckpointManager
 from trackpoint.options import CheckpointOptions
-from trackpoint.split_dependency import split_dependency
 from trackpoint.reader import (
     CheckpointReader,
     CheckpointState,
@@ -36,8 +35,7 @@ from trackpoint.reader import (
     save_tensors,
     verify_checkpoint,
 )
-
-__version__ = "0.1.0"
+from trackpoint.split_dependency import split_dependency
 
 __all__ = [
     "AutoTrackable",
@@ -71,3 +69,68 @@ __all__ = [
     "split_dependency",
     "verify_checkpoint",
 ]
+
+
+def _report_public_module(obj: object) -> None:
+    """Make ``obj`` (and, for a class, the functions defined in its body) report ``trackpoint``
+    as their module, the name users import them by, instead of the private module that
+    defines them: ``repr(type)``, tracebacks, pickles and documentation tools show that name.
+
+    The methods follow their class because doctest (``pytest --doctest-modules``) looks for a
+    class's methods only in the module the class reports: without them, their examples would
+    silently stop running.
+    """
+    import typing  # here, not at the top: this module's namespace is the public API
+    from types import FunctionType
+
+    defined_in = obj.__module__
+    if isinstance(obj, type) and "__annotations__" in vars(obj):
+        # typing.get_type_hints() evaluates a class's string annotations in the namespace of the
+        # module the class reports; evaluate them now, while that is still the defining module.
+        try:
+            hints = typing.get_type_hints(obj, include_extras=True)
+        except NameError:  # a name imported only for type checkers: leave the strings as they are
+            pass
+        else:
+            obj.__annotations__ = {name: hints[name] for name in vars(obj)["__annotations__"]}
+    obj.__module__ = __name__
+    if not isinstance(obj, type):
+        return
+    get_overloads = getattr(typing, "get_overloads", None)  # Python 3.11+
+    for member in vars(obj).values():
+        for function in (member, getattr(member, "__func__", None), getattr(member, "fget", None),
+                         getattr(member, "fset", None), getattr(member, "func", None)):
+            if isinstance(function, FunctionType) and function.__module__ == defined_in:
+                # typing files @overload stubs under their module's name: file them anew.
+                stubs = get_overloads(function) if get_overloads is not None else []
+                for callable_ in (function, *stubs):
+                    callable_.__module__ = __name__
+                for stub in stubs:
+                    typing.overload(stub)
+
+
+# As httpx does: ``tp.Variable`` is ``trackpoint.Variable``, not ``trackpoint._tracking.variables.Variable``.
+# The modules (errors, optimizers, sharding) are public already and keep their names.
+for _name in __all__:
+    if not isinstance(globals()[_name], type(errors)):
+        _report_public_module(globals()[_name])
+del _name, _report_public_module
+
+
+def __getattr__(name: str) -> str:
+    """``trackpoint.__version__``, read from the installed package's metadata on first use.
+
+    ``pyproject.toml`` is the version's one source. It is looked up lazily, because importing
+    ``importlib.metadata`` would otherwise slow every ``import trackpoint`` for a value few
+    programs read.
+    """
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        value = version("trackpoint")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        value = "0+unknown"
+    globals()["__version__"] = value
+    return value

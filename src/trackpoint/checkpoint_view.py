@@ -23,7 +23,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from trackpoint._graph.object_graph import node_paths, read_object_graph
 from trackpoint._tracking.base import Trackable
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.reader import resolve_prefix
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time
 
 __all__ = ["CheckpointDiff", "CheckpointView", "ValueChange"]
 
@@ -49,6 +52,20 @@ class ValueChange:
         kind: ``"dtype"``, ``"shape"`` or ``"value"``.
         detail: Human-readable before → after.
         max_abs_diff: For ``"value"`` changes of numbers, the largest absolute difference.
+
+    Example:
+        >>> import tempfile
+        >>> import trackpoint as tp
+        >>> root = tp.Module()
+        >>> root.w = tp.Variable([1.0, 2.0])
+        >>> directory = tempfile.mkdtemp()
+        >>> before = tp.Checkpoint(root).write(directory + "/before")
+        >>> _ = root.w.assign([1.0, 2.5])
+        >>> with tp.CheckpointView(before) as view:
+        ...     (change,) = view.diff(tp.Checkpoint(root).write(directory + "/after")).changed
+        >>> change
+        ValueChange(path='(root).w', attribute='VARIABLE_VALUE', kind='value',
+                    detail='1 of 2 elements differ', max_abs_diff=0.5)
     """
 
     path: str
@@ -66,6 +83,20 @@ class CheckpointDiff:
         added: Object paths holding values only in the other checkpoint.
         removed: Object paths holding values only in this checkpoint.
         changed: Differences in dtype, shape or value at paths both hold, largest first.
+
+    Example:
+        >>> import tempfile
+        >>> import trackpoint as tp
+        >>> root = tp.Module()
+        >>> root.w = tp.Variable([1.0, 2.0])
+        >>> directory = tempfile.mkdtemp()
+        >>> before = tp.Checkpoint(root).write(directory + "/before")
+        >>> root.b = tp.Variable(0.0)
+        >>> after = tp.Checkpoint(root).write(directory + "/after")
+        >>> with tp.CheckpointView(before) as view:
+        ...     result = view.diff(after)
+        >>> result.equal, result.added, result.removed, result.changed
+        (False, ('(root).b',), (), ())
     """
 
     added: tuple[str, ...] = ()
@@ -74,26 +105,56 @@ class CheckpointDiff:
 
     @property
     def equal(self) -> bool:
+        """True when nothing was added, removed or changed."""
         return not (self.added or self.removed or self.changed)
+
+
+_ObjectDiff = tuple[dict[int, Trackable], list[int], list[Trackable]]
+"""TF's ``CheckpointView.diff(obj)``: matched nodes, nodes only in the checkpoint, objects only in ``obj``."""
 
 
 class CheckpointView:
     """The object graph of a checkpoint, as TF's ``tf.train.CheckpointView`` gives it.
+
+    It keeps the checkpoint's index in memory and opens data files as values are read;
+    :meth:`close` (or a ``with`` block) closes them. A closed view still answers every
+    question about the graph (:meth:`children`, :meth:`tree`, ...), but cannot read values.
 
     Args:
         save_path: A checkpoint prefix, or a directory with a ``checkpoint`` state file.
 
     Raises:
         NotFoundError: Nothing is there.
-        ValueError: The checkpoint has no object graph (a name-based or plain bundle).
+        InvalidArgumentError: The checkpoint has no object graph (a name-based or plain bundle).
+
+    Example:
+        >>> import tempfile
+        >>> import trackpoint as tp
+        >>> model = tp.Module()
+        >>> model.dense = tp.Module()
+        >>> model.dense.kernel = tp.Variable([[1.0, 2.0]])
+        >>> path = tp.Checkpoint(model=model).write(tempfile.mkdtemp() + "/ckpt")
+        >>> with tp.CheckpointView(path) as view:
+        ...     print(view.paths()[3])
+        ...     print(view.tree())
+        (root).model.dense.kernel
+        (root)
+          model
+            dense
+              kernel  float32[1,2]  8 B
     """
 
     def __init__(self, save_path: str) -> None:
         prefix = resolve_prefix(save_path)
         self._reader = BundleReader(prefix)
         self._prefix = prefix
-        graph = read_object_graph(self._reader)
+        try:
+            graph = read_object_graph(self._reader)
+        except BaseException:
+            self._reader.close()  # now, not whenever the traceback that holds this view is dropped
+            raise
         if graph is None:
+            self._reader.close()
             raise InvalidArgumentError(
                 f'The specified checkpoint "{prefix}" does not appear to be object-based (saved with TF2) since it '
                 f"is missing the key {OBJECT_GRAPH_KEY!r}. Inspect its tensors with tp.load_checkpoint() instead."
@@ -103,7 +164,18 @@ class CheckpointView:
 
     @property
     def prefix(self) -> str:
+        """The checkpoint prefix the view reads (a directory given resolved to its latest)."""
         return self._prefix
+
+    def close(self) -> None:
+        """Close the checkpoint's data files (also done when the view is garbage-collected)."""
+        self._reader.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def object_graph(self) -> pb.TrackableObjectGraph:
@@ -179,22 +251,47 @@ class CheckpointView:
             visited.add(node_id)
         return matched
 
-    def diff(self, obj: Any, rtol: float = 0.0, atol: float = 0.0,
-             progress: Callable[[int, int], None] | None = None) -> Any:
+    @overload
+    def diff(self, obj: Trackable, rtol: float = ..., atol: float = ...,
+             progress: Callable[[int, int], None] | None = ...) -> _ObjectDiff: ...
+
+    @overload
+    def diff(self, obj: CheckpointView | str | os.PathLike[str], rtol: float = ..., atol: float = ...,
+             progress: Callable[[int, int], None] | None = ...) -> CheckpointDiff: ...
+
+    def diff(self, obj: Trackable | CheckpointView | str | os.PathLike[str], rtol: float = 0.0, atol: float = 0.0,
+             progress: Callable[[int, int], None] | None = None) -> _ObjectDiff | CheckpointDiff:
         """Compare with a live object (TF's result) or with another checkpoint (ours).
 
         With a trackable, returns TF's triple ``(match(obj), node ids only in the checkpoint,
         objects only in obj)``. With a :class:`CheckpointView` or a path, returns a
         :class:`CheckpointDiff` of structure, dtypes, shapes and values (``rtol``/``atol``
         as in ``numpy.isclose``), slot variables included; ``progress(done, total)`` is
-        called after each value compared.
+        called after each value compared. A checkpoint given by its path is closed again
+        before this returns.
+
+        Example:
+            >>> import tempfile
+            >>> import trackpoint as tp
+            >>> root = tp.Module()
+            >>> root.w = tp.Variable(1.0)
+            >>> path = tp.Checkpoint(root).write(tempfile.mkdtemp() + "/ckpt")
+            >>> root.b = tp.Variable(2.0)
+            >>> with tp.CheckpointView(path) as view:
+            ...     matched, only_in_checkpoint, only_in_root = view.diff(root)
+            ...     print(sorted(matched), only_in_checkpoint, only_in_root == [root.b])
+            ...     print(view.diff(path).equal)
+            [0, 1] [] True
+            True
         """
         if isinstance(obj, Trackable):
             return self._diff_objects(obj)
-        other = obj if isinstance(obj, CheckpointView) else CheckpointView(os.fspath(obj))
-        return self._diff_checkpoints(other, rtol, atol, progress)
+        if isinstance(obj, CheckpointView):
+            return self._diff_checkpoints(obj, rtol, atol, progress)
+        with CheckpointView(os.fspath(obj)) as other:
+            return self._diff_checkpoints(other, rtol, atol, progress)
 
-    def _diff_objects(self, obj: Trackable) -> tuple[dict[int, Trackable], list[int], list[Trackable]]:
+    def _diff_objects(self, obj: Trackable) -> _ObjectDiff:
         matched = self.match(obj)
         only_in_checkpoint = [i for i in self.descendants() if i not in matched]
         matched_ids = {id(t) for t in matched.values()}

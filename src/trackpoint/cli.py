@@ -170,7 +170,10 @@ _OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 def _inspect(args: argparse.Namespace) -> int:
     with tp.load_checkpoint(_resolve(args.path)) as reader:
         # A plain bundle has no object graph; any other failure to read one is reported.
-        paths = tp.CheckpointView(reader.prefix).key_paths() if reader.has_tensor(_OBJECT_GRAPH_KEY) else {}
+        paths: dict[str, str] = {}
+        if reader.has_tensor(_OBJECT_GRAPH_KEY):
+            with tp.CheckpointView(reader.prefix) as view:
+                paths = view.key_paths()
         shapes = reader.get_variable_to_shape_map()
         dtypes = reader.get_variable_to_dtype_map()
         keys = sorted(shapes)
@@ -204,13 +207,14 @@ def _inspect(args: argparse.Namespace) -> int:
                    printable(str(r.get("path", "")))) for r in rows]
         widths = [max(len(cells[i]) for cells in table) for i in range(3)]
         for cells in table:
-            _out("  ".join(f"{cell:<{width}}" for cell, width in zip(cells, widths + [0])).rstrip())
+            _out("  ".join(f"{cell:<{width}}" for cell, width in zip(cells, widths + [0], strict=True)).rstrip())
         _out(f"\n# Total number of params: {total}")
         return 0
 
 
 def _tree(args: argparse.Namespace) -> int:
-    _out(tp.CheckpointView(_resolve(args.path)).tree())
+    with tp.CheckpointView(_resolve(args.path)) as view:
+        _out(view.tree())
     return 0
 
 
@@ -218,7 +222,8 @@ def _diff(args: argparse.Namespace) -> int:
     a, b = _resolve(args.a), _resolve(args.b)
     progress = _Progress("diff")
     try:
-        result = tp.CheckpointView(a).diff(b, rtol=args.rtol, atol=args.atol, progress=progress)
+        with tp.CheckpointView(a) as view:
+            result = view.diff(b, rtol=args.rtol, atol=args.atol, progress=progress)
     finally:
         progress.close()
     if args.json:
@@ -350,7 +355,7 @@ def _run(args: argparse.Namespace) -> int:
         return int(args.run(args))
     except BrokenPipeError:
         raise  # not a checkpoint's fault: main() ends quietly
-    except (tp.errors.CheckpointError, OSError, ValueError) as exc:
+    except (tp.errors.CheckpointError, OSError) as exc:  # OSError: what is not the library's, an unwritable --dir
         message = re.sub(r"\s*\n\s*", " ", str(exc).strip())  # one line; _out escapes any other control
         _out(f"trackpoint {args.command}: {message}", sys.stderr)
         return int(getattr(args, "error_status", 1))

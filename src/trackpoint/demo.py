@@ -75,25 +75,6 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _tree(prefix: str) -> list[str]:
-    """The checkpoint's objects as an indented tree, from its keys."""
-    lines = ["(root)"]
-    shown: set[tuple[str, ...]] = set()
-    dtypes = tp.load_checkpoint(prefix).get_variable_to_dtype_map()
-    for key, shape in tp.list_variables(prefix):
-        if "/.ATTRIBUTES/" not in key:
-            continue
-        path = tuple(key.split("/.ATTRIBUTES/")[0].split("/"))
-        for depth in range(1, len(path) + 1):
-            if path[:depth] not in shown:
-                shown.add(path[:depth])
-                leaf = depth == len(path)
-                dtype = "string" if dtypes[key] == np.dtype(object) else dtypes[key].name
-                detail = f"  {dtype}{shape}" if leaf else ""
-                lines.append("    " * depth + path[depth - 1] + detail)
-    return lines
-
-
 def refusal(directory: str) -> str | None:
     """Why the demo must not write into ``directory``, or None when it may.
 
@@ -167,10 +148,12 @@ def run(directory: str | None, out: Callable[[str], None] = print) -> int:
     second.train(x, y, STEPS, manager, out)
 
     expected, resumed = reference.arrays(), second.arrays()
-    same = len(expected) == len(resumed) and all(np.array_equal(a, b) for a, b in zip(expected, resumed))
+    same = len(expected) == len(resumed) and all(np.array_equal(a, b) for a, b in zip(expected, resumed, strict=True))
     out(f"resumed training equals an uninterrupted run of {STEPS} steps, optimizer slots included: {same}")
     out(f"kept checkpoints: {', '.join(os.path.basename(p) for p in manager.checkpoints)}")
-    out(f"object graph of {os.path.basename(manager.latest_checkpoint or '')}:")
-    for line in _tree(manager.latest_checkpoint or ""):
-        out("  " + line)
+    latest = manager.latest_checkpoint or ""  # None only if nothing was saved, and the demo saves
+    out(f"object graph of {os.path.basename(latest)}:")
+    with tp.CheckpointView(latest) as view:
+        for line in view.tree().split("\n"):
+            out("  " + line)
     return 0 if same else 1

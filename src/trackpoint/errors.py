@@ -7,7 +7,7 @@
     │       a checkpoint, shard file or key that does not exist
     ├── PermissionDeniedError(CheckpointError, PermissionError)
     │       a checkpoint file this user may not read
-    ├── DataLossError(CheckpointError, IOError)
+    ├── DataLossError(CheckpointError, OSError)
     │       checksum mismatch, truncated or damaged file
     ├── InvalidArgumentError(CheckpointError, ValueError)
     │   │   malformed input: bad option, dtype/shape mismatch, hostile sizes
@@ -25,6 +25,17 @@ Each leaf also subclasses the builtin a caller would naturally catch, so
 ``except FileNotFoundError`` or ``except ValueError`` keeps working. Messages name the
 file, the key and what to do about it.
 
+Four leaves are ``OSError`` subclasses: ``NotFoundError``, ``PermissionDeniedError``,
+``WriteError`` and ``DataLossError``. That is deliberate (a damaged or truncated file is a
+failed read, which Python reports as an ``OSError``), but it means that ``except OSError``
+also catches a checksum failure: catch ``DataLossError`` first when the two need different
+handling.
+
+Every error takes, besides its message, two optional keyword arguments that callers may
+read instead of parsing the message: ``path``, the file or checkpoint prefix concerned, and
+``key``, the checkpoint key concerned. Either is None when the error does not know it. They
+are not ``OSError.filename``, which would change how the message prints.
+
 Example:
     >>> import trackpoint as tp
     >>> try:
@@ -32,6 +43,9 @@ Example:
     ... except tp.errors.NotFoundError as exc:
     ...     print(type(exc).__name__)
     NotFoundError
+    >>> error = tp.errors.DataLossError("run/ckpt-1.index: checksum mismatch", path="run/ckpt-1.index", key="w")
+    >>> error.path, error.key, str(error)
+    ('run/ckpt-1.index', 'w', 'run/ckpt-1.index: checksum mismatch')
 """
 
 from __future__ import annotations
@@ -40,12 +54,36 @@ __all__ = ["CheckpointError", "DataLossError", "DeadReferenceError", "InvalidArg
            "InvalidCallbackError", "NotFoundError", "PermissionDeniedError", "ShardingCallbackError", "WriteError"]
 
 
-class CheckpointError(Exception):
-    """Root of every error trackpoint raises on purpose."""
+# -- the root -----------------------------------------------------------------------------
 
-    def __str__(self) -> str:
-        # OSError subclasses format a single argument without quotes; keep that for all.
-        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+class CheckpointError(Exception):
+    """Root of every error trackpoint raises on purpose.
+
+    Args:
+        *args: The message (the builtin parents' other forms, such as ``OSError``'s
+            ``(errno, strerror)``, are passed on unchanged).
+        path: The file or checkpoint prefix the error is about, when known.
+        key: The checkpoint key the error is about, when known.
+
+    Example:
+        >>> import trackpoint as tp
+        >>> error = tp.errors.NotFoundError("no checkpoint at run/ckpt-9", path="run/ckpt-9")
+        >>> isinstance(error, FileNotFoundError), error.path, error.key
+        (True, 'run/ckpt-9', None)
+    """
+
+    path: str | None
+    key: str | None
+
+    def __init__(self, *args: object, path: str | None = None, key: str | None = None) -> None:
+        # Stored in the instance's __dict__, which pickle and copy carry along with args.
+        super().__init__(*args)
+        self.path = path
+        self.key = key
+
+
+# -- a checkpoint's files -----------------------------------------------------------------
 
 
 class NotFoundError(CheckpointError, FileNotFoundError):
@@ -60,8 +98,24 @@ class PermissionDeniedError(CheckpointError, PermissionError):
     """
 
 
-class DataLossError(CheckpointError, IOError):
-    """Stored bytes are damaged: a checksum mismatch, a truncated or unreadable file."""
+class DataLossError(CheckpointError, OSError):
+    """Stored bytes are damaged: a checksum mismatch, a truncated or unreadable file.
+
+    An ``OSError``, so ``except OSError`` catches it too (see the module docstring).
+    """
+
+
+class WriteError(CheckpointError, OSError):
+    """A save failed part way; the message says what is left on disk.
+
+    Usually nothing of the save was published and earlier checkpoints are untouched. The
+    exceptions say so: a checkpoint written whose state file could not be updated, or an
+    overwrite whose previous version could not be put back (it is then kept whole beside
+    the prefix, and trackpoint reads it).
+    """
+
+
+# -- the caller's arguments ---------------------------------------------------------------
 
 
 class InvalidArgumentError(CheckpointError, ValueError):
@@ -84,14 +138,7 @@ class InvalidCallbackError(InvalidArgumentError, TypeError, AssertionError):
     """
 
 
-class WriteError(CheckpointError, OSError):
-    """A save failed part way; the message says what is left on disk.
-
-    Usually nothing of the save was published and earlier checkpoints are untouched. The
-    exceptions say so: a checkpoint written whose state file could not be updated, or an
-    overwrite whose previous version could not be put back (it is then kept whole beside
-    the prefix, and trackpoint reads it).
-    """
+# -- the objects being checkpointed -------------------------------------------------------
 
 
 class DeadReferenceError(CheckpointError, ReferenceError, AssertionError):

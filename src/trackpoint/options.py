@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from trackpoint._saving.device_spec import parse_device
@@ -28,6 +28,33 @@ def _check_callback(callback: Any) -> None:
         raise InvalidCallbackError(f"write callback {callback!r} must take no argument or one (the save path)")
 
 
+def _checked(name: str, value: Any) -> Any:
+    """``value`` as the option ``name`` stores it, or an error saying why it cannot be."""
+    if name == "experimental_io_device":
+        if value is not None:
+            parse_device(value)
+        return value
+    if name in ("enable_async", "experimental_skip_slot_variables"):
+        return bool(value)
+    if name == "experimental_write_callbacks":
+        if value is None:
+            return None
+        if callable(value) or isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            raise InvalidCallbackError(f"experimental_write_callbacks must be a list of callables, got {value!r}")
+        callbacks = list(value)  # the options' own list: the caller's may change later
+        for callback in callbacks:
+            _check_callback(callback)
+        return callbacks
+    if name == "experimental_sharding_callback":
+        if value is not None and not isinstance(value, ShardingCallback):
+            raise InvalidArgumentError(
+                "The experimental_sharding_callback checkpoint option must be of type ShardingCallback "
+                f"(tp.sharding), got {type(value).__name__}"
+            )
+        return value
+    return value  # not an option: __slots__ refuses it
+
+
 def run_write_callbacks(callbacks: Sequence[WriteCallback], save_path: str) -> None:
     """Call each callback with the save path when it accepts one, in list order."""
     for callback in callbacks:
@@ -47,7 +74,7 @@ class CheckpointOptions:
         experimental_io_device: A TF device string (``"/job:localhost"``, ``"CPU:0"``, …) naming
             where file I/O runs. In one process every device is local, so it does not change
             the bytes written; it matters only once saving spans processes. Malformed strings
-            raise ``ValueError`` here, as ``tf.DeviceSpec`` would.
+            raise ``InvalidArgumentError`` (a ``ValueError``), as ``tf.DeviceSpec`` would.
         experimental_enable_async_checkpoint: Deprecated alias of ``enable_async``.
         experimental_write_callbacks: Callables taking no argument or the save path, run in
             order once the files are complete (on the writer thread for async saves).
@@ -59,14 +86,24 @@ class CheckpointOptions:
         experimental_sharding_callback: A :class:`tp.sharding.ShardingCallback` deciding how
             tensors are split over data files (default: one file).
 
+    Every attribute is checked when it is assigned, after construction too, so a bad value
+    raises where it is set rather than in a later save.
+
     Example:
-        >>> import copy
+        >>> import tempfile
         >>> import trackpoint as tp
-        >>> options = tp.CheckpointOptions(enable_async=True, experimental_write_callbacks=[print])
-        >>> clone = copy.copy(options)
-        >>> clone.experimental_write_callbacks.append(len)
-        >>> len(options.experimental_write_callbacks)
-        1
+        >>> written = []
+        >>> options = tp.CheckpointOptions(enable_async=True, experimental_write_callbacks=[written.append])
+        >>> ckpt = tp.Checkpoint(w=tp.Variable([1.0, 2.0]))
+        >>> path = ckpt.save(tempfile.mkdtemp() + "/ckpt", options=options)  # returns once snapshotted
+        >>> ckpt.sync()  # waits for the background write and its callbacks; re-raises their failure
+        >>> written == [path]
+        True
+        >>> options.experimental_sharding_callback = tp.sharding.MaxShardSizePolicy(1 << 20)
+        >>> options.experimental_sharding_callback = "one file per tensor"
+        Traceback (most recent call last):
+        ...
+        trackpoint.errors.InvalidArgumentError: The experimental_sharding_callback checkpoint option must be ...
     """
 
     __slots__ = (  # noqa: RUF023 - TF's order, which repr() follows
@@ -86,25 +123,20 @@ class CheckpointOptions:
         experimental_skip_slot_variables: bool = False,
         experimental_sharding_callback: ShardingCallback | None = None,
     ) -> None:
-        if experimental_io_device is not None:
-            parse_device(experimental_io_device)
         if experimental_enable_async_checkpoint:
             warnings.warn("experimental_enable_async_checkpoint is deprecated; use enable_async=True",
                           DeprecationWarning, stacklevel=2)
-        callbacks = None if experimental_write_callbacks is None else list(experimental_write_callbacks)
-        for callback in callbacks or ():
-            _check_callback(callback)
-        if experimental_sharding_callback is not None and not isinstance(experimental_sharding_callback,
-                                                                          ShardingCallback):
-            raise InvalidArgumentError(
-                "The experimental_sharding_callback checkpoint option must be of type ShardingCallback "
-                f"(tp.sharding), got {type(experimental_sharding_callback).__name__}"
-            )
+        # Each assignment is checked by __setattr__.
         self.experimental_io_device = experimental_io_device
-        self.enable_async = bool(enable_async or experimental_enable_async_checkpoint)
-        self.experimental_write_callbacks = callbacks
-        self.experimental_skip_slot_variables = bool(experimental_skip_slot_variables)
+        self.enable_async = enable_async or experimental_enable_async_checkpoint
+        self.experimental_write_callbacks = experimental_write_callbacks
+        self.experimental_skip_slot_variables = experimental_skip_slot_variables
         self.experimental_sharding_callback = experimental_sharding_callback
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Checked here rather than only in __init__: the attributes are TF's public, mutable
+        # fields, and a bad value set later would otherwise fail only inside a save.
+        object.__setattr__(self, name, _checked(name, value))
 
     @property
     def experimental_enable_async_checkpoint(self) -> bool:
@@ -115,8 +147,8 @@ class CheckpointOptions:
         clone = CheckpointOptions.__new__(CheckpointOptions)
         for name in self.__slots__:
             object.__setattr__(clone, name, getattr(self, name))
-        if self.experimental_write_callbacks is not None:
-            clone.experimental_write_callbacks = list(self.experimental_write_callbacks)
+        if self.experimental_write_callbacks is not None:  # a copy's list is its own, as in TF
+            object.__setattr__(clone, "experimental_write_callbacks", list(self.experimental_write_callbacks))
         return clone
 
     @classmethod

@@ -35,11 +35,10 @@ class _Group:
 class _SplitDependency(Trackable):
     """One component: saves its entry of the shared save buffer, restores into the shared restore buffer."""
 
-    def __init__(self, group: _Group, name: str, dtype: np.dtype, device: str | None) -> None:
+    def __init__(self, group: _Group, name: str, dtype: np.dtype) -> None:
         self._group = group
         self._name = name
         self._dtype = dtype
-        self._device = device
 
     @property
     def name(self) -> str:
@@ -154,6 +153,6 @@ def split_dependency(
     if len(set(names)) != len(names):
         raise InvalidArgumentError(f"split_dependency component names repeat: {names}")
     if device is not None:
-        parse_device(device)
+        parse_device(device)  # only checked: every array lives in this process's memory
     group = _Group(names, fill_save_buffer_fn, consume_restore_buffer_fn)
-    return {name: _SplitDependency(group, name, dtype, device) for name, dtype in zip(names, dtypes)}
+    return {name: _SplitDependency(group, name, dtype) for name, dtype in zip(names, dtypes, strict=True)}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import errno
 import pathlib
+import pickle
 
 import numpy as np
 import pytest
@@ -72,3 +75,60 @@ def test_a_path_that_is_no_path_raises_invalid_argument(path: object) -> None:
     if path is not None:  # restore(None) is TF's "initialize only", not a mistake
         with pytest.raises(tp.errors.InvalidArgumentError):
             tp.Checkpoint().restore(path)  # type: ignore[arg-type]
+
+
+# -- what every error carries ---------------------------------------------------------------
+
+_ALL_ERRORS = [getattr(tp.errors, name) for name in tp.errors.__all__]
+
+
+@pytest.mark.parametrize("error", _ALL_ERRORS, ids=lambda e: e.__name__)
+def test_path_and_key_are_optional_keyword_attributes(error: type[tp.errors.CheckpointError]) -> None:
+    plain = error("run/ckpt-1.index: damaged")  # every call in the library passes only a message
+    assert plain.path is None and plain.key is None
+    assert str(plain) == "run/ckpt-1.index: damaged" and plain.args == ("run/ckpt-1.index: damaged",)
+    detailed = error("run/ckpt-1.index: damaged", path="run/ckpt-1.index", key="model/w")
+    assert (detailed.path, detailed.key) == ("run/ckpt-1.index", "model/w")
+    assert str(detailed) == "run/ckpt-1.index: damaged"  # the attributes do not change the message
+    assert error("message", "run/ckpt-1.index").path is None  # keyword-only: positionals stay the builtin's
+    with pytest.raises(TypeError):
+        error("message", line=3)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("error", _ALL_ERRORS, ids=lambda e: e.__name__)
+@pytest.mark.parametrize("duplicate", [lambda e: pickle.loads(pickle.dumps(e)), copy.copy, copy.deepcopy],
+                         ids=["pickle", "copy", "deepcopy"])
+def test_errors_survive_pickling_and_copying_with_their_attributes(error, duplicate) -> None:
+    """An error raised in a worker process reaches its parent (multiprocessing pickles it) whole."""
+    original = error("key 'w' not found", path="/ckpt/model-3", key="w")
+    clone = duplicate(original)
+    assert type(clone) is error
+    assert (clone.args, str(clone), clone.path, clone.key) == (original.args, str(original), "/ckpt/model-3", "w")
+    assert duplicate(error("bare")).path is None
+
+
+def test_os_error_leaves_keep_the_errno_form_of_their_builtin() -> None:
+    error = tp.errors.WriteError(errno.ENOSPC, "No space left on device", path="/full/ckpt")
+    assert error.errno == errno.ENOSPC and error.strerror == "No space left on device"
+    assert str(error) == "[Errno 28] No space left on device" and error.path == "/full/ckpt"
+    assert error.filename is None  # path is not OSError.filename, which would change the message
+
+
+def test_data_loss_is_an_os_error_and_the_docstring_says_what_that_means() -> None:
+    doc = tp.errors.__doc__ or ""
+    assert "DataLossError(CheckpointError, OSError)" in doc  # not the IOError alias
+    leaves = [name for name in tp.errors.__all__ if issubclass(getattr(tp.errors, name), OSError)]
+    assert sorted(leaves) == ["DataLossError", "NotFoundError", "PermissionDeniedError", "WriteError"]
+    assert "Four leaves are ``OSError`` subclasses" in doc and "``except OSError``" in doc
+    assert "catches a\nchecksum failure" in doc or "catches a checksum failure" in " ".join(doc.split())
+    with pytest.raises(OSError):
+        raise tp.errors.DataLossError("ckpt.data-00000-of-00001: checksum mismatch")
+
+
+def test_a_real_failure_is_caught_by_its_builtin_and_by_the_tree(tmp_path) -> None:
+    prefix = tp.save_tensors(str(tmp_path / "ckpt"), {"w": np.arange(4, dtype=np.float32)})
+    data = tmp_path / "ckpt.data-00000-of-00001"
+    data.write_bytes(bytes(len(data.read_bytes())))
+    with tp.load_checkpoint(prefix) as reader, pytest.raises(OSError) as caught:
+        reader.get_tensor("w")
+    assert isinstance(caught.value, tp.errors.DataLossError) and "w" in str(caught.value)

@@ -65,10 +65,6 @@ class AsyncWriter:
         # live writers are closed by _finish_pending_writes instead.
         weakref.finalize(self, self._queue.put, None).atexit = False
 
-    @property
-    def thread(self) -> threading.Thread:
-        return self._thread
-
     def sync(self) -> None:
         """Wait for the pending write; re-raise (once) the failure of a background write."""
         self._queue.join()

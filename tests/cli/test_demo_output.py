@@ -1,0 +1,32 @@
+"""``trackpoint demo`` shows the object graph as ``CheckpointView.tree()`` draws it, and leaves no file open."""
+
+from __future__ import annotations
+
+import os
+
+import trackpoint as tp
+from trackpoint.cli import main
+
+
+def test_the_demo_prints_the_tree_of_its_latest_checkpoint(tmp_path, capsys) -> None:
+    assert main(["demo", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.split("\n")
+    start = out.index("object graph of ckpt-6:") + 1
+    printed = [line for line in out[start:] if line]
+    with tp.CheckpointView(str(tmp_path / "ckpt-6")) as view:
+        assert printed == ["  " + line for line in view.tree().split("\n")]
+    # The view's own rendering: optimizer slots under the variable they belong to, with sizes.
+    kernel = printed.index("      kernel  float32[4,2]  32 B")
+    assert printed[kernel + 1] == "        [slot 'm' of optimizer]  float32[4,2]  32 B"
+
+
+def test_the_demo_closes_every_file_it_opens(tmp_path, capsys) -> None:
+    assert main(["demo", "--dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    open_files = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            open_files.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass  # the descriptor listdir used, closed by now
+    assert [path for path in open_files if path.startswith(str(tmp_path))] == []
