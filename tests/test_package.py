@@ -95,8 +95,11 @@ def test_error_tree() -> None:
 def test_no_code_path_unpickles_or_evaluates_file_content() -> None:
     source = pathlib.Path(tp.__file__).parent
     forbidden = re.compile(r"\b(import pickle|from pickle|cPickle|dill|marshal\.loads|eval\(|exec\(|yaml\.load)")
-    offenders = [str(path) for path in source.rglob("*.py")
-                 if not path.name.endswith("_pb2.py") and forbidden.search(path.read_text())]
+    offenders = [
+        str(path)
+        for path in source.rglob("*.py")
+        if not path.name.endswith("_pb2.py") and forbidden.search(path.read_text())
+    ]
     assert offenders == []
 
 
@@ -125,14 +128,21 @@ def test_a_traceback_names_the_public_class() -> None:
 def test_instances_pickle_under_the_public_names() -> None:
     variable = tp.Variable(np.arange(3, dtype=np.float32), name="w")
     data = pickle.dumps(variable, protocol=4)
-    globals_named = {(arg if isinstance(arg, str) else "") for op, arg, _ in pickletools.genops(data)
-                     if op.name in ("SHORT_BINUNICODE", "BINUNICODE")}
+    globals_named = {
+        (arg if isinstance(arg, str) else "")
+        for op, arg, _ in pickletools.genops(data)
+        if op.name in ("SHORT_BINUNICODE", "BINUNICODE")
+    }
     assert "trackpoint" in globals_named and "Variable" in globals_named
     assert not any(name.startswith("trackpoint._") for name in globals_named)
     clone = pickle.loads(data)
     assert type(clone) is tp.Variable and clone.numpy().tolist() == [0.0, 1.0, 2.0]
-    for value in (tp.CheckpointOptions(enable_async=True), tp.ValueChange("(root).w", "VARIABLE_VALUE", "value", "d"),
-                  tp.CheckpointDiff(added=("(root).b",)), tp.Module()):
+    for value in (
+        tp.CheckpointOptions(enable_async=True),
+        tp.ValueChange("(root).w", "VARIABLE_VALUE", "value", "d"),
+        tp.CheckpointDiff(added=("(root).b",)),
+        tp.Module(),
+    ):
         assert type(pickle.loads(pickle.dumps(value))) is type(value)
 
 
@@ -140,8 +150,11 @@ def test_the_examples_of_methods_still_run_under_doctest() -> None:
     """doctest looks for a class's methods in the module the class reports, so the methods must
     report ``trackpoint`` too, or ``pytest --doctest-modules`` silently skips their examples."""
     finder = doctest.DocTestFinder()
-    modules = [tp] + [importlib.import_module(info.name) for info in pkgutil.walk_packages(tp.__path__, "trackpoint.")
-                      if "_proto" not in info.name and not info.name.endswith("__main__")]
+    modules = [tp] + [
+        importlib.import_module(info.name)
+        for info in pkgutil.walk_packages(tp.__path__, "trackpoint.")
+        if "_proto" not in info.name and not info.name.endswith("__main__")
+    ]
     found = {".".join(test.name.split(".")[-2:]) for module in modules for test in finder.find(module) if test.examples}
     expected = set()
     for name in _PUBLIC:

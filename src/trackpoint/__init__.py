@@ -98,8 +98,13 @@ def _report_public_module(obj: object) -> None:
         return
     get_overloads = getattr(typing, "get_overloads", None)  # Python 3.11+
     for member in vars(obj).values():
-        for function in (member, getattr(member, "__func__", None), getattr(member, "fget", None),
-                         getattr(member, "fset", None), getattr(member, "func", None)):
+        for function in (
+            member,
+            getattr(member, "__func__", None),
+            getattr(member, "fget", None),
+            getattr(member, "fset", None),
+            getattr(member, "func", None),
+        ):
             if isinstance(function, FunctionType) and function.__module__ == defined_in:
                 # typing files @overload stubs under their module's name: file them anew.
                 stubs = get_overloads(function) if get_overloads is not None else []

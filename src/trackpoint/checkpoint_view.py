@@ -252,15 +252,26 @@ class CheckpointView:
         return matched
 
     @overload
-    def diff(self, obj: Trackable, rtol: float = ..., atol: float = ...,
-             progress: Callable[[int, int], None] | None = ...) -> _ObjectDiff: ...
+    def diff(
+        self, obj: Trackable, rtol: float = ..., atol: float = ..., progress: Callable[[int, int], None] | None = ...
+    ) -> _ObjectDiff: ...
 
     @overload
-    def diff(self, obj: CheckpointView | str | os.PathLike[str], rtol: float = ..., atol: float = ...,
-             progress: Callable[[int, int], None] | None = ...) -> CheckpointDiff: ...
+    def diff(
+        self,
+        obj: CheckpointView | str | os.PathLike[str],
+        rtol: float = ...,
+        atol: float = ...,
+        progress: Callable[[int, int], None] | None = ...,
+    ) -> CheckpointDiff: ...
 
-    def diff(self, obj: Trackable | CheckpointView | str | os.PathLike[str], rtol: float = 0.0, atol: float = 0.0,
-             progress: Callable[[int, int], None] | None = None) -> _ObjectDiff | CheckpointDiff:
+    def diff(
+        self,
+        obj: Trackable | CheckpointView | str | os.PathLike[str],
+        rtol: float = 0.0,
+        atol: float = 0.0,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> _ObjectDiff | CheckpointDiff:
         """Compare with a live object (TF's result) or with another checkpoint (ours).
 
         With a trackable, returns TF's triple ``(match(obj), node ids only in the checkpoint,
@@ -313,8 +324,9 @@ class CheckpointView:
         return {a.checkpoint_key: self._paths[i] for i, n in enumerate(self._graph.nodes) for a in n.attributes}
 
     def _values(self) -> dict[tuple[str, str], str]:
-        return {(self._paths[i], a.name): a.checkpoint_key
-                for i, n in enumerate(self._graph.nodes) for a in n.attributes}
+        return {
+            (self._paths[i], a.name): a.checkpoint_key for i, n in enumerate(self._graph.nodes) for a in n.attributes
+        }
 
     def _describe(self, key: str) -> tuple[str, list[int], int]:
         entry = self._reader.entry(key)
@@ -332,7 +344,8 @@ class CheckpointView:
         for opt_id, node in enumerate(graph.nodes):
             for ref in node.slot_variables:
                 slots.setdefault(ref.original_variable_node_id, []).append(
-                    (ref.slot_name, opt_id, ref.slot_variable_node_id))
+                    (ref.slot_name, opt_id, ref.slot_variable_node_id)
+                )
         lines: list[str] = []
         seen: set[int] = set()
 
@@ -365,8 +378,9 @@ class CheckpointView:
         # One line per object, whatever its name holds (a line break, a terminal escape).
         return "\n".join(printable(line) for line in lines)
 
-    def _diff_checkpoints(self, other: CheckpointView, rtol: float, atol: float,
-                          progress: Callable[[int, int], None] | None) -> CheckpointDiff:
+    def _diff_checkpoints(
+        self, other: CheckpointView, rtol: float, atol: float, progress: Callable[[int, int], None] | None
+    ) -> CheckpointDiff:
         mine, theirs = self._values(), other._values()
         removed = sorted({path for path, _ in mine} - {path for path, _ in theirs})
         added = sorted({path for path, _ in theirs} - {path for path, _ in mine})
@@ -382,7 +396,7 @@ class CheckpointView:
             change = _compare(path, attribute, self._reader, key, other._reader, other_key, rtol, atol)
             if change is not None:
                 changed.append(change)
-        for (path, attribute) in theirs.keys() - mine.keys():
+        for path, attribute in theirs.keys() - mine.keys():
             if path not in added:
                 changed.append(ValueChange(path, attribute, "value", "attribute only in the second checkpoint"))
         changed.sort(key=lambda c: (-(c.max_abs_diff if c.max_abs_diff is not None else math.inf), c.path))
@@ -402,8 +416,16 @@ def _bytes(size: int) -> str:
     return f"{size} B"
 
 
-def _compare(path: str, attribute: str, a_reader: BundleReader, a_key: str, b_reader: BundleReader, b_key: str,
-             rtol: float, atol: float) -> ValueChange | None:
+def _compare(
+    path: str,
+    attribute: str,
+    a_reader: BundleReader,
+    a_key: str,
+    b_reader: BundleReader,
+    b_key: str,
+    rtol: float,
+    atol: float,
+) -> ValueChange | None:
     a_entry, b_entry = a_reader.entry(a_key), b_reader.entry(b_key)
     if a_entry.dtype_enum != b_entry.dtype_enum:
         a_name = a_entry.dtype.name if a_entry.dtype else a_entry.dtype_enum

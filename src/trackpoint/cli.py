@@ -154,7 +154,8 @@ def _tensor_key(name: str, keys: Iterable[str], paths: dict[str, str], prefix: s
         return found[0]
     if found:
         raise tp.errors.InvalidArgumentError(
-            f"{name!r} names {len(found)} tensors in {prefix}: {', '.join(found)}; pass one of these keys")
+            f"{name!r} names {len(found)} tensors in {prefix}: {', '.join(found)}; pass one of these keys"
+        )
     similar = sorted(s for s in spellings if name in s) or difflib.get_close_matches(name, list(spellings), 10)
     close = list(dict.fromkeys(preferred[k] for s in similar for k in sorted(spellings[s])))[:5]
     hint = f"; close names: {', '.join(close)}" if close else f"; 'trackpoint inspect {prefix}' lists them"
@@ -178,12 +179,16 @@ def _inspect(args: argparse.Namespace) -> int:
         dtypes = reader.get_variable_to_dtype_map()
         keys = sorted(shapes)
         if args.tensor is not None:
-            keys = [args.tensor if reader.has_tensor(args.tensor) else _tensor_key(args.tensor, keys, paths,
-                                                                                  reader.prefix)]
+            keys = [
+                args.tensor if reader.has_tensor(args.tensor) else _tensor_key(args.tensor, keys, paths, reader.prefix)
+            ]
         rows = []
         for key in keys:
-            row: dict[str, object] = {"key": key, "dtype": _dtype_name(dtypes.get(key, np.dtype(object))),
-                                      "shape": shapes.get(key, [])}
+            row: dict[str, object] = {
+                "key": key,
+                "dtype": _dtype_name(dtypes.get(key, np.dtype(object))),
+                "shape": shapes.get(key, []),
+            }
             if key in paths:
                 row["path"] = paths[key]
             if args.tensor is not None or args.all_tensors:
@@ -203,8 +208,15 @@ def _inspect(args: argparse.Namespace) -> int:
             return 0
         # Escaped before measuring, so that the columns line up as printed.
         table = [("key", "dtype", "shape", "object" if paths else "")]
-        table += [(printable(str(r["key"])), str(r["dtype"]), _shape_text(r["shape"]),  # type: ignore[arg-type]
-                   printable(str(r.get("path", "")))) for r in rows]
+        table += [
+            (
+                printable(str(r["key"])),
+                str(r["dtype"]),
+                _shape_text(r["shape"]),  # type: ignore[arg-type]
+                printable(str(r.get("path", ""))),
+            )
+            for r in rows
+        ]
         widths = [max(len(cells[i]) for cells in table) for i in range(3)]
         for cells in table:
             _out("  ".join(f"{cell:<{width}}" for cell, width in zip(cells, widths + [0], strict=True)).rstrip())
@@ -227,11 +239,23 @@ def _diff(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     if args.json:
-        _json({
-            "equal": result.equal, "added": list(result.added), "removed": list(result.removed),
-            "changed": [{"path": c.path, "attribute": c.attribute, "kind": c.kind, "detail": c.detail,
-                         "max_abs_diff": c.max_abs_diff} for c in result.changed],
-        })
+        _json(
+            {
+                "equal": result.equal,
+                "added": list(result.added),
+                "removed": list(result.removed),
+                "changed": [
+                    {
+                        "path": c.path,
+                        "attribute": c.attribute,
+                        "kind": c.kind,
+                        "detail": c.detail,
+                        "max_abs_diff": c.max_abs_diff,
+                    }
+                    for c in result.changed
+                ],
+            }
+        )
         return 0 if result.equal else 1
     if result.equal:
         _out("checkpoints are equal" + (f" (rtol={args.rtol}, atol={args.atol})" if args.rtol or args.atol else ""))
@@ -283,12 +307,23 @@ def _demo(args: argparse.Namespace) -> int:
 _PATH_HELP = "checkpoint prefix (run/ckpt-3), one of its files, or a directory with a 'checkpoint' state file"
 
 
-def _command(commands: argparse._SubParsersAction[argparse.ArgumentParser], name: str,
-             run: Callable[[argparse.Namespace], int], summary: str, description: str, examples: str,
-             takes_path: bool = True) -> argparse.ArgumentParser:
+def _command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    summary: str,
+    description: str,
+    examples: str,
+    takes_path: bool = True,
+) -> argparse.ArgumentParser:
     """A subcommand whose ``--help`` has a description and examples (kept as written), taking a PATH."""
-    command = commands.add_parser(name, help=summary, description=textwrap.fill(description, 79),
-                                  epilog="examples:\n" + examples, formatter_class=argparse.RawDescriptionHelpFormatter)
+    command = commands.add_parser(
+        name,
+        help=summary,
+        description=textwrap.fill(description, 79),
+        epilog="examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     if takes_path:
         command.add_argument("path", help=_PATH_HELP)
     command.set_defaults(run=run)
@@ -297,32 +332,47 @@ def _command(commands: argparse._SubParsersAction[argparse.ArgumentParser], name
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="trackpoint", description="TensorFlow checkpoints without TensorFlow.",
-        epilog="'trackpoint COMMAND --help' describes a command, with examples.")
+        prog="trackpoint",
+        description="TensorFlow checkpoints without TensorFlow.",
+        epilog="'trackpoint COMMAND --help' describes a command, with examples.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {tp.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = _command(
-        commands, "inspect", _inspect, "list the tensors of a checkpoint",
+        commands,
+        "inspect",
+        _inspect,
+        "list the tensors of a checkpoint",
         "List a checkpoint's tensors (key, dtype, shape, object path) and its parameter count, or print values.",
         "  trackpoint inspect run/                               # the latest checkpoint of run/\n"
         "  trackpoint inspect run/ckpt-3 --tensor model.dense.kernel\n"
-        "  trackpoint inspect run/ckpt-3 --all-tensors --json")
+        "  trackpoint inspect run/ckpt-3 --all-tensors --json",
+    )
     what = inspect.add_mutually_exclusive_group()
-    what.add_argument("--tensor", metavar="NAME",
-                      help="print one tensor's value: its key, or its object path (model.dense.kernel)")
+    what.add_argument(
+        "--tensor", metavar="NAME", help="print one tensor's value: its key, or its object path (model.dense.kernel)"
+    )
     what.add_argument("--all-tensors", action="store_true", help="print every tensor's value")
     inspect.add_argument("--json", action="store_true", help="machine-readable output")
     _command(
-        commands, "tree", _tree, "the object graph as an indented tree",
+        commands,
+        "tree",
+        _tree,
+        "the object graph as an indented tree",
         "Print the object graph as an indented tree: each object with its values' dtype, shape and size, "
         "optimizer slots under their variables.",
-        "  trackpoint tree run/ckpt-3")
+        "  trackpoint tree run/ckpt-3",
+    )
     diff = _command(
-        commands, "diff", _diff, "compare two checkpoints node by node (exit 1 when they differ)",
+        commands,
+        "diff",
+        _diff,
+        "compare two checkpoints node by node (exit 1 when they differ)",
         "Compare two checkpoints object by object: added and removed objects, changed dtypes, shapes and "
         "values, largest difference first. Exit 0 when equal, 1 when different, 2 on trouble.",
-        "  trackpoint diff run/ckpt-2 run/ckpt-3\n"
-        "  trackpoint diff a/ckpt-1 b/ckpt-1 --atol 1e-6 --json", takes_path=False)
+        "  trackpoint diff run/ckpt-2 run/ckpt-3\n  trackpoint diff a/ckpt-1 b/ckpt-1 --atol 1e-6 --json",
+        takes_path=False,
+    )
     diff.add_argument("a", help=f"the first checkpoint: {_PATH_HELP}")
     diff.add_argument("b", help="the second checkpoint, given the same way")
     diff.add_argument("--rtol", type=float, default=0.0, help="relative tolerance for values (default: %(default)s)")
@@ -330,23 +380,35 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true", help="machine-readable output")
     diff.set_defaults(error_status=2)
     verify = _command(
-        commands, "verify", _verify, "read every block and tensor, report every damaged key",
+        commands,
+        "verify",
+        _verify,
+        "read every block and tensor, report every damaged key",
         "Read every index block and tensor and check every checksum; report all damage, not just the first, "
         "and an in-place overwrite that was interrupted (files that mix two versions, which TensorFlow cannot "
         "read). Exit 0 when intact, 1 otherwise.",
-        "  trackpoint verify run/\n"
-        "  trackpoint verify --repair run/weights")
-    verify.add_argument("--repair", action="store_true",
-                        help="first put back the previous version an interrupted overwrite kept (default: off)")
+        "  trackpoint verify run/\n  trackpoint verify --repair run/weights",
+    )
+    verify.add_argument(
+        "--repair",
+        action="store_true",
+        help="first put back the previous version an interrupted overwrite kept (default: off)",
+    )
     demo = _command(
-        commands, "demo", _demo, "train, checkpoint, crash, restore and continue exactly",
+        commands,
+        "demo",
+        _demo,
+        "train, checkpoint, crash, restore and continue exactly",
         "Train a small model with Adam, checkpoint it with a CheckpointManager, simulate a crash, restore "
         "into fresh objects and show that training continues exactly. It refuses a --dir that holds "
         "anything but its own files from an earlier run.",
-        "  trackpoint demo\n"
-        "  trackpoint demo --dir /tmp/trackpoint-demo", takes_path=False)
-    demo.add_argument("--dir", help="where to keep the checkpoints: new, empty, or an earlier demo's "
-                                    "(default: a new temporary directory)")
+        "  trackpoint demo\n  trackpoint demo --dir /tmp/trackpoint-demo",
+        takes_path=False,
+    )
+    demo.add_argument(
+        "--dir",
+        help="where to keep the checkpoints: new, empty, or an earlier demo's (default: a new temporary directory)",
+    )
     return parser
 
 

@@ -51,8 +51,9 @@ class Trainer:
         self.step.assign_add(1)
         return float(np.mean(error**2))
 
-    def train(self, x: np.ndarray, y: np.ndarray, until: int, manager: tp.CheckpointManager,
-              out: Callable[[str], None]) -> None:
+    def train(
+        self, x: np.ndarray, y: np.ndarray, until: int, manager: tp.CheckpointManager, out: Callable[[str], None]
+    ) -> None:
         """Train up to step ``until``, saving every ``SAVE_EVERY`` steps."""
         while int(self.step.numpy()) < until:
             loss = self.train_step(x, y)
@@ -93,9 +94,11 @@ def refusal(directory: str) -> str | None:
     if not foreign:
         return None
     shown = ", ".join(foreign[:3]) + (f", ... ({len(foreign)} in all)" if len(foreign) > 3 else "")
-    return (f"refusing to use {directory}: it holds files the demo did not write ({shown}), and the demo's "
-            "CheckpointManager would replace its 'checkpoint' file and delete checkpoints; pass a new or empty "
-            "directory with --dir, or leave --dir out for a temporary one")
+    return (
+        f"refusing to use {directory}: it holds files the demo did not write ({shown}), and the demo's "
+        "CheckpointManager would replace its 'checkpoint' file and delete checkpoints; pass a new or empty "
+        "directory with --dir, or leave --dir out for a temporary one"
+    )
 
 
 def _is_own(directory: str, name: str) -> bool:
@@ -113,8 +116,10 @@ def _prepare(directory: str) -> None:
         raise tp.errors.InvalidArgumentError(problem)
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, MARKER), "w", encoding="utf-8") as marker:
-        marker.write("Written by 'trackpoint demo', which reuses (and first empties) a directory holding only "
-                     "this file and its own checkpoints, and refuses any other non-empty directory.\n")
+        marker.write(
+            "Written by 'trackpoint demo', which reuses (and first empties) a directory holding only "
+            "this file and its own checkpoints, and refuses any other non-empty directory.\n"
+        )
     for name in os.listdir(directory):
         if _is_own(directory, name):
             os.remove(os.path.join(directory, name))

@@ -50,8 +50,17 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["CheckpointError", "DataLossError", "DeadReferenceError", "InvalidArgumentError",
-           "InvalidCallbackError", "NotFoundError", "PermissionDeniedError", "ShardingCallbackError", "WriteError"]
+__all__ = [
+    "CheckpointError",
+    "DataLossError",
+    "DeadReferenceError",
+    "InvalidArgumentError",
+    "InvalidCallbackError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "ShardingCallbackError",
+    "WriteError",
+]
 
 
 # -- the root -----------------------------------------------------------------------------

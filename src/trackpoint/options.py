@@ -124,8 +124,11 @@ class CheckpointOptions:
         experimental_sharding_callback: ShardingCallback | None = None,
     ) -> None:
         if experimental_enable_async_checkpoint:
-            warnings.warn("experimental_enable_async_checkpoint is deprecated; use enable_async=True",
-                          DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                "experimental_enable_async_checkpoint is deprecated; use enable_async=True",
+                DeprecationWarning,
+                stacklevel=2,
+            )
         # Each assignment is checked by __setattr__.
         self.experimental_io_device = experimental_io_device
         self.enable_async = enable_async or experimental_enable_async_checkpoint

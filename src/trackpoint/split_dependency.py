@@ -23,8 +23,12 @@ __all__ = ["split_dependency"]
 class _Group:
     """The buffers the components of one split share."""
 
-    def __init__(self, names: Sequence[str], fill: Callable[[MutableMapping[str, Any]], Any],
-                 consume: Callable[[Mapping[str, Any]], Any]) -> None:
+    def __init__(
+        self,
+        names: Sequence[str],
+        fill: Callable[[MutableMapping[str, Any]], Any],
+        consume: Callable[[Mapping[str, Any]], Any],
+    ) -> None:
         self.names = tuple(names)
         self.fill = fill
         self.consume = consume
@@ -66,16 +70,18 @@ class _SplitDependency(Trackable):
             missing = [n for n in group.names if n not in group.save_buffer]
             if missing:
                 group.save_buffer.clear()
-                raise InvalidArgumentError(f"fill_save_buffer_fn did not provide components {missing} "
-                                           f"(expected {list(group.names)})")
+                raise InvalidArgumentError(
+                    f"fill_save_buffer_fn did not provide components {missing} (expected {list(group.names)})"
+                )
         value = group.save_buffer.pop(self._name)
         return {VARIABLE_VALUE: self._checked(value, "saving")}
 
     def _checked(self, value: Any, what: str) -> np.ndarray:
         array = np.asarray(value, dtype=object) if isinstance(value, bytes) else np.asarray(value)
         if array.dtype != self._dtype and not (self._dtype == object and array.dtype.kind in "OS"):
-            raise InvalidArgumentError(f"{what} split dependency {self._name!r}: got {array.dtype}, declared "
-                                       f"{self._dtype}")
+            raise InvalidArgumentError(
+                f"{what} split dependency {self._name!r}: got {array.dtype}, declared {self._dtype}"
+            )
         return array if self._dtype != object else infer_value(array, object)
 
     def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
@@ -149,7 +155,9 @@ def split_dependency(
     names = list(component_names)
     dtypes = [np.dtype(object) if d in (str, bytes, "string") else np.dtype(d) for d in component_dtypes]
     if len(names) != len(dtypes) or not names:
-        raise InvalidArgumentError(f"split_dependency needs one dtype per component: {names} vs {list(component_dtypes)}")
+        raise InvalidArgumentError(
+            f"split_dependency needs one dtype per component: {names} vs {list(component_dtypes)}"
+        )
     if len(set(names)) != len(names):
         raise InvalidArgumentError(f"split_dependency component names repeat: {names}")
     if device is not None:

@@ -18,7 +18,11 @@ _BAD = {
     "callbacks-one-callable": ("experimental_write_callbacks", print, tp.errors.InvalidCallbackError),  # no list
     "callbacks-a-string": ("experimental_write_callbacks", "print", tp.errors.InvalidCallbackError),
     "sharding-a-string": ("experimental_sharding_callback", "x", tp.errors.InvalidArgumentError),
-    "sharding-a-function": ("experimental_sharding_callback", lambda tensors: [tensors], tp.errors.InvalidArgumentError),
+    "sharding-a-function": (
+        "experimental_sharding_callback",
+        lambda tensors: [tensors],
+        tp.errors.InvalidArgumentError,
+    ),
 }
 
 
@@ -64,8 +68,9 @@ def test_good_values_are_stored_as_the_constructor_stores_them() -> None:
 
 
 def test_options_still_copy_and_pickle() -> None:
-    options = tp.CheckpointOptions(experimental_io_device="CPU:0", enable_async=True,
-                                   experimental_write_callbacks=[print])
+    options = tp.CheckpointOptions(
+        experimental_io_device="CPU:0", enable_async=True, experimental_write_callbacks=[print]
+    )
     for clone in (copy.copy(options), copy.deepcopy(options), pickle.loads(pickle.dumps(options))):
         assert repr(clone) == repr(options)
         assert clone.experimental_write_callbacks is not options.experimental_write_callbacks

@@ -32,8 +32,10 @@ def test_a_directory_of_someone_elses_checkpoints_is_refused(capsys, tmp_path, e
     assert main(["demo", "--dir", str(tmp_path)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.startswith(f"trackpoint demo: refusing to use {tmp_path}: it holds files the demo did not "
-                                   "write (checkpoint, ckpt-1.data-00000-of-00001, ckpt-1.index, ... (")
+    assert captured.err.startswith(
+        f"trackpoint demo: refusing to use {tmp_path}: it holds files the demo did not "
+        "write (checkpoint, ckpt-1.data-00000-of-00001, ckpt-1.index, ... ("
+    )
     assert "pass a new or empty directory with --dir, or leave --dir out" in captured.err
     assert _snapshot(tmp_path) == before
 
@@ -62,7 +64,8 @@ def test_a_new_directory_and_an_earlier_demos_are_fine(capsys, tmp_path) -> None
     assert main(["demo", "--dir", str(directory)]) == 0  # starts afresh: the same run, the same files
     assert capsys.readouterr().out == first
     assert sorted(os.listdir(directory)) == [".trackpoint-demo", "checkpoint"] + [
-        f"ckpt-{n}.{kind}" for n in (4, 5, 6) for kind in ("data-00000-of-00001", "index")]
+        f"ckpt-{n}.{kind}" for n in (4, 5, 6) for kind in ("data-00000-of-00001", "index")
+    ]
 
 
 def test_the_library_entry_point_refuses_too(tmp_path) -> None:

@@ -77,8 +77,16 @@ def test_one_tensor_by_its_hostile_key_is_escaped(capsys, tmp_path) -> None:
 def test_the_inspect_table_lines_up_as_printed(capsys, tmp_path) -> None:
     assert main(["inspect", _hostile(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len({line.index("dtype") if i == 0 else line.index("  float32") + 2
-                for i, line in enumerate(lines) if i == 0 or "float32" in line}) == 1
+    assert (
+        len(
+            {
+                line.index("dtype") if i == 0 else line.index("  float32") + 2
+                for i, line in enumerate(lines)
+                if i == 0 or "float32" in line
+            }
+        )
+        == 1
+    )
 
 
 def test_diff_escapes_object_paths(capsys, tmp_path) -> None:

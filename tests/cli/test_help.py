@@ -19,7 +19,9 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
 
 
 def test_version() -> None:
-    result = subprocess.run([sys.executable, "-m", "trackpoint", "--version"], check=False, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "trackpoint", "--version"], check=False, capture_output=True, text=True
+    )
     assert result.returncode == 0
     assert result.stdout == f"trackpoint {tp.__version__}\n"
     assert tp.__version__ == importlib.metadata.version("trackpoint")

@@ -33,8 +33,10 @@ def test_one_tensor(capsys) -> None:
 
 def test_missing_tensor_exits_1(capsys) -> None:
     assert main(["inspect", MODEL, "--tensor", "xyzzy"]) == 1
-    assert capsys.readouterr().err == f"trackpoint inspect: no tensor 'xyzzy' in {MODEL}/ckpt-1; " \
-                                      f"'trackpoint inspect {MODEL}/ckpt-1' lists them\n"
+    assert (
+        capsys.readouterr().err == f"trackpoint inspect: no tensor 'xyzzy' in {MODEL}/ckpt-1; "
+        f"'trackpoint inspect {MODEL}/ckpt-1' lists them\n"
+    )
     assert main(["inspect", MODEL, "--tensor", "nope"]) == 1
     assert capsys.readouterr().err.endswith("; close names: note\n")
 
@@ -48,7 +50,8 @@ def test_all_tensors_json(capsys) -> None:
     assert rows["complex64"]["dtype"] == "complex64" and len(rows["complex64"]["value"][0][0]) == 2
     assert rows["bfloat16"]["shape"] == [2, 3, 4]
     assert doc["total_params"] == sum(
-        1 if not r["shape"] else __import__("math").prod(r["shape"]) for r in doc["tensors"])
+        1 if not r["shape"] else __import__("math").prod(r["shape"]) for r in doc["tensors"]
+    )
 
 
 def test_damaged_checkpoint_exits_1_without_traceback(tmp_path) -> None:
@@ -57,8 +60,12 @@ def test_damaged_checkpoint_exits_1_without_traceback(tmp_path) -> None:
     raw = bytearray(data.read_bytes())
     raw[0] ^= 0xFF
     data.write_bytes(bytes(raw))
-    result = subprocess.run([sys.executable, "-m", "trackpoint", "inspect", str(tmp_path / "m"), "--all-tensors"],
-                            check=False, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "trackpoint", "inspect", str(tmp_path / "m"), "--all-tensors"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr and "checksum mismatch" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

@@ -46,8 +46,10 @@ def test_diff_takes_checkpoint_files_too(capsys, run: str) -> None:
 def test_a_missing_prefix_lists_the_checkpoints_that_exist(capsys, run: str) -> None:
     assert main(["inspect", f"{run}/ckp"]) == 1
     err = capsys.readouterr().err
-    assert err == (f"trackpoint inspect: no checkpoint at {run}/ckp; checkpoints in {run}/: ckpt-1, ckpt-2, ckpt-10 "
-                   f"(pass one as {run}/ckpt-10)\n")
+    assert err == (
+        f"trackpoint inspect: no checkpoint at {run}/ckp; checkpoints in {run}/: ckpt-1, ckpt-2, ckpt-10 "
+        f"(pass one as {run}/ckpt-10)\n"
+    )
     assert main(["verify", f"{run}/ckpt-3.index"]) == 1
     err = capsys.readouterr().err
     assert "ckpt-1, ckpt-2, ckpt-10" in err and "did you mean" not in err and ".index-1" not in err
@@ -56,16 +58,20 @@ def test_a_missing_prefix_lists_the_checkpoints_that_exist(capsys, run: str) -> 
 def test_a_directory_without_a_state_file_lists_its_checkpoints(capsys, run: str) -> None:
     os.unlink(os.path.join(run, "checkpoint"))
     assert main(["tree", run]) == 1
-    assert capsys.readouterr().err == (f"trackpoint tree: {run} has no 'checkpoint' state file; checkpoints in "
-                                       f"{run}/: ckpt-1, ckpt-2, ckpt-10 (pass one as {run}/ckpt-10)\n")
+    assert capsys.readouterr().err == (
+        f"trackpoint tree: {run} has no 'checkpoint' state file; checkpoints in "
+        f"{run}/: ckpt-1, ckpt-2, ckpt-10 (pass one as {run}/ckpt-10)\n"
+    )
 
 
 def test_a_long_listing_is_cut_short(capsys, tmp_path) -> None:
     for number in range(1, 13):
         tp.save_tensors(str(tmp_path / f"ckpt-{number}"), {"w": np.zeros(1)})
     assert main(["inspect", str(tmp_path / "x")]) == 1
-    assert ": ckpt-1, ckpt-2, ckpt-3, ckpt-4, ckpt-5, ckpt-6, ckpt-7, ckpt-8, ckpt-9, ckpt-10, ... (12 in all) " \
-           f"(pass one as {tmp_path}/ckpt-12)" in capsys.readouterr().err
+    assert (
+        ": ckpt-1, ckpt-2, ckpt-3, ckpt-4, ckpt-5, ckpt-6, ckpt-7, ckpt-8, ckpt-9, ckpt-10, ... (12 in all) "
+        f"(pass one as {tmp_path}/ckpt-12)" in capsys.readouterr().err
+    )
 
 
 def test_nothing_to_list(capsys, tmp_path) -> None:
@@ -76,7 +82,9 @@ def test_nothing_to_list(capsys, tmp_path) -> None:
 
 
 def _state_file(directory, prefix: str) -> None:
-    (directory / "checkpoint").write_text(f'model_checkpoint_path: "{prefix}"\nall_model_checkpoint_paths: "{prefix}"\n')
+    (directory / "checkpoint").write_text(
+        f'model_checkpoint_path: "{prefix}"\nall_model_checkpoint_paths: "{prefix}"\n'
+    )
 
 
 @pytest.mark.parametrize("spelling", ["absolute", "relative", "symlinked", "subdirectory"])
@@ -89,8 +97,10 @@ def test_a_state_file_naming_a_checkpoint_elsewhere_is_noted(capsys, tmp_path, s
     named = {"absolute": str(elsewhere / "ckpt-1"), "relative": "../elsewhere/ckpt-1"}.get(spelling, "sub/ckpt-1")
     _state_file(tmp_path / "run", named)
     assert main(["inspect", str(tmp_path / "run")]) == 0
-    assert capsys.readouterr().err == (f"note: the state file in {tmp_path / 'run'} names a checkpoint outside it: "
-                                       f"{os.path.realpath(elsewhere)}/ckpt-1\n")
+    assert capsys.readouterr().err == (
+        f"note: the state file in {tmp_path / 'run'} names a checkpoint outside it: "
+        f"{os.path.realpath(elsewhere)}/ckpt-1\n"
+    )
 
 
 def test_a_checkpoint_beside_its_state_file_needs_no_note(capsys, tmp_path) -> None:
@@ -125,7 +135,8 @@ def test_an_ambiguous_object_path_lists_the_keys(capsys, tmp_path) -> None:
     assert main(["inspect", prefix, "--tensor", "model.a.b"]) == 1
     assert capsys.readouterr().err == (
         f"trackpoint inspect: 'model.a.b' names 2 tensors in {prefix}: model/a..b/.ATTRIBUTES/VARIABLE_VALUE, "
-        "model/a/b/.ATTRIBUTES/VARIABLE_VALUE; pass one of these keys\n")
+        "model/a/b/.ATTRIBUTES/VARIABLE_VALUE; pass one of these keys\n"
+    )
     assert main(["inspect", prefix, "--tensor", "model/a/b"]) == 0
 
 

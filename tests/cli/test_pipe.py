@@ -15,10 +15,12 @@ from trackpoint.cli import main
 
 def test_a_closed_pipe_ends_quietly_with_the_sigpipe_status(tmp_path) -> None:
     # Far more output than a pipe buffers (64 KiB), so the writer meets the closed pipe mid-listing.
-    prefix = tp.save_tensors(str(tmp_path / "many"), {f"layer_{i:05d}/kernel": np.zeros(1, np.float32)
-                                                      for i in range(5000)})
-    proc = subprocess.Popen([sys.executable, "-m", "trackpoint", "inspect", prefix],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    prefix = tp.save_tensors(
+        str(tmp_path / "many"), {f"layer_{i:05d}/kernel": np.zeros(1, np.float32) for i in range(5000)}
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trackpoint", "inspect", prefix], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()
     proc.stdout.close()
@@ -30,8 +32,12 @@ def test_a_closed_pipe_ends_quietly_with_the_sigpipe_status(tmp_path) -> None:
 
 def test_a_shell_pipeline_into_head(tmp_path) -> None:
     prefix = tp.save_tensors(str(tmp_path / "many"), {f"k{i:05d}": np.zeros(1) for i in range(5000)})
-    result = subprocess.run(["bash", "-c", f"set -o pipefail; {sys.executable} -m trackpoint inspect {prefix} | head -2"],
-                            check=False, capture_output=True, text=True)
+    result = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {sys.executable} -m trackpoint inspect {prefix} | head -2"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 141
     assert result.stdout.splitlines()[1].startswith("k00000") and result.stderr == ""
 

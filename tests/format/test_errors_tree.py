@@ -96,8 +96,9 @@ def test_path_and_key_are_optional_keyword_attributes(error: type[tp.errors.Chec
 
 
 @pytest.mark.parametrize("error", _ALL_ERRORS, ids=lambda e: e.__name__)
-@pytest.mark.parametrize("duplicate", [lambda e: pickle.loads(pickle.dumps(e)), copy.copy, copy.deepcopy],
-                         ids=["pickle", "copy", "deepcopy"])
+@pytest.mark.parametrize(
+    "duplicate", [lambda e: pickle.loads(pickle.dumps(e)), copy.copy, copy.deepcopy], ids=["pickle", "copy", "deepcopy"]
+)
 def test_errors_survive_pickling_and_copying_with_their_attributes(error, duplicate) -> None:
     """An error raised in a worker process reaches its parent (multiprocessing pickles it) whole."""
     original = error("key 'w' not found", path="/ckpt/model-3", key="w")

@@ -35,8 +35,7 @@ def _run(tasks: queue.Queue[_Task | None], errors: list[BaseException]) -> None:
             try:
                 if task is None:
                     if errors:  # the writer is gone or the interpreter exits: no sync() will raise it
-                        _log.error("A background checkpoint write failed and no sync() reported it",
-                                   exc_info=errors[0])
+                        _log.error("A background checkpoint write failed and no sync() reported it", exc_info=errors[0])
                     return
                 task()
             except BaseException as exc:  # noqa: BLE001 - kept for sync() and the next save
@@ -55,8 +54,9 @@ class AsyncWriter:
     def __init__(self) -> None:
         self._queue: queue.Queue[_Task | None] = queue.Queue(maxsize=1)
         self._errors: list[BaseException] = []  # the latest failure, shared with the thread
-        self._thread = threading.Thread(target=_run, args=(self._queue, self._errors), name="trackpoint-async-save",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=_run, args=(self._queue, self._errors), name="trackpoint-async-save", daemon=True
+        )
         with _threads_lock:
             _threads.add(self._thread)
         self._thread.start()

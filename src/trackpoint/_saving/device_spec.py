@@ -68,17 +68,22 @@ def parse_device(spec: str) -> DeviceSpec:
             task = _int(fields[1], "task", spec)
         elif n in (1, 2) and fields[0].upper() in _DEVICE_TYPES:
             if device_type is not None:
-                raise InvalidArgumentError(f"Multiple device types are not allowed while parsing the device spec: {spec}.")
+                raise InvalidArgumentError(
+                    f"Multiple device types are not allowed while parsing the device spec: {spec}."
+                )
             device_type = fields[0].upper()
             if n == 2 and fields[1] != "*":
                 device_index = _int(fields[1], "device index", spec)
         elif n == 3 and fields[0] == "device":
             if device_type is not None:
-                raise InvalidArgumentError(f"Multiple device types are not allowed while parsing the device spec: {spec}.")
+                raise InvalidArgumentError(
+                    f"Multiple device types are not allowed while parsing the device spec: {spec}."
+                )
             device_type = fields[1]
             if fields[2] != "*":
                 device_index = _int(fields[2], "device index", spec)
         elif fields[0] != "":
             raise InvalidArgumentError(
-                f"Unknown attribute '{fields[0]}' is encountered while parsing the device spec: '{spec}'.")
+                f"Unknown attribute '{fields[0]}' is encountered while parsing the device spec: '{spec}'."
+            )
     return DeviceSpec(job, replica, task, device_type, device_index)
