@@ -128,14 +128,18 @@ def kill_inside_the_window(prefix: str, at: str = ".index") -> None:
 class SaveTensorSlicesAsDeps(tp.Module):
     """Holds one 4-element array, checkpointed as two variables ``first_half``/``second_half``."""
 
-    def __init__(self, names: tuple[str, ...] = ("first_half", "second_half"), track: bool = True,
-                 fill_names: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        names: tuple[str, ...] = ("first_half", "second_half"),
+        track: bool = True,
+        fill_names: tuple[str, ...] | None = None,
+    ) -> None:
         super().__init__()
         self.combined = tp.NoDependency(np.zeros(4, np.float32))
         self.restored: list[dict] = tp.NoDependency([])
 
         def fill(buffer: dict) -> None:
-            for name, part in zip(fill_names or names, (self.combined[:2], self.combined[2:])):
+            for name, part in zip(fill_names or names, (self.combined[:2], self.combined[2:]), strict=False):
                 buffer[name] = part
 
         def consume(values: dict) -> None:
@@ -296,8 +300,11 @@ class ReuseLog(logging.Handler):
 
     def saves(self) -> list[str]:
         """What each save said: reused its layout, or walked (and why)."""
-        return [m for m in self.messages
-                if "save" in m and ("walking the objects" in m or "reusing" in m or "layout is not kept" in m)]
+        return [
+            m
+            for m in self.messages
+            if "save" in m and ("walking the objects" in m or "reusing" in m or "layout is not kept" in m)
+        ]
 
 
 @contextmanager

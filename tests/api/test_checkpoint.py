@@ -22,7 +22,8 @@ def test_save_numbers_prefixes_and_writes_only_the_latest_to_the_state_file(tmp_
     assert ckpt.save(str(tmp_path / "ckpt")) == str(tmp_path / "ckpt-2")
     assert ckpt.save_counter.numpy() == 2 and ckpt.save_counter.dtype == np.int64
     assert (tmp_path / "checkpoint").read_text() == (
-        'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-2"\n')
+        'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-2"\n'
+    )
     assert tp.latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-2")
 
 
@@ -100,7 +101,9 @@ def test_created_variable_starts_with_pending_value(tmp_path) -> None:
 
 def test_dtype_and_shape_mismatch_name_the_key_and_both_sides(tmp_path) -> None:
     path = tp.Checkpoint(v=tp.Variable([1.0, 2.0], name="v")).write(str(tmp_path / "c"))
-    with pytest.raises(tp.errors.InvalidArgumentError, match=r"v/\.ATTRIBUTES/VARIABLE_VALUE.*float32\[3\].*float32\[2\]"):
+    with pytest.raises(
+        tp.errors.InvalidArgumentError, match=r"v/\.ATTRIBUTES/VARIABLE_VALUE.*float32\[3\].*float32\[2\]"
+    ):
         tp.Checkpoint(v=tp.Variable([1.0, 2.0, 3.0], name="v")).read(path)
     with pytest.raises(tp.errors.InvalidArgumentError, match=r"int32\[2\].*float32\[2\]"):
         tp.Checkpoint(v=tp.Variable([1, 2], name="v")).read(path)
@@ -190,7 +193,11 @@ def test_root_checkpoint_attaches_dependencies_and_root_edge(tmp_path) -> None:
     path = ckpt.save(str(tmp_path / "ckpt"))
     graph = pb.TrackableObjectGraph.FromString(tp.load_variable(path, "_CHECKPOINTABLE_OBJECT_GRAPH"))
     assert [(c.local_name, c.node_id) for c in graph.nodes[0].children] == [
-        ("a", 1), ("extra", 2), ("root", 0), ("save_counter", 3)]
+        ("a", 1),
+        ("extra", 2),
+        ("root", 0),
+        ("save_counter", 3),
+    ]
     fresh_root = tp.Module()
     fresh_root.a = tp.Variable(0.0)
     fresh = tp.Checkpoint(fresh_root, extra=tp.Variable(0.0))
@@ -263,8 +270,11 @@ def test_skip_nothing_report_lists_unused_attributes(tmp_path) -> None:
 
 # -- random graphs -------------------------------------------------------------------------
 
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.dictionaries(names.filter(lambda n: n.isidentifier() and n != "root"), graph_specs(3), min_size=1, max_size=4))
+@given(
+    st.dictionaries(names.filter(lambda n: n.isidentifier() and n != "root"), graph_specs(3), min_size=1, max_size=4)
+)
 def test_random_graphs_restore_into_fresh_copies(tmp_path_factory, spec: dict) -> None:
     directory = tmp_path_factory.mktemp("g")
     source = tp.Checkpoint(**{name: wrap(build_graph(child, [0], False)) for name, child in spec.items()})
@@ -274,5 +284,5 @@ def test_random_graphs_restore_into_fresh_copies(tmp_path_factory, spec: dict) -
     target_objects = {name: wrap(build_graph(child, [0], True)) for name, child in spec.items()}
     target = tp.Checkpoint(**target_objects)
     target.restore(path).assert_consumed()
-    for (_, a), (_, b) in zip(variables_of(source), variables_of(target)):
+    for (_, a), (_, b) in zip(variables_of(source), variables_of(target), strict=False):
         assert a.numpy().tolist() == b.numpy().tolist()

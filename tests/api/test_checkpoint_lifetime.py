@@ -60,10 +60,14 @@ def _managed(ckpt: tp.Checkpoint, tmp_path: pathlib.Path) -> None:
     manager.restore_or_initialize()
 
 
-@pytest.mark.parametrize("use", [_just_made, _saved, _written, _saved_async, _restored, _restored_with_values_pending,
-                                 _managed], ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize(
+    "use",
+    [_just_made, _saved, _written, _saved_async, _restored, _restored_with_values_pending, _managed],
+    ids=lambda f: f.__name__.strip("_"),
+)
 def test_checkpoint_without_root_is_freed_with_its_variables_at_once(
-        tmp_path, no_gc, use: Callable[[tp.Checkpoint, pathlib.Path], None]) -> None:
+    tmp_path, no_gc, use: Callable[[tp.Checkpoint, pathlib.Path], None]
+) -> None:
     variables = _variables()
     ckpt = tp.Checkpoint(**variables)
     use(ckpt, tmp_path)

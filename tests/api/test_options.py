@@ -27,7 +27,7 @@ class Gate(sharding.ShardingCallback):
     def description(self) -> str:
         return "waits for a test to release it"
 
-    def __call__(self, shardable_tensors):  # noqa: ANN001, ANN204
+    def __call__(self, shardable_tensors):
         self.entered.set()
         assert self.release.wait(10)
         return sharding.ShardByTaskPolicy()(shardable_tensors)
@@ -42,6 +42,7 @@ def _model() -> tp.Module:
 
 
 # -- construction ------------------------------------------------------------------------
+
 
 def test_defaults_and_repr() -> None:
     options = tp.CheckpointOptions()
@@ -66,8 +67,9 @@ def test_callbacks_must_take_zero_or_one_argument(bad) -> None:
 
 
 def test_accepted_callback_shapes() -> None:
-    tp.CheckpointOptions(experimental_write_callbacks=[lambda: None, lambda p: None, lambda p, q=1: None,
-                                                      lambda *args: None, print])
+    tp.CheckpointOptions(
+        experimental_write_callbacks=[lambda: None, lambda p: None, lambda p, q=1: None, lambda *args: None, print]
+    )
 
 
 def test_sharding_callback_type_is_checked() -> None:
@@ -75,8 +77,9 @@ def test_sharding_callback_type_is_checked() -> None:
         tp.CheckpointOptions(experimental_sharding_callback=lambda tensors: [tensors])
 
 
-@pytest.mark.parametrize("device", ["/job:localhost", "CPU:0", "/job:worker/replica:0/task:1/device:CPU:0",
-                                    "/device:GPU:*", "gpu:1", ""])
+@pytest.mark.parametrize(
+    "device", ["/job:localhost", "CPU:0", "/job:worker/replica:0/task:1/device:CPU:0", "/device:GPU:*", "gpu:1", ""]
+)
 def test_io_device_accepts_tf_device_strings(device: str) -> None:
     assert tp.CheckpointOptions(experimental_io_device=device).experimental_io_device == device
 
@@ -110,6 +113,7 @@ def test_options_must_be_checkpoint_options(tmp_path) -> None:
 
 # -- async ---------------------------------------------------------------------------------
 
+
 def test_async_save_returns_before_writing_and_keeps_the_state_of_the_call(tmp_path) -> None:
     m = _model()
     gate = Gate()
@@ -140,7 +144,7 @@ def test_a_replayed_async_save_keeps_the_state_of_the_call(tmp_path, monkeypatch
     started, release = threading.Event(), threading.Event()
     with_graph = SerializedCheckpoint.with_graph
 
-    def late(self: SerializedCheckpoint):  # noqa: ANN202
+    def late(self: SerializedCheckpoint):
         started.set()
         assert release.wait(10)
         return with_graph(self)
@@ -241,6 +245,7 @@ def test_manager_with_async_lists_a_checkpoint_only_once_complete(tmp_path) -> N
 
 # -- callbacks -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("enable_async", [False, True])
 def test_write_callbacks_order_argument_thread_and_complete_files(tmp_path, enable_async: bool) -> None:
     calls: list[tuple[str, object, bool]] = []
@@ -264,14 +269,18 @@ def test_write_callbacks_order_argument_thread_and_complete_files(tmp_path, enab
     ckpt.sync()
     on_caller = not enable_async  # an async save calls them from its background writer, a sync one from the caller
     assert calls == [
-        ("with_path", str(tmp_path / "w"), on_caller), ("without", None, on_caller),
-        ("with_path", path, on_caller), ("without", None, on_caller),
-        ("with_path", manager_path, on_caller), ("without", None, on_caller),
+        ("with_path", str(tmp_path / "w"), on_caller),
+        ("without", None, on_caller),
+        ("with_path", path, on_caller),
+        ("without", None, on_caller),
+        ("with_path", manager_path, on_caller),
+        ("without", None, on_caller),
     ]
     assert options.experimental_write_callbacks == [with_path, without]  # save's own callbacks went to copies
 
 
 # -- skip slot variables -----------------------------------------------------------------------
+
 
 def test_skip_slot_variables_on_restore(tmp_path) -> None:
     w = tp.Variable([1.0, 2.0])

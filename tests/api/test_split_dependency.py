@@ -14,8 +14,10 @@ def test_split_saves_like_variables_and_restores_into_plain_variables(tmp_path) 
     source.combined = tp.NoDependency(np.array([1, 2, 3, 4], np.float32))
     path = tp.Checkpoint(obj=source).write(str(tmp_path / "c"))
     assert [k for k, _ in tp.list_variables(path)] == [
-        "_CHECKPOINTABLE_OBJECT_GRAPH", "obj/first_half/.ATTRIBUTES/VARIABLE_VALUE",
-        "obj/second_half/.ATTRIBUTES/VARIABLE_VALUE"]
+        "_CHECKPOINTABLE_OBJECT_GRAPH",
+        "obj/first_half/.ATTRIBUTES/VARIABLE_VALUE",
+        "obj/second_half/.ATTRIBUTES/VARIABLE_VALUE",
+    ]
     target = HasVariables()
     tp.Checkpoint(obj=target).read(path).assert_consumed()
     assert target.first_half.numpy().tolist() == [1, 2] and target.second_half.numpy().tolist() == [3, 4]

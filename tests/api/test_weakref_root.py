@@ -71,8 +71,12 @@ def test_once_the_root_is_gone_saving_and_restoring_raise(tmp_path, operation: s
     path = ckpt.save(str(tmp_path / "ckpt"))
     del model
     gc.collect()
-    call = {"save": lambda: ckpt.save(str(tmp_path / "ckpt")), "write": lambda: ckpt.write(str(tmp_path / "w")),
-            "restore": lambda: ckpt.restore(path), "read": lambda: ckpt.read(path)}[operation]
+    call = {
+        "save": lambda: ckpt.save(str(tmp_path / "ckpt")),
+        "write": lambda: ckpt.write(str(tmp_path / "w")),
+        "restore": lambda: ckpt.restore(path),
+        "read": lambda: ckpt.read(path),
+    }[operation]
     with pytest.raises(tp.errors.DeadReferenceError, match="garbage-collected") as caught:
         call()
     assert isinstance(caught.value, AssertionError)  # what TF raises

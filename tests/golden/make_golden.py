@@ -18,12 +18,12 @@ import shutil
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import values  # noqa: E402
+import values
 
 
 def _fresh(path: pathlib.Path) -> pathlib.Path:
@@ -43,8 +43,12 @@ def _tf_tensor(value: object) -> tf.Tensor:
 
 def save_v2(prefix: pathlib.Path, tensors: dict[str, object]) -> None:
     names = list(tensors)
-    tf.raw_ops.SaveV2(prefix=str(prefix), tensor_names=names, shape_and_slices=[""] * len(names),
-                      tensors=[_tf_tensor(tensors[n]) for n in names])
+    tf.raw_ops.SaveV2(
+        prefix=str(prefix),
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=[_tf_tensor(tensors[n]) for n in names],
+    )
 
 
 def main() -> None:
@@ -54,7 +58,8 @@ def main() -> None:
     sharded = values.sharded_values()
     ckpt = tf.train.Checkpoint(**{k: tf.Variable(v) for k, v in sharded.items()})
     options = tf.train.CheckpointOptions(
-        experimental_sharding_callback=tf.train.experimental.MaxShardSizePolicy(max_shard_size=64))
+        experimental_sharding_callback=tf.train.experimental.MaxShardSizePolicy(max_shard_size=64)
+    )
     ckpt.write(str(_fresh(HERE / "sharded") / "ckpt"), options=options)
 
     manager_dir = _fresh(HERE / "manager")

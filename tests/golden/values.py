@@ -55,8 +55,10 @@ def dtype_tensors() -> dict[str, object]:
 
 def many_tensors() -> dict[str, np.ndarray]:
     """Thousands of small keys: the index spans several data blocks."""
-    return {f"layer_{i:05d}/some/long/variable/path/.ATTRIBUTES/VARIABLE_VALUE": np.array([i, -i], np.int32)
-            for i in range(MANY_KEYS)}
+    return {
+        f"layer_{i:05d}/some/long/variable/path/.ATTRIBUTES/VARIABLE_VALUE": np.array([i, -i], np.int32)
+        for i in range(MANY_KEYS)
+    }
 
 
 def sharded_values() -> dict[str, np.ndarray]:

@@ -81,8 +81,9 @@ def test_a_damaged_value_of_the_third_variable_assigns_none(tmp_path) -> None:
 
 
 def test_a_missing_shard_assigns_none(tmp_path) -> None:
-    path = _saved(tmp_path, np.full(3, 7.0, np.float32), tp.CheckpointOptions(
-        experimental_sharding_callback=EveryTensorAlone()))
+    path = _saved(
+        tmp_path, np.full(3, 7.0, np.float32), tp.CheckpointOptions(experimental_sharding_callback=EveryTensorAlone())
+    )
     shards = sorted(tmp_path.glob("ckpt.data-*"))
     entry = BundleReader(path).entry(KEY_C)
     shards[entry.shard_id].unlink()
@@ -244,4 +245,7 @@ def test_a_refused_restore_on_create_of_a_restored_slot_stays_pending(tmp_path) 
     assert status.report().pending["(root).var"] is True
     root.var = live = tp.Variable(np.zeros(3, np.float32))
     assert live.numpy().tolist() == var.numpy().tolist()
-    assert live_optimizer.get_slot(live, "momentum").numpy().tolist() == optimizer.get_slot(var, "momentum").numpy().tolist()
+    assert (
+        live_optimizer.get_slot(live, "momentum").numpy().tolist()
+        == optimizer.get_slot(var, "momentum").numpy().tolist()
+    )

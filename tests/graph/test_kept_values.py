@@ -54,9 +54,10 @@ def test_only_values_no_object_took_are_kept(tmp_path) -> None:
     tp.Checkpoint(model=model).read(path).expect_partial()
     (restore,) = [r for r in kept_values._restores if r.real_prefix.endswith("/c")]
     kept_values.keep_values_of(path)
-    assert sorted(restore.values.kept) == ["model/a/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE",
-                                    "model/a/.OPTIMIZER_SLOT/optimizer/v/.ATTRIBUTES/VARIABLE_VALUE",
-                                    "model/b/.ATTRIBUTES/VARIABLE_VALUE",
-                                    "optimizer/beta1_power/.ATTRIBUTES/VARIABLE_VALUE",
-                                    "optimizer/beta2_power/.ATTRIBUTES/VARIABLE_VALUE"]  # model.a was taken
-
+    assert sorted(restore.values.kept) == [
+        "model/a/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE",
+        "model/a/.OPTIMIZER_SLOT/optimizer/v/.ATTRIBUTES/VARIABLE_VALUE",
+        "model/b/.ATTRIBUTES/VARIABLE_VALUE",
+        "optimizer/beta1_power/.ATTRIBUTES/VARIABLE_VALUE",
+        "optimizer/beta2_power/.ATTRIBUTES/VARIABLE_VALUE",
+    ]  # model.a was taken

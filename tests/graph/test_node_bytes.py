@@ -18,8 +18,13 @@ _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_si
 
 def _plain_variable_key(node: pb.TrackableObjectGraph.TrackableObject) -> str | None:
     """What protobuf says: the key of a node that holds one VARIABLE_VALUE attribute and nothing else."""
-    if (len(node.attributes) == 1 and node.attributes[0].name == "VARIABLE_VALUE" and not node.children
-            and not node.slot_variables and not node.HasField("registered_saver")):
+    if (
+        len(node.attributes) == 1
+        and node.attributes[0].name == "VARIABLE_VALUE"
+        and not node.children
+        and not node.slot_variables
+        and not node.HasField("registered_saver")
+    ):
         return node.attributes[0].checkpoint_key
     return None
 
@@ -29,8 +34,11 @@ def nodes(draw: st.DrawFn) -> pb.TrackableObjectGraph.TrackableObject:
     """Mostly plain variables (keys and names short and long, ASCII or not), some with more."""
     node = pb.TrackableObjectGraph.TrackableObject()
     for _ in range(draw(st.sampled_from([1, 1, 1, 0, 2]))):
-        node.attributes.add(name=draw(st.sampled_from(["VARIABLE_VALUE", "VARIABLE_VALUE", "", "VALUE", "x"])),
-                            full_name=draw(_TEXT), checkpoint_key=draw(_TEXT))
+        node.attributes.add(
+            name=draw(st.sampled_from(["VARIABLE_VALUE", "VARIABLE_VALUE", "", "VALUE", "x"])),
+            full_name=draw(_TEXT),
+            checkpoint_key=draw(_TEXT),
+        )
     if draw(st.integers(0, 5)) == 0:
         node.children.add(node_id=draw(st.integers(0, 1 << 20)), local_name=draw(_TEXT))
     if draw(st.integers(0, 5)) == 0:
@@ -66,15 +74,18 @@ def _attribute(*fields: bytes) -> bytes:
 _NAME, _FULL, _KEY = _field(1, b"VARIABLE_VALUE"), _field(2, b"v"), _field(3, b"v/.ATTRIBUTES/VARIABLE_VALUE")
 
 
-@pytest.mark.parametrize("raw", [
-    _attribute(_NAME, _FULL, _KEY, _field(3, b"other")),  # a repeated key: protobuf keeps the last
-    _attribute(_NAME, _KEY, _FULL),  # another field order
-    _attribute(_NAME, _FULL, _KEY) + _attribute(_NAME, _FULL, _KEY),  # two attributes
-    _attribute(_NAME, _FULL, _KEY) + _field(15, b"?"),  # an unknown field
-    _field(1, b"\x08\x01\x12\x01a") + _attribute(_NAME, _FULL, _KEY),  # a child first
-    _attribute(_NAME, _FULL, _KEY, b"\x20\x01"),  # an unknown varint field in the attribute
-    _attribute(b"\x0a\x8e\x00VARIABLE_VALUE", _FULL, _KEY),  # an overlong (but valid) varint length
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        _attribute(_NAME, _FULL, _KEY, _field(3, b"other")),  # a repeated key: protobuf keeps the last
+        _attribute(_NAME, _KEY, _FULL),  # another field order
+        _attribute(_NAME, _FULL, _KEY) + _attribute(_NAME, _FULL, _KEY),  # two attributes
+        _attribute(_NAME, _FULL, _KEY) + _field(15, b"?"),  # an unknown field
+        _field(1, b"\x08\x01\x12\x01a") + _attribute(_NAME, _FULL, _KEY),  # a child first
+        _attribute(_NAME, _FULL, _KEY, b"\x20\x01"),  # an unknown varint field in the attribute
+        _attribute(b"\x0a\x8e\x00VARIABLE_VALUE", _FULL, _KEY),  # an overlong (but valid) varint length
+    ],
+)
 def test_other_layouts_are_left_to_protobuf_or_read_right(raw: bytes) -> None:
     """Bytes in any other layout never give a wrong key: None, or protobuf's own answer."""
     node = pb.TrackableObjectGraph.TrackableObject.FromString(raw)
@@ -113,7 +124,7 @@ def test_a_walk_reading_node_bytes_restores_what_a_walk_through_protobuf_does(tm
 
     def spy(nodes: list[bytes], ids: list[int]) -> list[str | None]:
         seen.extend(real(nodes, ids))
-        return seen[len(seen) - len(ids):]
+        return seen[len(seen) - len(ids) :]
 
     monkeypatch.setattr(walk, "variable_keys", spy)
     with_bytes = _model(0.0, 150)
@@ -124,7 +135,7 @@ def test_a_walk_reading_node_bytes_restores_what_a_walk_through_protobuf_does(tm
     through_protobuf = _model(0.0, 150)
     assert tp.Checkpoint(model=through_protobuf).read(prefix).assert_consumed().report() == report
     assert not [key for key in seen if key is not None]
-    for a, b in zip(with_bytes.trainable_variables, through_protobuf.trainable_variables):
+    for a, b in zip(with_bytes.trainable_variables, through_protobuf.trainable_variables, strict=False):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     np.testing.assert_array_equal(with_bytes.vars[39].numpy(), np.full(3, 40.0, np.float32))
     assert getattr(with_bytes, "n" * 150).numpy().tolist() == [1.0, 1.0]

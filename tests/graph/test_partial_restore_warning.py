@@ -17,8 +17,11 @@ from tests.helpers import parse_warning
 
 
 def _partial_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
-    return [str(w.message) for w in caught
-            if issubclass(w.category, UserWarning) and "deleted with unrestored values" in str(w.message)]
+    return [
+        str(w.message)
+        for w in caught
+        if issubclass(w.category, UserWarning) and "deleted with unrestored values" in str(w.message)
+    ]
 
 
 def test_a_value_restored_into_an_object_that_ignores_it_warns_when_the_status_goes(tmp_path, no_gc) -> None:

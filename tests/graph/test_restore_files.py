@@ -112,7 +112,7 @@ def test_a_shard_the_restore_never_opened_is_checked_through_the_index(tmp_path)
     # (whose own overwrite would first keep the waiting values: see test_kept_values.py).
     with_slots(9.0).write(str(tmp_path / "other" / "ckpt"), sharded)
     for file in sorted((tmp_path / "other").glob("ckpt.*"), key=lambda f: f.suffix == ".index"):
-        os.replace(file, path + file.name[len("ckpt"):])
+        os.replace(file, path + file.name[len("ckpt") :])
     fresh = tp.Variable(np.zeros(3, np.float32))
     with pytest.raises(tp.errors.DataLossError, match="replaced or modified"):
         model.a = fresh
@@ -190,7 +190,8 @@ def test_objects_created_on_several_threads_read_their_values_while_others_close
     status.assert_consumed()
     for t, part in enumerate(parts):
         assert [int(getattr(part, f"v{i}").numpy()[0]) for i in range(per_thread)] == [
-            t * 1000 + i for i in range(per_thread)]
+            t * 1000 + i for i in range(per_thread)
+        ]
     assert open_files(tmp_path) == []
 
 

@@ -32,8 +32,10 @@ def _values(m: tp.Module) -> list[float]:
 
 def _two_checkpoints(tmp_path) -> tuple[str, str]:
     """Two checkpoints of one model layout with different values (so: identical graphs)."""
-    return (tp.Checkpoint(model=model(1.0, shared=True)).write(str(tmp_path / "one")),
-            tp.Checkpoint(model=model(2.0, shared=True)).write(str(tmp_path / "two")))
+    return (
+        tp.Checkpoint(model=model(1.0, shared=True)).write(str(tmp_path / "one")),
+        tp.Checkpoint(model=model(2.0, shared=True)).write(str(tmp_path / "two")),
+    )
 
 
 def test_a_replayed_restore_assigns_and_reports_what_a_walk_does(tmp_path, reuse) -> None:
@@ -107,8 +109,11 @@ def test_a_replay_parks_restore_on_create_positions_like_a_walk(tmp_path, reuse)
     reuse.clear()
     status = ckpt.read(two)
     assert reuse.repeated()
-    assert status.report().pending == {"(root).model.shared": True, "(root).model.layers.0": True,
-                                       "(root).model.layers.1.bias": True}
+    assert status.report().pending == {
+        "(root).model.shared": True,
+        "(root).model.layers.0": True,
+        "(root).model.layers.1.bias": True,
+    }
     status.expect_partial()
     live.dense.kernel = tp.Variable(np.zeros((2, 2), np.float32))  # restore-on-create: the latest restore wins
     assert live.dense.kernel.numpy()[0, 0] == 2.0
@@ -262,9 +267,11 @@ def test_a_replayed_restore_names_a_mismatch_like_a_walk(tmp_path, reuse) -> Non
     ckpt = tp.Checkpoint(model=live)
     ckpt.read(one).assert_consumed()
     reuse.clear()
-    with pytest.raises(tp.errors.InvalidArgumentError,
-                       match=r"model/shared/\.ATTRIBUTES/VARIABLE_VALUE into \(root\)\.model\.shared: .*"
-                             r"float32\[2, 2\] but the checkpoint holds float32\[3, 3\]"):
+    with pytest.raises(
+        tp.errors.InvalidArgumentError,
+        match=r"model/shared/\.ATTRIBUTES/VARIABLE_VALUE into \(root\)\.model\.shared: .*"
+        r"float32\[2, 2\] but the checkpoint holds float32\[3, 3\]",
+    ):
         ckpt.read(bad)
     assert reuse.repeated()
     ckpt.read(one).assert_consumed()
@@ -434,8 +441,12 @@ def test_a_plan_whose_object_died_binds_nothing(tmp_path) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(spec=st.dictionaries(names.filter(lambda n: n.isidentifier() and n != "root"), graph_specs(3), min_size=1, max_size=4),
-       keep=st.lists(st.booleans(), min_size=4, max_size=4))
+@given(
+    spec=st.dictionaries(
+        names.filter(lambda n: n.isidentifier() and n != "root"), graph_specs(3), min_size=1, max_size=4
+    ),
+    keep=st.lists(st.booleans(), min_size=4, max_size=4),
+)
 def test_random_graphs_replay_like_a_walk(tmp_path_factory, reuse, spec: dict, keep: list[bool]) -> None:
     directory = tmp_path_factory.mktemp("r")
     source = tp.Checkpoint(**{name: wrap(build_graph(child, [0], False)) for name, child in spec.items()})
@@ -443,7 +454,9 @@ def test_random_graphs_replay_like_a_walk(tmp_path_factory, reuse, spec: dict, k
     for _, variable in variables_of(source):
         variable.assign(variable.numpy() + 100)
     two = source.write(str(directory / "two"))
-    kept = {name: child for (name, child), k in zip(spec.items(), keep) if k}  # the rest: restore-on-create
+    kept = {
+        name: child for (name, child), k in zip(spec.items(), keep, strict=False) if k
+    }  # the rest: restore-on-create
 
     def target() -> tp.Checkpoint:
         return tp.Checkpoint(**{name: wrap(build_graph(child, [0], True)) for name, child in kept.items()})

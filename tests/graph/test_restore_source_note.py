@@ -49,5 +49,6 @@ def test_restore_listed_notes_a_prefix_outside_the_listing_directory(tmp_path) -
     home.mkdir()
     status = ckpt._restore_listed(prefix, str(home))
     assert status.report().notes == (
-        f"the checkpoint was read from {os.path.realpath(prefix)}, outside {home} whose state file named it",)
+        f"the checkpoint was read from {os.path.realpath(prefix)}, outside {home} whose state file named it",
+    )
     assert ckpt._restore_listed(prefix, str(elsewhere)).report().notes == ()

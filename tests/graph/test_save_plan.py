@@ -11,8 +11,10 @@ from trackpoint._format import naming
 
 
 def _same_files(a: str, b: str) -> bool:
-    return all(filecmp.cmp(name(a), name(b), shallow=False)
-               for name in (naming.index_filename, lambda p: naming.data_filename(p, 0, 1)))
+    return all(
+        filecmp.cmp(name(a), name(b), shallow=False)
+        for name in (naming.index_filename, lambda p: naming.data_filename(p, 0, 1))
+    )
 
 
 def test_every_kind_of_structural_change_is_seen(tmp_path, reuse) -> None:
@@ -28,16 +30,16 @@ def test_every_kind_of_structural_change_is_seen(tmp_path, reuse) -> None:
     reused = []
 
     mutations = [
-        lambda: root.w.assign([5.0, 6.0]),                       # values only: the layout is replayed
+        lambda: root.w.assign([5.0, 6.0]),  # values only: the layout is replayed
         lambda: root.items.append(tp.Variable(7)),
         lambda: setattr(root, "extra", tp.Variable(8.0)),
         lambda: root.table.update(b=tp.Variable(9)),
-        lambda: root.table.pop("a"),                              # still tracked, as after TF's del: replayed
+        lambda: root.table.pop("a"),  # still tracked, as after TF's del: replayed
         lambda: delattr(root, "extra"),
-        lambda: setattr(root, "w", tp.Variable([0.5, 0.5])),      # replaced under the same name
+        lambda: setattr(root, "w", tp.Variable([0.5, 0.5])),  # replaced under the same name
         lambda: opt.apply_gradients([(np.ones(2, np.float32), root.w)]),  # a slot appears
-        lambda: root.pair[0].assign(9.0),                         # values only again
-        lambda: root.items.__setitem__(1, 5),                     # non-append mutation: save must fail
+        lambda: root.pair[0].assign(9.0),  # values only again
+        lambda: root.items.__setitem__(1, 5),  # non-append mutation: save must fail
     ]
     for step, mutate in enumerate(mutations):
         mutate()
@@ -47,8 +49,12 @@ def test_every_kind_of_structural_change_is_seen(tmp_path, reuse) -> None:
             ckpt.write(ours)
         except tp.errors.InvalidArgumentError:
             assert step == len(mutations) - 1
-            assert reuse.saves() == ["walking the objects: the previous save's layout does not hold: the structure "
-                                     "changed since (an object gained, lost or replaced a child or a slot)"]
+            assert reuse.saves() == [
+                (
+                    "walking the objects: the previous save's layout does not hold: the structure "
+                    "changed since (an object gained, lost or replaced a child or a slot)"
+                )
+            ]
             continue
         said = reuse.saves()
         reused += [step] if said == ["reusing the previous save's layout"] else []
@@ -71,8 +77,10 @@ def test_computed_children_are_walked_every_time(tmp_path, reuse) -> None:
     dynamic = Dynamic()
     ckpt = tp.Checkpoint(d=dynamic)
     ckpt.write(str(tmp_path / "one"))
-    assert reuse.saves() == ["walking the objects: no previous save of them",
-                             "the save layout is not kept: Dynamic computes its own children (_trackable_children)"]
+    assert reuse.saves() == [
+        "walking the objects: no previous save of them",
+        "the save layout is not kept: Dynamic computes its own children (_trackable_children)",
+    ]
     dynamic.count = 3  # no tracking call reports this
     ckpt.write(str(tmp_path / "three"))
     keys = [k for k, _ in tp.list_variables(str(tmp_path / "three"))]
@@ -93,6 +101,10 @@ def test_renamed_tensors_are_noticed(tmp_path, reuse) -> None:
     obj.name = "b"
     reuse.clear()
     ckpt.write(str(tmp_path / "b"))
-    assert reuse.saves() == ["walking the objects: the previous save's layout does not hold: a Renaming now names its "
-                             "tensors ['b'], not ['a']"]
+    assert reuse.saves() == [
+        (
+            "walking the objects: the previous save's layout does not hold: a Renaming now names its "
+            "tensors ['b'], not ['a']"
+        )
+    ]
     assert "r/.ATTRIBUTES/b" in dict(tp.list_variables(str(tmp_path / "b")))

@@ -29,9 +29,11 @@ def graphs(draw: st.DrawFn) -> pb.TrackableObjectGraph:
         if draw(st.booleans()):
             node.attributes.add(name="VARIABLE_VALUE", full_name="v", checkpoint_key=f"k{node_id}/\x1a\x00\n\x00")
         for _ in range(draw(st.sampled_from([0, 0, 0, 1, 3]))):
-            node.slot_variables.add(original_variable_node_id=draw(st.integers(0, count - 1)),
-                                    slot_name=draw(st.sampled_from(["", "m", "v"])),
-                                    slot_variable_node_id=draw(st.integers(0, count - 1)))
+            node.slot_variables.add(
+                original_variable_node_id=draw(st.integers(0, count - 1)),
+                slot_name=draw(st.sampled_from(["", "m", "v"])),
+                slot_variable_node_id=draw(st.integers(0, count - 1)),
+            )
         if draw(st.booleans()):
             node.has_checkpoint_values.value = True
     return graph
@@ -97,11 +99,11 @@ def test_a_restore_finds_slots_through_the_scan(tmp_path, monkeypatch) -> None:
     ckpt = tp.Checkpoint(model=fresh, optimizer=fresh_adam)
     ckpt.read(prefix).assert_consumed()
     assert len(calls) == 1 and calls[0] is not None and len(calls[0]) == 1  # the optimizer's node alone
-    for v, m in zip(fresh.vars, expected):
+    for v, m in zip(fresh.vars, expected, strict=False):
         np.testing.assert_array_equal(fresh_adam.get_slot(v, "m").numpy(), m)
     for v in fresh.vars:
         fresh_adam.get_slot(v, "m").assign(np.zeros(2, np.float32))
     ckpt.read(prefix).assert_consumed()  # replayed: the plan knows the owners, no second scan
     assert len(calls) == 1
-    for v, m in zip(fresh.vars, expected):
+    for v, m in zip(fresh.vars, expected, strict=False):
         np.testing.assert_array_equal(fresh_adam.get_slot(v, "m").numpy(), m)

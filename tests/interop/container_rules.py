@@ -25,7 +25,11 @@ Pair = collections.namedtuple("Pair", ["first", "second"])
 #: Phrases of TF's container errors that tests written for TF search for.
 PHRASES = (
     "A list element was replaced",
-    "__setitem__", "__setslice__", "__delitem__", "__delslice__", "sort",
+    "__setitem__",
+    "__setslice__",
+    "__delitem__",
+    "__delslice__",
+    "sort",
     "modified outside the wrapper",
     "The wrapped dictionary was modified outside the wrapper",
     "non-string key",
@@ -79,6 +83,7 @@ def _module(lib: Lib, **attrs: Any) -> Any:
 
 
 # -- lists --------------------------------------------------------------------------------
+
 
 @scenario
 def list_appended_outside(lib: Lib) -> Any:
@@ -283,6 +288,7 @@ def list_no_dependency_element(lib: Lib) -> Any:
 
 # -- dicts --------------------------------------------------------------------------------
 
+
 @scenario
 def dict_set_outside(lib: Lib) -> Any:
     d: dict = {}
@@ -399,6 +405,7 @@ def ordered_dict(lib: Lib) -> Any:
 
 
 # -- tuples -------------------------------------------------------------------------------
+
 
 @scenario
 def tuple_operations(lib: Lib) -> Any:

@@ -18,7 +18,7 @@ import numpy as np
 Pair = collections.namedtuple("Pair", ["first", "second"])
 
 
-def structures(lib: str):  # noqa: ANN201 - returns library objects
+def structures(lib: str):
     if lib == "tf":
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import tensorflow as tf
@@ -26,7 +26,7 @@ def structures(lib: str):  # noqa: ANN201 - returns library objects
         Variable, Module, Checkpoint = tf.Variable, tf.Module, tf.train.Checkpoint
         Adam, Momentum = tf.compat.v1.train.AdamOptimizer, tf.compat.v1.train.MomentumOptimizer
 
-        def const(x):  # noqa: ANN001, ANN202
+        def const(x):
             return tf.constant(x)
     else:
         import trackpoint as tp
@@ -34,13 +34,13 @@ def structures(lib: str):  # noqa: ANN201 - returns library objects
         Variable, Module, Checkpoint = tp.Variable, tp.Module, tp.Checkpoint
         Adam = tp.optimizers.Adam
 
-        def Momentum(lr, momentum):  # noqa: ANN001, ANN202, N802
+        def Momentum(lr, momentum):
             return tp.optimizers.SGD(lr, momentum=momentum)
 
-        def const(x):  # noqa: ANN001, ANN202
+        def const(x):
             return np.asarray(x)
 
-    def nested():  # noqa: ANN202
+    def nested():
         m = Module()
         m.a_var = Variable([1.0, 2.0, 3.0], name="a")
         m.b_var = Variable(np.arange(6, dtype=np.int32).reshape(2, 3), name="b")
@@ -50,29 +50,31 @@ def structures(lib: str):  # noqa: ANN201 - returns library objects
         m.tup = Pair(Variable(np.int64(5)), Variable(np.float16(0.5)))
         m.sub = Module()
         m.sub.shared = m.a_var  # a second path to the same variable
-        m.a_var = m.a_var       # re-assignment keeps the position
+        m.a_var = m.a_var  # re-assignment keeps the position
         return Checkpoint(model=m, extra=Variable([0.0], name="extra"))
 
-    def with_slots():  # noqa: ANN202
+    def with_slots():
         m = Module()
         m.dense = Module()
         m.dense.kernel = Variable(np.arange(6, dtype=np.float32).reshape(2, 3), name="kernel")
         m.dense.bias = Variable(np.zeros(3, np.float32), name="bias")
         adam = Adam(0.1)
         for step in range(3):
-            grads = [const((np.arange(6, dtype=np.float32).reshape(2, 3) + step) / 10),
-                     const(np.full(3, 0.5 - step, np.float32))]
-            adam.apply_gradients(list(zip(grads, [m.dense.kernel, m.dense.bias])))
+            grads = [
+                const((np.arange(6, dtype=np.float32).reshape(2, 3) + step) / 10),
+                const(np.full(3, 0.5 - step, np.float32)),
+            ]
+            adam.apply_gradients(list(zip(grads, [m.dense.kernel, m.dense.bias], strict=False)))
         return Checkpoint(model=m, optimizer=adam)
 
-    def momentum():  # noqa: ANN202
+    def momentum():
         w = Variable([1.0, -1.0], name="w")
         opt = Momentum(0.05, 0.9)
         for step in range(4):
             opt.apply_gradients([(const(np.array([0.5, step], np.float32)), w)])
         return Checkpoint(w=w, opt=opt)
 
-    def rooted():  # noqa: ANN202
+    def rooted():
         root = Module()
         root.x = Variable(1.0, name="x")
         return Checkpoint(root, extra=Variable([2.0], name="e"), a=Variable(3, name="a"))

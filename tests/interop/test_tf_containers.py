@@ -39,19 +39,30 @@ DIFFERENCES = {
     # then calls them changes made outside the wrapper. Through trackpoint's wrapper they are
     # tracked: a removed value stays saved under its key, as after TF's own `del`.
     "dict_pop_through_wrapper": (
-        ("error", "save", "ValueError", ("modified outside the wrapper",
-                                         "The wrapped dictionary was modified outside the wrapper")),
+        (
+            "error",
+            "save",
+            "ValueError",
+            ("modified outside the wrapper", "The wrapped dictionary was modified outside the wrapper"),
+        ),
         ("keys", ("d/a/.ATTRIBUTES/VARIABLE_VALUE", "d/b/.ATTRIBUTES/VARIABLE_VALUE")),
     ),
     "dict_popitem_clear_through_wrapper": (
-        ("error", "save", "ValueError", ("modified outside the wrapper",
-                                         "The wrapped dictionary was modified outside the wrapper")),
-        ("keys", ("d/a/.ATTRIBUTES/VARIABLE_VALUE", "d/b/.ATTRIBUTES/VARIABLE_VALUE",
-                  "w/.ATTRIBUTES/VARIABLE_VALUE")),
+        (
+            "error",
+            "save",
+            "ValueError",
+            ("modified outside the wrapper", "The wrapped dictionary was modified outside the wrapper"),
+        ),
+        ("keys", ("d/a/.ATTRIBUTES/VARIABLE_VALUE", "d/b/.ATTRIBUTES/VARIABLE_VALUE", "w/.ATTRIBUTES/VARIABLE_VALUE")),
     ),
     "dict_update_setdefault_through_wrapper": (
-        ("error", "save", "ValueError", ("modified outside the wrapper",
-                                         "The wrapped dictionary was modified outside the wrapper")),
+        (
+            "error",
+            "save",
+            "ValueError",
+            ("modified outside the wrapper", "The wrapped dictionary was modified outside the wrapper"),
+        ),
         ("keys", tuple(f"d/{k}/.ATTRIBUTES/VARIABLE_VALUE" for k in "abce")),
     ),
 }
@@ -61,10 +72,11 @@ DIFFERENCES = {
 def tf_outcomes() -> dict[str, tuple]:
     """Every scenario's outcome under TensorFlow, in a fresh process (as a TF user runs them)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    script = ("import json, sys; from tests.interop import container_rules as r; lib = r.Lib('tf'); "
-              "json.dump({n: r.outcome(lib, n) for n in r.SCENARIOS}, sys.stdout)")
-    done = subprocess.run([sys.executable, "-c", script], check=True, env=env, capture_output=True, text=True,
-                          cwd=ROOT)
+    script = (
+        "import json, sys; from tests.interop import container_rules as r; lib = r.Lib('tf'); "
+        "json.dump({n: r.outcome(lib, n) for n in r.SCENARIOS}, sys.stdout)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], check=True, env=env, capture_output=True, text=True, cwd=ROOT)
     return {name: _tuples(value) for name, value in json.loads(done.stdout).items()}
 
 
@@ -92,9 +104,18 @@ def test_every_scenario_has_an_outcome_that_can_fail(tf_outcomes: dict[str, tupl
             assert outcome[3], name
 
 
-@pytest.mark.parametrize("name", ["list_appended_through_wrapper", "list_nested_inner_edited_through_wrapper",
-                                  "dict_set_through_wrapper", "tuple_operations", "namedtuple_fields",
-                                  "list_imul", "dict_overwrite_trackable"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "list_appended_through_wrapper",
+        "list_nested_inner_edited_through_wrapper",
+        "dict_set_through_wrapper",
+        "tuple_operations",
+        "namedtuple_fields",
+        "list_imul",
+        "dict_overwrite_trackable",
+    ],
+)
 def test_tf_restores_what_trackpoint_saved_from_the_same_script(name: str) -> None:
     """Both directions of a scenario that saves: TF's objects restore trackpoint's file with assert_consumed()."""
     import tensorflow as tf

@@ -26,7 +26,11 @@ def test_tf_reads_every_dtype_we_write(tmp_path, key: str) -> None:
     reader = tf.train.load_checkpoint(prefix)
     expected = tensors[key]
     got = reader.get_tensor(key)
-    want_dtype = "string" if isinstance(expected, bytes) or np.asarray(expected).dtype == object else np.asarray(expected).dtype.name
+    want_dtype = (
+        "string"
+        if isinstance(expected, bytes) or np.asarray(expected).dtype == object
+        else np.asarray(expected).dtype.name
+    )
     assert reader.get_variable_to_dtype_map()[key].name == want_dtype
     assert reader.get_variable_to_shape_map()[key] == list(np.shape(expected))
     assert_bit_equal(got, expected if isinstance(expected, bytes) else np.asarray(expected))
@@ -34,8 +38,12 @@ def test_tf_reads_every_dtype_we_write(tmp_path, key: str) -> None:
 
 def _tf_save_v2(prefix: str, tensors: dict[str, np.ndarray]) -> None:
     names = list(tensors)
-    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
-                      tensors=[tf.constant(tensors[n]) for n in names])
+    tf.raw_ops.SaveV2(
+        prefix=prefix,
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=[tf.constant(tensors[n]) for n in names],
+    )
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -24,19 +24,30 @@ SCENARIOS = {
 }
 
 
-def _run(lib: str, directory: str, interval: int | None, last: int | None, check: bool,
-         steps: list[int]) -> tuple[list[int], list[str]]:
+def _run(
+    lib: str, directory: str, interval: int | None, last: int | None, check: bool, steps: list[int]
+) -> tuple[list[int], list[str]]:
     """The steps at which ``save()`` wrote a checkpoint, and the checkpoints kept (base names)."""
     if lib == "tf":
         step = tf.Variable(0, dtype=tf.int64)
-        manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), directory, max_to_keep=None,
-                                             step_counter=step if interval else None, checkpoint_interval=interval,
-                                             last_checkpoint_step=last)
+        manager = tf.train.CheckpointManager(
+            tf.train.Checkpoint(step=step),
+            directory,
+            max_to_keep=None,
+            step_counter=step if interval else None,
+            checkpoint_interval=interval,
+            last_checkpoint_step=last,
+        )
     else:
         step = tp.Variable(0, dtype=np.int64)
-        manager = tp.CheckpointManager(tp.Checkpoint(step=step), directory, max_to_keep=None,
-                                       step_counter=step if interval else None, checkpoint_interval=interval,
-                                       last_checkpoint_step=last)
+        manager = tp.CheckpointManager(
+            tp.Checkpoint(step=step),
+            directory,
+            max_to_keep=None,
+            step_counter=step if interval else None,
+            checkpoint_interval=interval,
+            last_checkpoint_step=last,
+        )
     saved = []
     for value in steps:
         step.assign(value)
@@ -58,12 +69,17 @@ def test_both_warn_when_the_clock_is_behind_the_last_preserved_timestamp(tmp_pat
     tp.CheckpointManager(tp.Checkpoint(v=tp.Variable(1.0)), directory, max_to_keep=1).save()
     ahead = time.time() + 7200.0
     with open(os.path.join(directory, "checkpoint"), "w", encoding="utf-8") as f:
-        f.write(f'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n'
-                f"all_model_checkpoint_timestamps: {ahead}\nlast_preserved_timestamp: {ahead}\n")
+        f.write(
+            f'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n'
+            f"all_model_checkpoint_timestamps: {ahead}\nlast_preserved_timestamp: {ahead}\n"
+        )
 
     made: list[tf.train.CheckpointManager] = []
-    lines = tf_log_lines(lambda: made.append(
-        tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)), directory, max_to_keep=1)))
+    lines = tf_log_lines(
+        lambda: made.append(
+            tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)), directory, max_to_keep=1)
+        )
+    )
     theirs = made[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -41,7 +41,7 @@ def test_files_are_byte_identical_to_tf(both_sides: tuple[str, str], name: str) 
         assert filecmp.cmp(os.path.join(theirs, filename), os.path.join(ours, filename), shallow=False), filename
 
 
-def _zeroed_nested(Variable, Module, m=None):  # noqa: ANN001, ANN202, N803
+def _zeroed_nested(Variable, Module, m=None):
     """The "nested" structure of structures.py with zeros, in TF's or our classes (filling ``m``)."""
     m = Module() if m is None else m
     m.a_var = Variable([0.0, 0.0, 0.0])
@@ -87,7 +87,9 @@ def test_tf_restores_our_slots_with_assert_consumed(both_sides: tuple[str, str])
     ours = tp.load_checkpoint(os.path.join(both_sides[1], "with_slots", "ckpt-2"))
     assert_bit_equal(m.dense.kernel.numpy(), ours.get_tensor("model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"))
     m_slot = adam.get_slot(m.dense.kernel, "m").numpy()
-    assert_bit_equal(m_slot, ours.get_tensor("model/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE"))
+    assert_bit_equal(
+        m_slot, ours.get_tensor("model/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE")
+    )
     beta1_power, _ = adam._get_beta_accumulators()
     assert beta1_power.numpy() == ours.get_tensor("optimizer/beta1_power/.ATTRIBUTES/VARIABLE_VALUE")
 
@@ -108,14 +110,16 @@ def test_we_restore_tf_slots_with_assert_consumed(both_sides: tuple[str, str]) -
     ckpt.restore(path).assert_consumed()
     theirs = tf.train.load_checkpoint(path)
     assert_bit_equal(m.dense.bias.numpy(), theirs.get_tensor("model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE"))
-    assert_bit_equal(adam.get_slot(m.dense.bias, "v").numpy(),
-                     theirs.get_tensor("model/dense/bias/.OPTIMIZER_SLOT/optimizer/v/.ATTRIBUTES/VARIABLE_VALUE"))
+    assert_bit_equal(
+        adam.get_slot(m.dense.bias, "v").numpy(),
+        theirs.get_tensor("model/dense/bias/.OPTIMIZER_SLOT/optimizer/v/.ATTRIBUTES/VARIABLE_VALUE"),
+    )
     assert ckpt.save_counter.numpy() == 2
 
 
 def test_tf_variable_nodes_are_read_from_their_bytes(both_sides: tuple[str, str], monkeypatch) -> None:
     """TF writes a variable's node in the layout the restore reads straight from the bytes."""
-    from trackpoint._graph import coordinator, walk
+    from trackpoint._graph import walk
 
     found: list[str | None] = []
     real = walk.variable_keys
@@ -128,8 +132,11 @@ def test_tf_variable_nodes_are_read_from_their_bytes(both_sides: tuple[str, str]
     monkeypatch.setattr(walk, "variable_keys", spy)
     ckpt, m, _ = _tp_slots()
     ckpt.restore(os.path.join(both_sides[0], "with_slots", "ckpt-2")).assert_consumed()
-    assert {"model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE", "model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE",
-            "save_counter/.ATTRIBUTES/VARIABLE_VALUE"} <= set(found)
+    assert {
+        "model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE",
+        "model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE",
+        "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
+    } <= set(found)
     assert m.dense.kernel.numpy().any()
 
 
@@ -152,24 +159,30 @@ def _grads(step: int) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("which", ["adam", "momentum", "nesterov", "sgd"])
 def test_optimizer_math_and_keys_match_tf(tmp_path, which: str) -> None:
-    def make(lib: str):  # noqa: ANN202
+    def make(lib: str):
         if which == "adam":
-            return (tf.compat.v1.train.AdamOptimizer(0.01, 0.8, 0.95, 1e-7) if lib == "tf"
-                    else tp.optimizers.Adam(0.01, 0.8, 0.95, 1e-7))
+            return (
+                tf.compat.v1.train.AdamOptimizer(0.01, 0.8, 0.95, 1e-7)
+                if lib == "tf"
+                else tp.optimizers.Adam(0.01, 0.8, 0.95, 1e-7)
+            )
         if which == "sgd":
             return tf.compat.v1.train.GradientDescentOptimizer(0.1) if lib == "tf" else tp.optimizers.SGD(0.1)
         nesterov = which == "nesterov"
-        return (tf.compat.v1.train.MomentumOptimizer(0.1, 0.9, use_nesterov=nesterov) if lib == "tf"
-                else tp.optimizers.SGD(0.1, momentum=0.9, nesterov=nesterov))
+        return (
+            tf.compat.v1.train.MomentumOptimizer(0.1, 0.9, use_nesterov=nesterov)
+            if lib == "tf"
+            else tp.optimizers.SGD(0.1, momentum=0.9, nesterov=nesterov)
+        )
 
     init = [np.arange(6, dtype=np.float32).reshape(2, 3) / 7, np.ones(3, np.float32)]
     tf_vars = [tf.Variable(v) for v in init]
     tp_vars = [tp.Variable(v) for v in init]
     tf_opt, tp_opt = make("tf"), make("tp")
     for step in range(20):
-        tf_opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), tf_vars)])
-        tp_opt.apply_gradients(list(zip(_grads(step), tp_vars)))
-    for a, b in zip(tf_vars, tp_vars):
+        tf_opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), tf_vars, strict=False)])
+        tp_opt.apply_gradients(list(zip(_grads(step), tp_vars, strict=False)))
+    for a, b in zip(tf_vars, tp_vars, strict=False):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=0, atol=1e-6)
     tf.train.Checkpoint(v=tf_vars, opt=tf_opt).write(str(tmp_path / "tf"))
     tp.Checkpoint(v=tp_vars, opt=tp_opt).write(str(tmp_path / "tp"))
@@ -177,7 +190,7 @@ def test_optimizer_math_and_keys_match_tf(tmp_path, which: str) -> None:
 
 
 def test_training_stops_in_tf_and_resumes_here_and_back(tmp_path) -> None:
-    def tf_model():  # noqa: ANN202
+    def tf_model():
         m = tf.Module()
         m.w = tf.Variable(np.full((2, 3), 0.5, np.float32))
         m.b = tf.Variable(np.zeros(3, np.float32))
@@ -186,13 +199,13 @@ def test_training_stops_in_tf_and_resumes_here_and_back(tmp_path) -> None:
     # Reference: 9 uninterrupted steps in TensorFlow.
     m, opt = tf_model()
     for step in range(9):
-        opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), [m.w, m.b])])
+        opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), [m.w, m.b], strict=False)])
     reference = [m.w.numpy(), m.b.numpy()]
 
     # 3 steps in TF, 3 here, 3 in TF again.
     m, opt = tf_model()
     for step in range(3):
-        opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), [m.w, m.b])])
+        opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), [m.w, m.b], strict=False)])
     first = tf.train.Checkpoint(model=m, optimizer=opt).save(str(tmp_path / "a" / "ckpt"))
 
     ours = tp.Module()
@@ -202,7 +215,7 @@ def test_training_stops_in_tf_and_resumes_here_and_back(tmp_path) -> None:
     ckpt = tp.Checkpoint(model=ours, optimizer=adam)
     status = ckpt.restore(first)
     for step in range(3, 6):  # slots and beta powers arrive as they are created
-        adam.apply_gradients(list(zip(_grads(step), [ours.w, ours.b])))
+        adam.apply_gradients(list(zip(_grads(step), [ours.w, ours.b], strict=False)))
     status.assert_consumed()
     second = ckpt.save(str(tmp_path / "b" / "ckpt"))
 
@@ -210,7 +223,7 @@ def test_training_stops_in_tf_and_resumes_here_and_back(tmp_path) -> None:
     opt.apply_gradients([(tf.zeros_like(v), v) for v in [m.w, m.b]])  # create slots, then overwrite them
     tf.train.Checkpoint(model=m, optimizer=opt).restore(second).assert_consumed()
     for step in range(6, 9):
-        opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), [m.w, m.b])])
+        opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), [m.w, m.b], strict=False)])
     np.testing.assert_allclose(m.w.numpy(), reference[0], rtol=0, atol=1e-6)
     np.testing.assert_allclose(m.b.numpy(), reference[1], rtol=0, atol=1e-6)
 
@@ -229,8 +242,13 @@ def test_managers_pick_up_each_others_state(tmp_path) -> None:
     assert ours.numpy() == 2
     ours.assign_add(1)
     assert manager.save() == os.path.join(directory, "ckpt-3")
-    assert sorted(os.listdir(directory)) == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
-                                             "ckpt-3.data-00000-of-00001", "ckpt-3.index"]
+    assert sorted(os.listdir(directory)) == [
+        "checkpoint",
+        "ckpt-2.data-00000-of-00001",
+        "ckpt-2.index",
+        "ckpt-3.data-00000-of-00001",
+        "ckpt-3.index",
+    ]
     again = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), directory, max_to_keep=2)
     assert again.checkpoints == [os.path.join(directory, "ckpt-2"), os.path.join(directory, "ckpt-3")]
     again.restore_or_initialize()

@@ -29,32 +29,59 @@ VALUES = {
 def test_layout_equals_tf_max_shard_size_policy(tmp_path, size: int) -> None:
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
     tp.Checkpoint(**{k: tp.Variable(v) for k, v in VALUES.items()}).write(
-        str(ours / "c"), tp.CheckpointOptions(experimental_sharding_callback=sharding.MaxShardSizePolicy(size)))
+        str(ours / "c"), tp.CheckpointOptions(experimental_sharding_callback=sharding.MaxShardSizePolicy(size))
+    )
     tf.train.Checkpoint(**{k: tf.Variable(v) for k, v in VALUES.items()}).write(
-        str(theirs / "c"), tf.train.CheckpointOptions(
-            experimental_sharding_callback=tf.train.experimental.MaxShardSizePolicy(max_shard_size=size)))
+        str(theirs / "c"),
+        tf.train.CheckpointOptions(
+            experimental_sharding_callback=tf.train.experimental.MaxShardSizePolicy(max_shard_size=size)
+        ),
+    )
     assert sorted(os.listdir(ours)) == sorted(os.listdir(theirs))
     for name in os.listdir(theirs):
         assert filecmp.cmp(ours / name, theirs / name, shallow=False), name
 
 
-@pytest.mark.parametrize("callback", [sharding.MaxShardSizePolicy(24), sharding.MaxShardSizePolicy(333),
-                                      EveryTensorAlone()])
+@pytest.mark.parametrize(
+    "callback", [sharding.MaxShardSizePolicy(24), sharding.MaxShardSizePolicy(333), EveryTensorAlone()]
+)
 def test_tf_restores_our_sharded_checkpoints(tmp_path, callback: sharding.ShardingCallback) -> None:
     values = dict(VALUES, text=np.array([b"abc", b"d" * 40], dtype=object))
     path = tp.Checkpoint(**{k: tp.Variable(v) for k, v in values.items()}).write(
-        str(tmp_path / "c"), tp.CheckpointOptions(experimental_sharding_callback=callback))
+        str(tmp_path / "c"), tp.CheckpointOptions(experimental_sharding_callback=callback)
+    )
     target = {k: tf.Variable(tf.zeros_like(v)) if k != "text" else tf.Variable([b"", b""]) for k, v in values.items()}
     tf.train.Checkpoint(**target).read(path).assert_consumed()
     for name, value in values.items():
         np.testing.assert_array_equal(target[name].numpy(), value)
 
 
-@pytest.mark.parametrize("spec", [
-    "/job:localhost", "CPU:0", "cpu:1", "GPU:*", "/job:worker/replica:0/task:1/device:CPU:0", "/device:TPU:3",
-    "/job:a/task:2", "", "/", "//job:x", "/replica:7", "/device:FOO:1", "foo:0", "/task:x", "CPU:0/GPU:1",
-    "/replica:1.5", "/device:CPU:x", "job:a:b", "/job:", "CPU", "/device:CPU:0/CPU:1",
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "/job:localhost",
+        "CPU:0",
+        "cpu:1",
+        "GPU:*",
+        "/job:worker/replica:0/task:1/device:CPU:0",
+        "/device:TPU:3",
+        "/job:a/task:2",
+        "",
+        "/",
+        "//job:x",
+        "/replica:7",
+        "/device:FOO:1",
+        "foo:0",
+        "/task:x",
+        "CPU:0/GPU:1",
+        "/replica:1.5",
+        "/device:CPU:x",
+        "job:a:b",
+        "/job:",
+        "CPU",
+        "/device:CPU:0/CPU:1",
+    ],
+)
 def test_device_strings_parse_and_fail_as_tf_device_spec(spec: str) -> None:
     try:
         theirs = tf.DeviceSpec.from_string(spec)
@@ -66,5 +93,10 @@ def test_device_strings_parse_and_fail_as_tf_device_spec(spec: str) -> None:
         return
     ours = parse_device(spec)
     assert (ours.job, ours.replica, ours.task, ours.device_type, ours.device_index) == (
-        theirs.job, theirs.replica, theirs.task, theirs.device_type, theirs.device_index)
+        theirs.job,
+        theirs.replica,
+        theirs.task,
+        theirs.device_type,
+        theirs.device_index,
+    )
     assert ours.to_string() == theirs.to_string()

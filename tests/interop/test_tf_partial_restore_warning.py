@@ -26,12 +26,18 @@ def _tf_report(run: Callable[[], None]) -> tuple[list[str], dict[str, str]]:
     """What TF logs when ``run`` drops its partial restore: values never restored, attributes not taken."""
     lines = tf_log_lines(run)
     assert any("deleted with unrestored values" in line and "expect_partial()" in line for line in lines)
-    unmatched = [line.split(": ", 1)[1] for line in lines
-                 if line.startswith("Value in checkpoint could not be found in the restored object: ")]
+    unmatched = [
+        line.split(": ", 1)[1]
+        for line in lines
+        if line.startswith("Value in checkpoint could not be found in the restored object: ")
+    ]
     unused = {}
     for line in lines:
-        found = re.fullmatch(r"An attribute in the restored object could not be found in the checkpoint\. "
-                             r"Object: (.*), attribute: \['(.*)'\]", line)
+        found = re.fullmatch(
+            r"An attribute in the restored object could not be found in the checkpoint\. "
+            r"Object: (.*), attribute: \['(.*)'\]",
+            line,
+        )
         if found:
             unused[found.group(1)] = found.group(2)
     return unmatched, unused

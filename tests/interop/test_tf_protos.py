@@ -28,15 +28,18 @@ def _fields(message: d.Descriptor, seen: set[str] | None = None) -> dict[str, tu
     return out
 
 
-@pytest.mark.parametrize("ours, theirs, dropped", [
-    (tensor_bundle_pb2.BundleHeaderProto, tf_bundle.BundleHeaderProto, set()),
-    (tensor_bundle_pb2.BundleEntryProto, tf_bundle.BundleEntryProto, set()),
-    (tensor_bundle_pb2.TensorShapeProto, tensor_shape_pb2.TensorShapeProto, set()),
-    (tensor_bundle_pb2.TensorSliceProto, tensor_slice_pb2.TensorSliceProto, set()),
-    (tensor_bundle_pb2.VersionDef, versions_pb2.VersionDef, set()),
-    (trackable_object_graph_pb2.TrackableObjectGraph, tf_graph.TrackableObjectGraph, set()),
-    (checkpoint_state_pb2.CheckpointState, tf_state.CheckpointState, set()),
-])
+@pytest.mark.parametrize(
+    "ours, theirs, dropped",
+    [
+        (tensor_bundle_pb2.BundleHeaderProto, tf_bundle.BundleHeaderProto, set()),
+        (tensor_bundle_pb2.BundleEntryProto, tf_bundle.BundleEntryProto, set()),
+        (tensor_bundle_pb2.TensorShapeProto, tensor_shape_pb2.TensorShapeProto, set()),
+        (tensor_bundle_pb2.TensorSliceProto, tensor_slice_pb2.TensorSliceProto, set()),
+        (tensor_bundle_pb2.VersionDef, versions_pb2.VersionDef, set()),
+        (trackable_object_graph_pb2.TrackableObjectGraph, tf_graph.TrackableObjectGraph, set()),
+        (checkpoint_state_pb2.CheckpointState, tf_state.CheckpointState, set()),
+    ],
+)
 def test_descriptors_match_tensorflow(ours, theirs, dropped: set[str]) -> None:
     assert _fields(ours.DESCRIPTOR) == {k: v for k, v in _fields(theirs.DESCRIPTOR).items() if k not in dropped}
 

@@ -10,9 +10,9 @@ import trackpoint as tp
 from tests.helpers import HasVariables, SaveTensorSlicesAsDeps
 
 
-def _simple(lib, module):  # noqa: ANN001, ANN202
+def _simple(lib, module):
     class SimpleModule(module):
-        def __init__(self, name=None) -> None:  # noqa: ANN001
+        def __init__(self, name=None) -> None:
             super().__init__(name=name)
             self.a_var = lib.Variable(5.0)
             self.b_var = lib.Variable(4.0)
@@ -21,7 +21,7 @@ def _simple(lib, module):  # noqa: ANN001, ANN202
     return SimpleModule
 
 
-def _save(lib, module, path: str) -> str:  # noqa: ANN001
+def _save(lib, module, path: str) -> str:
     simple = _simple(lib, module)
     root = simple(name="root")
     leaf = root.leaf = simple(name="leaf")
@@ -31,7 +31,7 @@ def _save(lib, module, path: str) -> str:  # noqa: ANN001
     return checkpoint(root).save(path)
 
 
-def _live(lib, module):  # noqa: ANN001, ANN202
+def _live(lib, module):
     simple = _simple(lib, module)
     root2 = simple(name="root")
     leaf2 = root2.leaf2 = simple(name="leaf2")

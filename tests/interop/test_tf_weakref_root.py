@@ -53,6 +53,8 @@ def test_after_the_root_is_gone_both_raise_assertion_error_and_keep_save_counter
         assert ref() is None
         with pytest.raises(AssertionError):
             _call(ckpt, operation, str(directory), path)
-        outcome[lib] = (isinstance(ckpt.root, weakref.ref), sorted(f for f in os.listdir(directory)
-                                                                   if f.startswith(("ckpt-2", "w."))))
+        outcome[lib] = (
+            isinstance(ckpt.root, weakref.ref),
+            sorted(f for f in os.listdir(directory) if f.startswith(("ckpt-2", "w."))),
+        )
     assert outcome["tp"] == outcome["tf"] == (True, [])

@@ -37,6 +37,7 @@ def _agrees_with_disk(manager: tp.CheckpointManager) -> None:
 
 # -- hostile state files ------------------------------------------------------------------
 
+
 def test_a_state_file_naming_paths_outside_the_directory_deletes_nothing_there(tmp_path) -> None:
     run, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
     run.mkdir()
@@ -47,7 +48,8 @@ def test_a_state_file_naming_paths_outside_the_directory_deletes_nothing_there(t
         'model_checkpoint_path: "sub/z"\n'
         'all_model_checkpoint_paths: "../elsewhere/x"\n'
         f'all_model_checkpoint_paths: "{elsewhere / "y"}"\n'
-        'all_model_checkpoint_paths: "sub/z"\n')
+        'all_model_checkpoint_paths: "sub/z"\n'
+    )
     with pytest.warns(UserWarning, match=r"lists 3 checkpoint\(s\) outside .*never deletes them"):
         manager = _manager(run, max_to_keep=1)
     assert manager.checkpoints == []
@@ -63,7 +65,8 @@ def test_entries_inside_the_directory_are_still_swept(tmp_path) -> None:
     first = _manager(tmp_path, max_to_keep=5)
     saved = first.save()
     (tmp_path / "checkpoint").write_text(
-        f'model_checkpoint_path: "../{tmp_path.name}/ckpt-1"\nall_model_checkpoint_paths: "../{tmp_path.name}/ckpt-1"\n')
+        f'model_checkpoint_path: "../{tmp_path.name}/ckpt-1"\nall_model_checkpoint_paths: "../{tmp_path.name}/ckpt-1"\n'
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         manager = _manager(tmp_path, max_to_keep=1)
@@ -73,6 +76,7 @@ def test_entries_inside_the_directory_are_still_swept(tmp_path) -> None:
 
 
 # -- the state file cannot be written -----------------------------------------------------
+
 
 def test_an_unwritable_state_file_raises_write_error_and_the_manager_agrees_with_disk(tmp_path, monkeypatch) -> None:
     manager = _manager(tmp_path, max_to_keep=2)
@@ -102,7 +106,9 @@ def small_fs(tmp_path):
     """A directory on a real 1 MiB tmpfs."""
     mount = tmp_path / "fs"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, check=False
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
     try:
@@ -160,6 +166,7 @@ def test_checkpoint_save_with_an_unwritable_state_file_raises_write_error(tmp_pa
 
 
 # -- write callbacks that raise -----------------------------------------------------------
+
 
 @pytest.mark.parametrize("enable_async", [False, True])
 def test_a_raising_write_callback_still_records_and_sweeps(tmp_path, enable_async: bool) -> None:

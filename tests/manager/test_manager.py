@@ -23,8 +23,13 @@ def test_keeps_max_to_keep_and_deletes_older_files(tmp_path) -> None:
         manager.save()
     assert manager.checkpoints == [str(tmp_path / "ckpt-3"), str(tmp_path / "ckpt-4")]
     assert manager.latest_checkpoint == str(tmp_path / "ckpt-4")
-    assert _files(tmp_path) == ["checkpoint", "ckpt-3.data-00000-of-00001", "ckpt-3.index",
-                                "ckpt-4.data-00000-of-00001", "ckpt-4.index"]
+    assert _files(tmp_path) == [
+        "checkpoint",
+        "ckpt-3.data-00000-of-00001",
+        "ckpt-3.index",
+        "ckpt-4.data-00000-of-00001",
+        "ckpt-4.index",
+    ]
     state = tp.get_checkpoint_state(str(tmp_path))
     assert state.all_model_checkpoint_paths == (str(tmp_path / "ckpt-3"), str(tmp_path / "ckpt-4"))
     assert len(state.all_model_checkpoint_timestamps) == 2
@@ -41,8 +46,9 @@ def test_checkpoint_number_and_name(tmp_path) -> None:
 def test_keep_checkpoint_every_n_hours_preserves_files(tmp_path, monkeypatch) -> None:
     clock = [1_000_000.0]
     monkeypatch.setattr(manager_module.time, "time", lambda: clock[0])
-    manager = tp.CheckpointManager(tp.Checkpoint(v=tp.Variable(1.0)), str(tmp_path), max_to_keep=1,
-                                   keep_checkpoint_every_n_hours=1)
+    manager = tp.CheckpointManager(
+        tp.Checkpoint(v=tp.Variable(1.0)), str(tmp_path), max_to_keep=1, keep_checkpoint_every_n_hours=1
+    )
     for _ in range(4):
         clock[0] += 1800  # half an hour per save
         manager.save()
@@ -54,8 +60,9 @@ def test_keep_checkpoint_every_n_hours_preserves_files(tmp_path, monkeypatch) ->
 
 def test_checkpoint_interval_with_step_counter(tmp_path) -> None:
     step = tp.Variable(np.int64(0))
-    manager = tp.CheckpointManager(tp.Checkpoint(step=step), str(tmp_path), max_to_keep=None,
-                                   step_counter=step, checkpoint_interval=5)
+    manager = tp.CheckpointManager(
+        tp.Checkpoint(step=step), str(tmp_path), max_to_keep=None, step_counter=step, checkpoint_interval=5
+    )
     saved = []
     for _ in range(12):
         saved.append(manager.save())

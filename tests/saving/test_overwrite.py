@@ -18,6 +18,7 @@ from tests.helpers import kill_inside_the_window, overwrite_checkpoint, shard_op
 from trackpoint._format import previous
 from trackpoint.cli import main
 
+
 def _restored(prefix: str, count: int = 6) -> float:
     ckpt, model = overwrite_checkpoint(-1.0, count)
     ckpt.read(prefix).assert_consumed()
@@ -40,8 +41,9 @@ def test_an_overwrite_with_another_shard_count_leaves_no_stale_data_files(tmp_pa
     ckpt.write(prefix, shard_options(second))
     count = len([n for n in _files(tmp_path) if ".data-" in n])
     assert count == second and all(f"-of-{second:05d}" in n for n in _files(tmp_path) if ".data-" in n)
-    assert _files(tmp_path) == sorted(["weights.index"] + [f"weights.data-{i:05d}-of-{second:05d}"
-                                                          for i in range(second)])
+    assert _files(tmp_path) == sorted(
+        ["weights.index"] + [f"weights.data-{i:05d}-of-{second:05d}" for i in range(second)]
+    )
     assert _restored(prefix) == 2.0
 
 
@@ -58,6 +60,7 @@ def test_the_index_is_never_missing_while_a_prefix_is_overwritten(tmp_path, monk
             seen.append(name)
             assert os.path.exists(prefix + ".index"), f"no index after {name}{args}"
             return result
+
         return call
 
     monkeypatch.setattr(os, "replace", check("replace"))
@@ -69,7 +72,8 @@ def test_the_index_is_never_missing_while_a_prefix_is_overwritten(tmp_path, monk
     monkeypatch.undo()
     assert seen.count("replace") >= 14
     assert _restored(prefix) == 3.0 and _files(tmp_path) == sorted(
-        ["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)])
+        ["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)]
+    )
 
 
 @pytest.mark.parametrize("repair_fails", [False, True])
@@ -89,9 +93,12 @@ def test_a_rename_failing_part_way_puts_the_previous_version_back(tmp_path, monk
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", fail_fourth)
-    expected = (r"putting its previous version back failed .*The previous version is whole at .*weights\.tp-prev, "
-                r"and trackpoint reads it .*TensorFlow cannot read" if repair_fails
-                else r"Nothing of it was published; earlier checkpoints are untouched")
+    expected = (
+        r"putting its previous version back failed .*The previous version is whole at .*weights\.tp-prev, "
+        r"and trackpoint reads it .*TensorFlow cannot read"
+        if repair_fails
+        else r"Nothing of it was published; earlier checkpoints are untouched"
+    )
     with pytest.raises(tp.errors.WriteError, match=expected):
         ckpt.write(prefix, shard_options(6))
     monkeypatch.undo()
@@ -110,8 +117,12 @@ def test_a_save_killed_inside_the_window_leaves_the_previous_version_readable(tm
     state = previous.inspect(prefix)
     assert state.interrupted and state.previous == prefix + ".tp-prev"
     # The prefix's own files mix versions (TensorFlow's window: its checksums refuse them)...
-    mixed = [name for name in _files(tmp_path) if name.startswith("weights.data-")
-             and (tmp_path / name).read_bytes() != (tmp_path / name.replace("weights", "weights.tp-prev")).read_bytes()]
+    mixed = [
+        name
+        for name in _files(tmp_path)
+        if name.startswith("weights.data-")
+        and (tmp_path / name).read_bytes() != (tmp_path / name.replace("weights", "weights.tp-prev")).read_bytes()
+    ]
     assert mixed, "the child was killed before it replaced any data file"
     # ...and trackpoint reads the previous version, whole, in its place, changing nothing.
     before = {name: (tmp_path / name).read_bytes() for name in _files(tmp_path)}
@@ -157,7 +168,9 @@ def test_settle_restores_the_previous_version_and_reports_it(tmp_path) -> None:
     assert previous.settle(prefix) is True
     assert previous.settle(prefix) is False  # nothing left to do
     # (the killed writer's index temporary stays until the next save's cleanup)
-    assert [n for n in _files(tmp_path) if ".tp-tmp-" not in n] == sorted(["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)])
+    assert [n for n in _files(tmp_path) if ".tp-tmp-" not in n] == sorted(
+        ["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)]
+    )
     assert _restored(prefix) == 1.0
 
 
@@ -168,8 +181,10 @@ def test_a_fifo_in_place_of_the_index_beside_a_kept_version_fails_at_once(tmp_pa
     os.link(prefix + ".index", prefix + ".tp-prev.index")
     os.unlink(prefix + ".index")
     os.mkfifo(prefix + ".index")
-    code = f"import trackpoint as tp\ntry:\n    tp.load_checkpoint({prefix!r})\nexcept tp.errors.CheckpointError as e:\n" \
-           "    print(type(e).__name__, e)"
+    code = (
+        f"import trackpoint as tp\ntry:\n    tp.load_checkpoint({prefix!r})\nexcept tp.errors.CheckpointError as e:\n"
+        "    print(type(e).__name__, e)"
+    )
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert child.stdout.startswith("InvalidArgumentError") and "not a regular file" in child.stdout, child.stderr
 
@@ -185,4 +200,5 @@ def test_a_save_killed_before_it_replaced_a_data_file_leaves_the_prefix_whole(tm
     ckpt, _ = overwrite_checkpoint(3.0)
     ckpt.write(prefix, shard_options(6))
     assert [n for n in _files(tmp_path)] == sorted(
-        ["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)])
+        ["weights.index"] + [f"weights.data-{i:05d}-of-00006" for i in range(6)]
+    )

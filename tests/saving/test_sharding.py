@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from tests.helpers import GOLDEN, EveryTensorAlone, assert_bit_equal
 from tests.golden import values
+from tests.helpers import GOLDEN, EveryTensorAlone, assert_bit_equal
 from trackpoint import sharding
 
 
@@ -44,9 +44,14 @@ def _variables() -> dict[str, tp.Variable]:
 def test_sharded_checkpoints_restore_at_many_sizes(tmp_path, size: int) -> None:
     source = _variables()
     path = tp.Checkpoint(**source).write(str(tmp_path / "c"), _options(sharding.MaxShardSizePolicy(size)))
-    target = {k: tp.Variable(np.zeros_like(v.numpy()) if v.dtype != object else
-                             (b"" if v.shape == () else np.array([b""] * v.shape[0], dtype=object)))
-              for k, v in source.items()}
+    target = {
+        k: tp.Variable(
+            np.zeros_like(v.numpy())
+            if v.dtype != object
+            else (b"" if v.shape == () else np.array([b""] * v.shape[0], dtype=object))
+        )
+        for k, v in source.items()
+    }
     tp.Checkpoint(**target).read(path).assert_consumed()
     for name, variable in source.items():
         assert_bit_equal(target[name].numpy(), variable.numpy())
@@ -80,7 +85,8 @@ def test_custom_callback(tmp_path) -> None:
     path = tp.Checkpoint(**source).write(str(tmp_path / "c"), _options(EveryTensorAlone()))
     count = len(source) + 1  # every variable and the object graph
     assert sorted(f for f in os.listdir(tmp_path) if ".data-" in f) == [
-        f"c.data-{i:05d}-of-{count:05d}" for i in range(count)]
+        f"c.data-{i:05d}-of-{count:05d}" for i in range(count)
+    ]
     reader = tp.load_checkpoint(path)
     assert_bit_equal(reader.get_tensor("big/.ATTRIBUTES/VARIABLE_VALUE"), source["big"].numpy())
 
@@ -93,7 +99,7 @@ class Broken(sharding.ShardingCallback):
     def description(self) -> str:
         return f"broken: {self.how}"
 
-    def __call__(self, shardable_tensors):  # noqa: ANN001, ANN204
+    def __call__(self, shardable_tensors):
         shard = {t.checkpoint_key: {t.slice_spec: t.tensor} for t in shardable_tensors}
         key = "v/.ATTRIBUTES/VARIABLE_VALUE"
         if self.how == "drop":
@@ -117,16 +123,23 @@ class Broken(sharding.ShardingCallback):
 
 
 # The second phrase is TF's, as its sharding_util_test matches it (None: TF has no such check).
-@pytest.mark.parametrize("how, message, tf_phrase", [
-    ("drop", "dropped 'v/", "tensors in the object graph were not found in the checkpoint shards"),
-    ("add", "added 'ghost'", "a tensor not originally in the object graph"),
-    ("dtype", "changed the dtype of 'v/", "a tensor was found with an altered dtype"),
-    ("shape", "holds shape", "a tensor was found with an altered shape"),
-    ("duplicate", "overlapping or repeated slices of 'v/",
-     "multiple tensors with the same checkpoint key and slice spec were found"),
-    ("overlap", "overlapping or repeated", None), ("gap", "do not cover it exactly", None),
-    ("not a list", "list of shards", None),
-])
+@pytest.mark.parametrize(
+    "how, message, tf_phrase",
+    [
+        ("drop", "dropped 'v/", "tensors in the object graph were not found in the checkpoint shards"),
+        ("add", "added 'ghost'", "a tensor not originally in the object graph"),
+        ("dtype", "changed the dtype of 'v/", "a tensor was found with an altered dtype"),
+        ("shape", "holds shape", "a tensor was found with an altered shape"),
+        (
+            "duplicate",
+            "overlapping or repeated slices of 'v/",
+            "multiple tensors with the same checkpoint key and slice spec were found",
+        ),
+        ("overlap", "overlapping or repeated", None),
+        ("gap", "do not cover it exactly", None),
+        ("not a list", "list of shards", None),
+    ],
+)
 def test_bad_callback_output_is_rejected_naming_the_key(tmp_path, how: str, message: str, tf_phrase: str) -> None:
     ckpt = tp.Checkpoint(v=tp.Variable(np.zeros((4, 2), np.float32)))
     with pytest.raises(tp.errors.ShardingCallbackError, match=message) as caught:
@@ -141,7 +154,7 @@ def test_device_policy_alias_and_shardable_tensor_fields(tmp_path) -> None:
     seen = []
 
     class Spy(sharding.ShardByTaskPolicy):
-        def __call__(self, shardable_tensors):  # noqa: ANN001, ANN204
+        def __call__(self, shardable_tensors):
             seen.extend(shardable_tensors)
             return super().__call__(shardable_tensors)
 
@@ -149,7 +162,11 @@ def test_device_policy_alias_and_shardable_tensor_fields(tmp_path) -> None:
     tp.Checkpoint(v=v).write(str(tmp_path / "c"), _options(Spy()))
     first = seen[0]
     assert (first.checkpoint_key, first.name, first.shape, first.slice_spec) == (
-        "v/.ATTRIBUTES/VARIABLE_VALUE", "v/.ATTRIBUTES/VARIABLE_VALUE", (2,), "")
+        "v/.ATTRIBUTES/VARIABLE_VALUE",
+        "v/.ATTRIBUTES/VARIABLE_VALUE",
+        (2,),
+        "",
+    )
     assert first.trackable is v and first.dtype == np.float32
     assert str(first.device) == "/job:localhost/replica:0/task:0/device:CPU:0"
     assert seen[-1].checkpoint_key == "_CHECKPOINTABLE_OBJECT_GRAPH"

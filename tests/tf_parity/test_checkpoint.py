@@ -623,14 +623,12 @@ def test_restore_after_adding_empty_trackable_data_structure(tmp_path) -> None:
 @_ASYNC
 def test_inititialize_with_data_structures(tmp_path, enable_async_ckpt) -> None:
     """Ports CheckpointingTests.test_inititialize_with_data_structures."""
-    checkpoint = tp.Checkpoint(
-        a=[tp.Variable(0.0), tp.Variable(1.0)],
-        b={"a": tp.Variable(2.0), "b": tp.Variable(3.0)})
+    checkpoint = tp.Checkpoint(a=[tp.Variable(0.0), tp.Variable(1.0)], b={"a": tp.Variable(2.0), "b": tp.Variable(3.0)})
     ckpt_options = tp.CheckpointOptions(experimental_enable_async_checkpoint=enable_async_ckpt)
     save_path = checkpoint.save(file_prefix=str(tmp_path / "ckpt"), options=ckpt_options)
     load_checkpoint = tp.Checkpoint(
-        a=[tp.Variable(4.0), tp.Variable(5.0)],
-        b={"a": tp.Variable(6.0), "b": tp.Variable(7.0)})
+        a=[tp.Variable(4.0), tp.Variable(5.0)], b={"a": tp.Variable(6.0), "b": tp.Variable(7.0)}
+    )
     # With async saves, make sure the save is complete before another Checkpoint reads it:
     # restore() joins the writer (TF's trick; trackpoint's restore syncs as well).
     if enable_async_ckpt:
@@ -914,7 +912,8 @@ def test_callback_with_manager(tmp_path, enable_async_ckpt) -> None:
 
     # 3. Save with `options` (TF's async variant wraps the Checkpoint in AsyncCheckpointHelper).
     options = tp.CheckpointOptions(
-        experimental_write_callbacks=[my_callback_1, my_callback_2], enable_async=enable_async_ckpt)
+        experimental_write_callbacks=[my_callback_1, my_callback_2], enable_async=enable_async_ckpt
+    )
     save_path = checkpoint_manager.save(options=options)
 
     # 4. Assert results.
@@ -953,7 +952,8 @@ def test_callback_without_manager(tmp_path, enable_async_ckpt, use_save) -> None
 
     # 3. Save with `options`.
     options = tp.CheckpointOptions(
-        experimental_write_callbacks=[my_callback_1, my_callback_2], enable_async=enable_async_ckpt)
+        experimental_write_callbacks=[my_callback_1, my_callback_2], enable_async=enable_async_ckpt
+    )
     if use_save:
         save_path = ckpt.save(prefix, options=options)
     else:
@@ -1039,14 +1039,16 @@ def test_keys_and_metadata(tmp_path) -> None:
     root_attributes = object_proto.nodes[0].attributes
     assert len(root_attributes) == 2
     assert {"v1": "/.ATTRIBUTES/v1", "v2": "/.ATTRIBUTES/v2"} == {
-        attr.name: attr.checkpoint_key for attr in root_attributes}
+        attr.name: attr.checkpoint_key for attr in root_attributes
+    }
     assert 1 == reader.get_tensor("/.ATTRIBUTES/v1")
     assert 2 == reader.get_tensor("/.ATTRIBUTES/v2")
 
     child_attributes = object_proto.nodes[1].attributes
     assert len(child_attributes) == 2
     assert {"v1": "child/.ATTRIBUTES/v1", "v2": "child/.ATTRIBUTES/v2"} == {
-        attr.name: attr.checkpoint_key for attr in child_attributes}
+        attr.name: attr.checkpoint_key for attr in child_attributes
+    }
     assert 3 == reader.get_tensor("child/.ATTRIBUTES/v1")
     assert 4 == reader.get_tensor("child/.ATTRIBUTES/v2")
 

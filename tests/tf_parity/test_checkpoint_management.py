@@ -118,9 +118,11 @@ def test_fs_path(tmp_path, monkeypatch) -> None:
     # What TF's update_checkpoint_state(train_dir, rel_path, all_model_checkpoint_paths=[abs_path,
     # rel_path]) writes (TF 2.21): paths relative to the train directory, absolute ones as given.
     with open(os.path.join(train_dir, "checkpoint"), "w") as f:
-        f.write(f'model_checkpoint_path: "model-2"\n'
-                f'all_model_checkpoint_paths: "{abs_path}"\n'
-                f'all_model_checkpoint_paths: "model-2"\n')
+        f.write(
+            f'model_checkpoint_path: "model-2"\n'
+            f'all_model_checkpoint_paths: "{abs_path}"\n'
+            f'all_model_checkpoint_paths: "model-2"\n'
+        )
     ckpt = tp.get_checkpoint_state(pathlib.Path(train_dir))
     assert ckpt.model_checkpoint_path == rel_path
 

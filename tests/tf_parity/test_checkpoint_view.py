@@ -58,8 +58,13 @@ def test_all_nodes_with_paths(tmp_path) -> None:
     # TF's spelling, beside its public CheckpointView.paths() ("(root).leaf1").
     all_nodes_with_paths = tp.CheckpointView(root_save_path)._descendants_with_paths()
     assert {
-        "root", "root.leaf1", "root.leaf2", "root.save_counter",
-        "root.leaf1.leaf3", "root.leaf1.leaf4", "root.leaf2.leaf5",
+        "root",
+        "root.leaf1",
+        "root.leaf2",
+        "root.save_counter",
+        "root.leaf1.leaf3",
+        "root.leaf1.leaf4",
+        "root.leaf2.leaf5",
     } == set(all_nodes_with_paths.values())
 
 

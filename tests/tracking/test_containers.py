@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from typing_extensions import Self
 
 import trackpoint as tp
 
@@ -111,20 +112,26 @@ def test_removing_a_plain_value_beside_a_trackable_cannot_renumber_it(tmp_path) 
     m = tp.Module()
     m.l = [1, tp.Variable(2.0)]
     del m.l[0]
-    with pytest.raises(ValueError, match=r"A list element was replaced \(__setitem__, __setslice__\), deleted "
-                                         r"\(__delitem__, __delslice__\), or moved \(sort\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"A list element was replaced \(__setitem__, __setslice__\), deleted "
+        r"\(__delitem__, __delslice__\), or moved \(sort\)",
+    ):
         _write(m, str(tmp_path / "c"))
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda l: l.__delitem__(slice(0, 1)),
-    lambda l: l.remove(2),
-    lambda l: l.pop(0),
-    lambda l: l.insert(0, 0),
-    lambda l: l.__setitem__(slice(1, 2), [5]),
-    lambda l: l.clear(),
-    lambda l: l.__imul__(0),
-])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda l: l.__delitem__(slice(0, 1)),
+        lambda l: l.remove(2),
+        lambda l: l.pop(0),
+        lambda l: l.insert(0, 0),
+        lambda l: l.__setitem__(slice(1, 2), [5]),
+        lambda l: l.clear(),
+        lambda l: l.__imul__(0),
+    ],
+)
 def test_every_non_append_mutation_of_a_list_holding_a_trackable_fails_the_save(mutate, tmp_path) -> None:
     m = tp.Module()
     m.l = [tp.Variable(1.0), 2, 3]
@@ -247,7 +254,7 @@ def test_a_tuple_wrapper_behaves_as_its_tuple() -> None:
 
 
 class OwnNew(collections.namedtuple("OwnNew", ["x", "y"])):
-    def __new__(cls, x: object) -> OwnNew:
+    def __new__(cls, x: object) -> Self:
         return super().__new__(cls, x, x)
 
 
@@ -276,15 +283,30 @@ def test_restore_on_create_through_wrapper_appends(tmp_path) -> None:
 
 
 # Inherited as they are: comparisons that raise for dicts anyway, and object machinery.
-_DICT_INHERITED = {"__ge__", "__gt__", "__le__", "__lt__", "__getattribute__", "__new__", "__init_subclass__",
-                   "__subclasshook__", "__class_getitem__", "fromkeys"}
+_DICT_INHERITED = {
+    "__ge__",
+    "__gt__",
+    "__le__",
+    "__lt__",
+    "__getattribute__",
+    "__new__",
+    "__init_subclass__",
+    "__subclasshook__",
+    "__class_getitem__",
+    "fromkeys",
+}
 
 
 def test_every_dict_method_goes_to_the_storage() -> None:
     """A dict method a new Python adds would otherwise read or change the wrapper's own slots, not the user's dict."""
     from trackpoint._tracking.data_structures import DictWrapper
 
-    inherited = [name for name in dir(dict) if name not in _DICT_INHERITED and callable(getattr(dict, name))
-                 and getattr(dict, name) is not getattr(object, name, None)
-                 and getattr(DictWrapper, name) == getattr(dict, name)]
+    inherited = [
+        name
+        for name in dir(dict)
+        if name not in _DICT_INHERITED
+        and callable(getattr(dict, name))
+        and getattr(dict, name) is not getattr(object, name, None)
+        and getattr(DictWrapper, name) == getattr(dict, name)
+    ]
     assert inherited == []

@@ -54,44 +54,86 @@ _DICT_MUTATIONS: dict[str, Callable[[Any], object]] = {
 }
 # Methods that read, copy or build something new, and never change the wrapper's children.
 _READ_ONLY = {
-    "__add__", "__contains__", "__copy__", "__deepcopy__", "__eq__", "__ge__", "__getitem__", "__gt__", "__hash__",
-    "__init__", "__iter__", "__le__", "__len__", "__lt__", "__mul__", "__ne__", "__or__", "__radd__", "__reduce_ex__",
-    "__repr__", "__reversed__", "__rmul__", "__ror__", "__sizeof__", "_trackable_children", "copy", "count", "get",
-    "index", "items", "keys", "values",
+    "__add__",
+    "__contains__",
+    "__copy__",
+    "__deepcopy__",
+    "__eq__",
+    "__ge__",
+    "__getitem__",
+    "__gt__",
+    "__hash__",
+    "__init__",
+    "__iter__",
+    "__le__",
+    "__len__",
+    "__lt__",
+    "__mul__",
+    "__ne__",
+    "__or__",
+    "__radd__",
+    "__reduce_ex__",
+    "__repr__",
+    "__reversed__",
+    "__rmul__",
+    "__ror__",
+    "__sizeof__",
+    "_trackable_children",
+    "copy",
+    "count",
+    "get",
+    "index",
+    "items",
+    "keys",
+    "values",
 }
 _NOT_METHODS = {"__annotations__", "__dict__", "__doc__", "__module__", "__weakref__"}
 
 
 def _builtin_mutators(kind: type, frozen: type) -> set[str]:
     """The methods ``kind`` has and its read-only counterpart lacks, less the ones that only read."""
-    return {name for name in set(vars(kind)) - set(dir(frozen))
-            if name not in {"copy", "__reversed__", "fromkeys", "__class_getitem__"}}
+    return {
+        name
+        for name in set(vars(kind)) - set(dir(frozen))
+        if name not in {"copy", "__reversed__", "fromkeys", "__class_getitem__"}
+    }
 
 
-@pytest.mark.parametrize(("wrapper", "mutations", "builtin"), [
-    (ListWrapper, _LIST_MUTATIONS, _builtin_mutators(list, tuple)),
-    (DictWrapper, _DICT_MUTATIONS, _builtin_mutators(dict, types.MappingProxyType) | {"__ior__"}),
-])
+@pytest.mark.parametrize(
+    ("wrapper", "mutations", "builtin"),
+    [
+        (ListWrapper, _LIST_MUTATIONS, _builtin_mutators(list, tuple)),
+        (DictWrapper, _DICT_MUTATIONS, _builtin_mutators(dict, types.MappingProxyType) | {"__ior__"}),
+    ],
+)
 def test_every_wrapper_method_is_classified(wrapper: type, mutations: dict, builtin: set[str]) -> None:
     assert builtin <= set(mutations), f"mutating methods of the builtin with no test: {builtin - set(mutations)}"
     assert builtin <= set(vars(wrapper)), f"{wrapper.__name__} inherits a mutator: {builtin - set(vars(wrapper))}"
     own = {name for name in vars(wrapper) if not name.startswith("_tp_") and name not in _NOT_METHODS}
     unclassified = own - set(mutations) - _READ_ONLY
-    assert not unclassified, (f"{wrapper.__name__} defines {sorted(unclassified)}: add each to the mutations "
-                              "above (with a call changing children) or to _READ_ONLY")
+    assert not unclassified, (
+        f"{wrapper.__name__} defines {sorted(unclassified)}: add each to the mutations "
+        "above (with a call changing children) or to _READ_ONLY"
+    )
 
 
 def _files_equal(a: str, b: str) -> bool:
-    return all(filecmp.cmp(name(a), name(b), shallow=False)
-               for name in (naming.index_filename, lambda p: naming.data_filename(p, 0, 1)))
+    return all(
+        filecmp.cmp(name(a), name(b), shallow=False)
+        for name in (naming.index_filename, lambda p: naming.data_filename(p, 0, 1))
+    )
 
 
-@pytest.mark.parametrize(("name", "mutate", "make"), [
-    *((name, call, lambda: [_v(1), _v(2)]) for name, call in _LIST_MUTATIONS.items()),
-    *((name, call, lambda: {"a": _v(1), "b": _v(2)}) for name, call in _DICT_MUTATIONS.items()),
-])
+@pytest.mark.parametrize(
+    ("name", "mutate", "make"),
+    [
+        *((name, call, lambda: [_v(1), _v(2)]) for name, call in _LIST_MUTATIONS.items()),
+        *((name, call, lambda: {"a": _v(1), "b": _v(2)}) for name, call in _DICT_MUTATIONS.items()),
+    ],
+)
 def test_a_mutation_that_changes_children_moves_the_epoch_and_the_next_save_is_fresh(
-        tmp_path, name: str, mutate: Callable[[Any], object], make: Callable[[], Any]) -> None:
+    tmp_path, name: str, mutate: Callable[[Any], object], make: Callable[[], Any]
+) -> None:
     root = tp.Module()
     root.items = make()
     container = root.items

@@ -53,14 +53,17 @@ def test_containers_become_nodes_named_like_tf() -> None:
     assert _children(m.lst) == ["0", "2", "3"]
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda lst: lst.__setitem__(0, tp.Variable(9.0)),
-    lambda lst: lst.__delitem__(0),
-    lambda lst: lst.insert(0, tp.Variable(1.0)),
-    lambda lst: lst.sort(key=id),
-    lambda lst: lst.pop(),
-    lambda lst: lst.reverse(),
-])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda lst: lst.__setitem__(0, tp.Variable(9.0)),
+        lambda lst: lst.__delitem__(0),
+        lambda lst: lst.insert(0, tp.Variable(1.0)),
+        lambda lst: lst.sort(key=id),
+        lambda lst: lst.pop(),
+        lambda lst: lst.reverse(),
+    ],
+)
 def test_non_append_mutation_makes_save_fail(mutate, tmp_path) -> None:
     m = tp.Module()
     m.lst = [tp.Variable(1.0), tp.Variable(2.0)]
@@ -105,11 +108,23 @@ def test_module_variables_and_names() -> None:
         tp.Module(name="not valid")
 
 
-@pytest.mark.parametrize("value, dtype", [
-    (1.0, np.float32), (1, np.int32), (2**40, np.int64), (True, np.bool_), ("s", object), (b"s", object),
-    ([1, 2.5], np.float32), ([[1, 2]], np.int32), (np.float64(1), np.float64), (np.arange(3, dtype=np.uint8), np.uint8),
-    (np.zeros(2, ml_dtypes.bfloat16), ml_dtypes.bfloat16), (1 + 2j, np.complex128),
-])
+@pytest.mark.parametrize(
+    "value, dtype",
+    [
+        (1.0, np.float32),
+        (1, np.int32),
+        (2**40, np.int64),
+        (True, np.bool_),
+        ("s", object),
+        (b"s", object),
+        ([1, 2.5], np.float32),
+        ([[1, 2]], np.int32),
+        (np.float64(1), np.float64),
+        (np.arange(3, dtype=np.uint8), np.uint8),
+        (np.zeros(2, ml_dtypes.bfloat16), ml_dtypes.bfloat16),
+        (1 + 2j, np.complex128),
+    ],
+)
 def test_variable_dtype_inference(value, dtype) -> None:
     assert tp.Variable(value).dtype == np.dtype(dtype)
 
