@@ -106,14 +106,20 @@ def test_no_code_path_unpickles_or_evaluates_file_content() -> None:
 # -- public names report the module users import them from ---------------------------------
 
 _PUBLIC = [name for name in tp.__all__ if not isinstance(getattr(tp, name), types.ModuleType)]
+# Of tp.sharding, the classes (Shard is a type alias; ShardByDevicePolicy is ShardByTaskPolicy, as in TF).
+_SHARDING = [name for name in tp.sharding.__all__ if isinstance(getattr(tp.sharding, name), type)]
 
 
-@pytest.mark.parametrize("name", _PUBLIC)
-def test_public_names_report_trackpoint_as_their_module(name: str) -> None:
-    obj = getattr(tp, name)
-    assert obj.__module__ == "trackpoint"
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [(tp, name) for name in _PUBLIC] + [(tp.sharding, name) for name in _SHARDING],
+    ids=[f"tp.{name}" for name in _PUBLIC] + [f"tp.sharding.{name}" for name in _SHARDING],
+)
+def test_public_names_report_the_module_they_are_imported_from(module: types.ModuleType, name: str) -> None:
+    obj = getattr(module, name)
+    assert obj.__module__ == module.__name__
     if isinstance(obj, type):
-        assert repr(obj) == f"<class 'trackpoint.{name}'>"
+        assert repr(obj) == f"<class '{module.__name__}.{obj.__name__}'>"
         assert pickle.loads(pickle.dumps(obj)) is obj  # pickled by the public name, found again by it
         typing.get_type_hints(obj)  # annotations still resolve, though trackpoint's namespace lacks their names
 
@@ -157,12 +163,12 @@ def test_the_examples_of_methods_still_run_under_doctest() -> None:
     ]
     found = {".".join(test.name.split(".")[-2:]) for module in modules for test in finder.find(module) if test.examples}
     expected = set()
-    for name in _PUBLIC:
-        obj = getattr(tp, name)
+    for module, name in [(tp, name) for name in _PUBLIC] + [(tp.sharding, name) for name in _SHARDING]:
+        obj = getattr(module, name)
         for attribute, member in vars(obj).items() if isinstance(obj, type) else ():
             function = getattr(member, "__func__", getattr(member, "fget", member))
             if isinstance(function, types.FunctionType) and ">>>" in (function.__doc__ or ""):
-                expected.add(f"{name}.{attribute}")
+                expected.add(f"{obj.__name__}.{attribute}")
     assert "CheckpointView.match" in expected and "CheckpointView.diff" in expected
     assert expected - found == set()
 

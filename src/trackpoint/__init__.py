@@ -71,10 +71,10 @@ __all__ = [
 ]
 
 
-def _report_public_module(obj: object) -> None:
-    """Make ``obj`` (and, for a class, the functions defined in its body) report ``trackpoint``
-    as their module, the name users import them by, instead of the private module that
-    defines them: ``repr(type)``, tracebacks, pickles and documentation tools show that name.
+def _report_public_module(obj: object, module: str) -> None:
+    """Make ``obj`` (and, for a class, the functions defined in its body) report ``module``,
+    the public module users import it from, instead of the private module that defines it:
+    ``repr(type)``, tracebacks, pickles and documentation tools show that name.
 
     The methods follow their class because doctest (``pytest --doctest-modules``) looks for a
     class's methods only in the module the class reports: without them, their examples would
@@ -93,7 +93,7 @@ def _report_public_module(obj: object) -> None:
             pass
         else:
             obj.__annotations__ = {name: hints[name] for name in vars(obj)["__annotations__"]}
-    obj.__module__ = __name__
+    obj.__module__ = module
     if not isinstance(obj, type):
         return
     get_overloads = getattr(typing, "get_overloads", None)  # Python 3.11+
@@ -109,17 +109,26 @@ def _report_public_module(obj: object) -> None:
                 # typing files @overload stubs under their module's name: file them anew.
                 stubs = get_overloads(function) if get_overloads is not None else []
                 for callable_ in (function, *stubs):
-                    callable_.__module__ = __name__
+                    callable_.__module__ = module
                 for stub in stubs:
                     typing.overload(stub)
 
 
-# As httpx does: ``tp.Variable`` is ``trackpoint.Variable``, not ``trackpoint._tracking.variables.Variable``.
-# The modules (errors, optimizers, sharding) are public already and keep their names.
-for _name in __all__:
-    if not isinstance(globals()[_name], type(errors)):
-        _report_public_module(globals()[_name])
-del _name, _report_public_module
+def _report_public_names(namespace: dict[str, object], names: list[str], module: str) -> None:
+    """Apply :func:`_report_public_module` to each class and function of ``names`` defined elsewhere."""
+    from types import FunctionType
+
+    for name in names:
+        obj = namespace[name]
+        if isinstance(obj, (type, FunctionType)) and obj.__module__ != module:
+            _report_public_module(obj, module)
+
+
+# As httpx does: ``tp.Variable`` is ``trackpoint.Variable``, not ``trackpoint._tracking.variables.Variable``,
+# and ``tp.sharding.MaxShardSizePolicy`` is ``trackpoint.sharding.MaxShardSizePolicy``. The modules
+# themselves (errors, optimizers, sharding) are public already and keep their names.
+_report_public_names(globals(), __all__, __name__)
+_report_public_names(vars(sharding), sharding.__all__, sharding.__name__)
 
 
 def __getattr__(name: str) -> str:
