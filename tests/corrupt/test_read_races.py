@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-import trackpoint.checkpoint
+import trackpoint._graph.restore
 from trackpoint._format.bundle_reader import BundleReader
 
 KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
@@ -69,7 +69,7 @@ def test_a_restore_racing_a_deletion_between_index_and_data(tmp_path, monkeypatc
             super().__init__(path, *args)  # type: ignore[arg-type]
             _delete(path)  # as another process would, right after the index was read
 
-    monkeypatch.setattr(trackpoint.checkpoint, "BundleReader", DeletedOnceOpened)
+    monkeypatch.setattr(trackpoint._graph.restore, "BundleReader", DeletedOnceOpened)
     with pytest.raises(tp.errors.NotFoundError) as caught:
         tp.Checkpoint(model=tp.Module()).restore(prefix)
     _assert_says_read_again(caught.value)
