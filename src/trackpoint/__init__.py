@@ -134,9 +134,9 @@ _report_public_names(vars(sharding), sharding.__all__, sharding.__name__)
 def __getattr__(name: str) -> str:
     """``trackpoint.__version__``, read from the installed package's metadata on first use.
 
-    ``pyproject.toml`` is the version's one source. It is looked up lazily, because importing
-    ``importlib.metadata`` would otherwise slow every ``import trackpoint`` for a value few
-    programs read.
+    ``pyproject.toml`` is the version's one source. It is looked up on first use, because
+    finding an installed package's metadata searches every entry of ``sys.path``: work that
+    every ``import trackpoint`` would pay for a value few programs read.
     """
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
