@@ -24,8 +24,9 @@ import numpy as np
 from trackpoint._format import naming, previous, slices
 from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.dtypes import enum_name
+from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
-from trackpoint._format.state_file import CheckpointState, read_state
+from trackpoint._format.state_file import CheckpointState, read_state, resolve_prefix
 from trackpoint._saving.write import write_bundle
 from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, PermissionDeniedError, WriteError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
@@ -79,32 +80,29 @@ class CheckpointReader:
     def __init__(self, prefix: str) -> None:
         self._bundle = BundleReader(prefix)
         self._prefix = prefix
-        self._visible: list[str] | None = None
+        self._visible: dict[str, Entry] | None = None
 
     @property
     def prefix(self) -> str:
         """The checkpoint prefix this reader opened."""
         return self._prefix
 
-    def _keys(self) -> list[str]:
-        """Keys TF lists: every entry except slices that some full entry refers to."""
+    def _entries(self) -> dict[str, Entry]:
+        """``{key: entry}`` of the keys TF lists: every entry except slices that some full entry refers to."""
         if self._visible is None:
-            entries = [self._bundle.entry(raw) for raw in self._bundle.raw_keys()]
+            entries = self._bundle.entries()
             hidden = _slice_keys(entries)
-            self._visible = [e.key for e in entries if e.key.encode("utf-8", "surrogateescape") not in hidden]
+            self._visible = {e.key: e for e in entries if encode_key(e.key) not in hidden}
         return self._visible
 
     def get_variable_to_shape_map(self) -> dict[str, list[int]]:
         """``{key: shape as a list of ints}``, the object graph and sliced tensors (whole) included."""
-        return {key: list(self._bundle.entry(key).shape) for key in self._keys()}
+        return {key: list(entry.shape) for key, entry in self._entries().items()}
 
     def get_variable_to_dtype_map(self) -> dict[str, np.dtype]:
         """``{key: numpy dtype}``; strings are ``object``, bfloat16 is ``ml_dtypes.bfloat16``."""
-        result = {}
-        for key in self._keys():
-            entry = self._bundle.entry(key)
-            result[key] = entry.dtype.numpy if entry.dtype is not None else np.dtype("V0")
-        return result
+        return {key: entry.dtype.numpy if entry.dtype is not None else np.dtype("V0")
+                for key, entry in self._entries().items()}
 
     def has_tensor(self, name: str | bytes) -> bool:
         """Whether ``name`` (``str``, or ``bytes`` as TF takes too) is a key of the checkpoint (exact match)."""
@@ -139,12 +137,11 @@ class CheckpointReader:
     def debug_string(self) -> bytes:
         """One ``key (DT_NAME) [d0,d1]`` line per entry in key order, as TF's reader prints."""
         lines = []
-        for raw in self._bundle.raw_keys():
-            entry = self._bundle.entry(raw)
+        for entry in self._bundle.entries():
             if entry.is_sliced:
                 continue
             shape = ",".join(str(d) for d in entry.shape)
-            lines.append(raw + f" ({enum_name(entry.dtype_enum)}) [{shape}]\n".encode())
+            lines.append(encode_key(entry.key) + f" ({enum_name(entry.dtype_enum)}) [{shape}]\n".encode())
         return b"".join(lines)
 
     def close(self) -> None:
@@ -211,42 +208,6 @@ def latest_checkpoint(checkpoint_dir: str) -> str | None:
     return None
 
 
-def resolve_prefix(ckpt_dir_or_file: str) -> str:
-    """A checkpoint prefix from a prefix, or from a directory through its ``checkpoint`` file.
-
-    Raises:
-        NotFoundError: The directory has no state file, or the checkpoint it names is gone;
-            the message says which and what to do.
-        InvalidArgumentError: ``ckpt_dir_or_file`` is not a ``str`` (or ``os.PathLike``) path.
-    """
-    try:
-        path = os.fspath(ckpt_dir_or_file)
-    except TypeError:
-        path = None
-    if not isinstance(path, str) or "\x00" in path:
-        raise InvalidArgumentError(
-            f"{ckpt_dir_or_file!r} is not a checkpoint path: pass a prefix such as 'dir/ckpt-1', or a directory "
-            "holding a 'checkpoint' file, as a str"
-        )
-    if not os.path.isdir(path):
-        return path
-    state = read_state(path)
-    if state is None:
-        raise NotFoundError(
-            f"Couldn't find 'checkpoint' file or checkpoints in given directory {path}: pass a checkpoint "
-            "prefix such as 'dir/ckpt-1', or a directory whose 'checkpoint' file names an existing checkpoint"
-        )
-    latest = state.model_checkpoint_path
-    if not os.path.exists(naming.index_filename(latest)):
-        others = [p for p in state.all_model_checkpoint_paths if os.path.exists(naming.index_filename(p))]
-        hint = f"; complete ones it still lists: {others}" if others else ""
-        raise NotFoundError(
-            f"{os.path.join(path, 'checkpoint')} names {latest}, but {naming.index_filename(latest)} is missing: "
-            f"the checkpoint was deleted or never completed. Pass an existing prefix{hint}, or remove the state file"
-        )
-    return latest
-
-
 def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None] | None = None) -> list[Damage]:
     """Read every index block and every tensor, checking every checksum; report all damage.
 
@@ -287,14 +248,11 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
             f"TensorFlow cannot read. trackpoint reads the previous version, kept whole at {bundle.prefix} (checked "
             f"here). Repair it with `trackpoint verify --repair {prefix}` or tp.repair_checkpoint(); the next save "
             "to it repairs it too.")))
-    entries = []
-    for raw in bundle.raw_keys():
-        try:
-            entries.append(bundle.entry(raw))
-        except CheckpointError as exc:
-            found.append(Damage(readable_key(raw), str(exc)))
+    malformed: dict[bytes, CheckpointError] = {}
+    entries = bundle.entries(malformed)
+    found += [Damage(readable_key(raw), str(exc)) for raw, exc in malformed.items()]
     hidden = _slice_keys(entries)
-    keys = [(e.key, e.size) for e in entries if e.key.encode("utf-8", "surrogateescape") not in hidden]
+    keys = [(e.key, e.size) for e in entries if encode_key(e.key) not in hidden]
     total = sum(max(size, 0) for _, size in keys)
     done = 0
     with bundle:
@@ -430,7 +388,7 @@ def _check_keys(tensors: object) -> None:
     for key in tensors:
         if isinstance(key, str) and key:
             try:
-                key.encode("utf-8", "surrogateescape")
+                encode_key(key)
                 continue
             except UnicodeEncodeError:
                 problem = "cannot be stored as UTF-8 (it holds a lone surrogate)"

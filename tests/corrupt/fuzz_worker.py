@@ -26,7 +26,9 @@ from hypothesis import strategies as st  # noqa: E402
 
 import trackpoint as tp  # noqa: E402
 from tests.corrupt.operations import everything  # noqa: E402
+from tests.format.bundle_helpers import read_table  # noqa: E402
 from trackpoint._format import naming, sstable  # noqa: E402
+from trackpoint._format._proto import tensor_bundle_pb2 as pb  # noqa: E402
 from trackpoint._format.bundle_reader import BundleReader  # noqa: E402
 from trackpoint._format.crc import crc32c, mask  # noqa: E402
 
@@ -92,7 +94,7 @@ def main() -> None:
     prefix_name = index_name[: -len(".index")]
     data_names = sorted(n for n in files if ".data-" in n)
     reader = BundleReader(os.path.join(base_dir, prefix_name))
-    items = sstable.read_table(files[index_name], "base")
+    items = read_table(files[index_name], "base")
     graph = reader.read(GRAPH_KEY)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     work = tempfile.mkdtemp(prefix="tp-fuzz-")
@@ -129,7 +131,7 @@ def main() -> None:
                 region = region.ljust(entry.size, b"\0")
                 blob[entry.offset : entry.offset + entry.size] = region
                 current[name] = bytes(blob)
-                proto = entry.proto
+                proto = pb.BundleEntryProto.FromString(entries[i][1])
                 proto.crc32c = mask(crc32c(region))
                 entries[i] = (entries[i][0], proto.SerializeToString())
             else:

@@ -160,7 +160,8 @@ def main() -> None:
     header = pb.BundleHeaderProto(num_shards=1)
     header.version.producer = 5
     header.version.min_consumer = 3
-    items = sstable.read_table(pathlib.Path(naming.index_filename(p)).read_bytes(), "x")
+    table = sstable.read_table_spans(pathlib.Path(naming.index_filename(p)).read_bytes(), "x")
+    items = [(key, table.data[a:b]) for key, a, b in zip(table.keys, table.starts, table.ends)]
     pathlib.Path(naming.index_filename(p)).write_bytes(
         sstable.build_table([(b"", header.SerializeToString())] + items[1:]))
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.format.bundle_helpers import decode_entries
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.bundle_writer import encode_entry
-from trackpoint._format.entry_columns import decode_entries
 
 _int64 = st.integers(-(2**63), 2**63 - 1)
 _int32 = st.integers(-(2**31), 2**31 - 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -10,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import trackpoint as tp
-from trackpoint._format import slices
-from trackpoint._format.bundle_reader import BundleReader, Entry
+from tests.format.bundle_helpers import index_items
+from trackpoint._format import naming, slices, sstable
 
 SLICED = tp.CheckpointOptions(experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(64))
 
@@ -67,16 +68,10 @@ def test_a_missing_shard_names_the_slice_readably(tmp_path) -> None:
     assert "'w[4:7,0:4]'" in message and "\\x00" not in message, message
 
 
-def test_verify_lists_a_damaged_slice_entry_under_a_readable_key(tmp_path, monkeypatch) -> None:
+def test_verify_lists_a_damaged_slice_entry_under_a_readable_key(tmp_path) -> None:
     prefix = _sliced(tmp_path)
-    with BundleReader(prefix) as reader:
-        slice_key = next(iter(reader.raw_keys()))
-    entry = BundleReader.entry
-
-    def damaged(self: BundleReader, key: str | bytes) -> Entry:
-        if key in (slice_key, slice_key.decode("utf-8", "surrogateescape")):
-            raise tp.errors.DataLossError(f"{self.index_path}: malformed entry")
-        return entry(self, key)
-
-    monkeypatch.setattr(BundleReader, "entry", damaged)
+    items = index_items(prefix)
+    slice_row = next(i for i, (key, _) in enumerate(items) if key.startswith(b"\x00"))
+    items[slice_row] = (items[slice_row][0], b"\xff")  # no BundleEntryProto
+    pathlib.Path(naming.index_filename(prefix)).write_bytes(sstable.build_table(items))
     assert "w[0:4,0:4]" in [d.key for d in tp.verify_checkpoint(prefix)]

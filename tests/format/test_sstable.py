@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.format.bundle_helpers import read_table
 from trackpoint._format import sstable
 from trackpoint._format.crc import crc32c, mask
 from trackpoint.errors import DataLossError
@@ -20,14 +21,14 @@ keys = st.lists(st.binary(max_size=40), unique=True, max_size=300).map(sorted)
 @given(keys, st.data())
 def test_round_trip(sorted_keys: list[bytes], data: st.DataObject) -> None:
     items = [(k, data.draw(st.binary(max_size=3000))) for k in sorted_keys]
-    assert sstable.read_table(sstable.build_table(items), "t") == items
+    assert read_table(sstable.build_table(items), "t") == items
 
 
 def test_many_blocks_and_an_entry_larger_than_two_blocks() -> None:
     items = [(b"k%06d" % i, b"v" * 1000) for i in range(1000)]
     items.insert(500, (b"k000499z", b"x" * (2 * sstable.BLOCK_SIZE)))
     table = sstable.build_table(items)
-    assert sstable.read_table(table, "t") == items
+    assert read_table(table, "t") == items
 
 
 def test_rejects_unsorted_keys() -> None:
@@ -76,19 +77,19 @@ def _snappy_table(items: list[tuple[bytes, bytes]]) -> bytes:
 
 def test_reads_snappy_compressed_blocks() -> None:
     items = [(b"key%03d" % i, b"value" * 20) for i in range(100)]
-    assert sstable.read_table(_snappy_table(items), "t") == items
+    assert read_table(_snappy_table(items), "t") == items
 
 
 def test_damaged_tables() -> None:
     table = sstable.build_table([(b"", b"h"), (b"a", b"1")])
     with pytest.raises(DataLossError, match="bad magic"):
-        sstable.read_table(table[:-1] + b"\0", "t")
+        read_table(table[:-1] + b"\0", "t")
     with pytest.raises(DataLossError, match="too short"):
-        sstable.read_table(table[:20], "t")
+        read_table(table[:20], "t")
     flipped = bytearray(table)
     flipped[4] ^= 0x01
     with pytest.raises(DataLossError, match="checksum"):
-        sstable.read_table(bytes(flipped), "t")
+        read_table(bytes(flipped), "t")
 
 
 @given(st.binary(max_size=12), st.binary(max_size=12))

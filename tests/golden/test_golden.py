@@ -60,7 +60,7 @@ def test_sharded_and_sliced_checkpoint_assembles_full_tensors() -> None:
     assert not any(k.startswith("\x00") for k in shapes)
     bundle = BundleReader(prefix)
     assert bundle.num_shards > 4
-    assert len(bundle.entry("big/.ATTRIBUTES/VARIABLE_VALUE").proto.slices) == 4
+    assert len(bundle.entry("big/.ATTRIBUTES/VARIABLE_VALUE").slices) == 4
     for name, value in values.sharded_values().items():
         assert_bit_equal(reader.get_tensor(f"{name}/.ATTRIBUTES/VARIABLE_VALUE"), value)
 
@@ -115,13 +115,13 @@ def test_sliced_multi_shard_writer_is_byte_identical_to_tf(tmp_path) -> None:
     for raw in bundle.raw_keys():
         entry = bundle.entry(raw)
         if entry.is_sliced:
-            for proto in entry.proto.slices:
+            for proto in entry.slices:
                 extents = slices.extents_from_proto(proto)
                 part = bundle.entry(slices.encode_slice_key(entry.key, extents))
                 value = bundle.read(part.key)
-                placed.append((part.proto.shard_id, part.proto.offset, entry.key, entry.shape, extents, value))
+                placed.append((part.shard_id, part.offset, entry.key, entry.shape, extents, value))
         elif not raw.startswith(b"\x00"):
-            placed.append((entry.proto.shard_id, entry.proto.offset, entry.key, entry.shape, None, bundle.read(entry.key)))
+            placed.append((entry.shard_id, entry.offset, entry.key, entry.shape, None, bundle.read(entry.key)))
     target = str(tmp_path / "ckpt")
     writer = BundleWriter(target, num_shards=bundle.num_shards)
     for shard, _, key, shape, extents, value in sorted(placed, key=lambda p: (p[0], p[1])):
@@ -138,7 +138,7 @@ def test_sliced_multi_shard_writer_is_byte_identical_to_tf(tmp_path) -> None:
 
 def test_merge_bundles_of_slices(tmp_path) -> None:
     """Slices written to separate bundles merge into one checkpoint that assembles them."""
-    from trackpoint._format.merge import merge_bundles
+    from tests.format.bundle_helpers import merge_bundles
 
     full = np.arange(24, dtype=np.float32).reshape(6, 4)
     parts = []
@@ -161,7 +161,7 @@ def test_merge_bundles_of_slices(tmp_path) -> None:
 
 
 def test_merge_rejects_duplicate_whole_keys(tmp_path) -> None:
-    from trackpoint._format.merge import merge_bundles
+    from tests.format.bundle_helpers import merge_bundles
 
     for name in ("a", "b"):
         tp.save_tensors(str(tmp_path / name), {"x": np.zeros(2)})

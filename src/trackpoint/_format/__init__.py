@@ -1,8 +1,11 @@
 """The on-disk format: bytes, numpy arrays and protobuf messages, nothing of trackables.
 
-Modules: ``crc`` (crc32c and its mask), ``varint``, ``sstable`` (the ``.index`` table),
-``dtypes``, ``tensors`` (tensor bytes), ``slices`` (partitioned tensors), ``naming``,
-``bundle_writer``, ``bundle_reader``, ``entry_columns`` (many index entries decoded at once),
-``merge``, ``state_file``, ``atomic`` (publishing files so that no reader sees a partial
-checkpoint) and ``threads`` (helper threads for file I/O and checksums).
+Modules: ``crc`` (crc32c and its mask), ``varint``, ``wire`` (protobuf tags of the
+hand-written codecs), ``sstable`` (the ``.index`` table), ``dtypes``, ``tensors`` (tensor
+bytes), ``slices`` (partitioned tensors), ``keys`` (stored key bytes), ``naming``,
+``entries`` and ``entry_columns`` (index entries, one or many at once), ``entry_rules``
+(what an untrusted entry must satisfy), ``bundle_writer``, ``bundle_reader``, ``batch_read``
+(many tensors at once), ``read_tuning``, ``shard_files`` (a reader's open data files),
+``state_file``, ``atomic``, ``temps``, ``publish`` and ``previous`` (writing files so that no
+reader sees a partial checkpoint) and ``threads`` (helper threads for file I/O and checksums).
 """

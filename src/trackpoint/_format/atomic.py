@@ -1,4 +1,4 @@
-"""File primitives of saving: durable renames, removals whose space is freed in the background.
+"""File primitives of saving: whole files written atomically, durable renames, removals freed in the background.
 
 The protocol built on them is in :mod:`trackpoint._format.publish`.
 """
@@ -7,11 +7,42 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from trackpoint._format.temps import temp_path
 from trackpoint._format.threads import Background
 
-__all__ = ["fsync_directory", "remove", "remove_quietly"]
+__all__ = ["fsync_directory", "remove", "remove_quietly", "write_file"]
+
+
+def write_file(path: str, data: bytes, commit: Callable[[str], None] | None = None) -> None:
+    """Replace ``path`` by a file holding ``data``, atomically and durably.
+
+    ``data`` goes to a temporary name beside ``path`` (see :mod:`.temps`) and is fsynced;
+    then ``commit(temp)`` puts it in place, by default a rename over ``path`` followed by an
+    fsync of the directory. A reader sees the old file or the new one, never part of one.
+    On any failure, the temporary file is removed and the error propagates unchanged.
+
+    Args:
+        path: The final name.
+        data: The whole contents.
+        commit: Called with the temporary name once it is durable; must put it at ``path``
+            (a bundle's index is published together with its data files this way).
+    """
+    temp = temp_path(path)
+    try:
+        with open(temp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if commit is None:
+            os.replace(temp, path)
+            fsync_directory(os.path.dirname(path))
+        else:
+            commit(temp)
+    except BaseException:
+        remove_quietly(temp)
+        raise
 
 
 def fsync_directory(directory: str) -> None:
@@ -38,9 +69,10 @@ def remove_quietly(path: str) -> None:
 def remove(paths: Sequence[str]) -> None:
     """Delete files now; free their space on a helper thread.
 
-    Freeing a large file's blocks and cached pages takes about 0.2 s per GiB here, and a
-    save that replaces or deletes old checkpoints need not wait for it: the name is gone at
-    once, and the last descriptor, closed on the helper thread, frees the rest.
+    Freeing a large file's blocks and cached pages takes time in proportion to its size
+    (see PERFORMANCE.md), and a save that replaces or deletes old checkpoints need not wait
+    for it: the name is gone at once, and the last descriptor, closed on the helper thread,
+    frees the rest.
     """
     held = _hold(paths)
     try:

@@ -13,10 +13,11 @@ from typing import BinaryIO
 
 import numpy as np
 
-from trackpoint._format import atomic, naming, publish, slices, sstable, varint
+from trackpoint._format import atomic, naming, publish, slices, sstable, varint, wire
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
-from trackpoint._format.crc import crc32c, mask, raw_crc32c
+from trackpoint._format.crc import crc32c, mask
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
+from trackpoint._format.keys import encode_key
 from trackpoint._format.temps import temp_path
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
 from trackpoint._format.threads import Background
@@ -51,9 +52,15 @@ def _shape_proto(shape: Sequence[int]) -> pb.TensorShapeProto:
     return proto
 
 
+# One-byte tags of the fields written here (see trackpoint._format.wire).
+_DTYPE, _SHAPE, _SHARD_ID, _OFFSET, _SIZE, _CRC32C, _DIM, _DIM_SIZE = (
+    bytes((tag,)) for tag in (wire.ENTRY_DTYPE, wire.ENTRY_SHAPE, wire.ENTRY_SHARD_ID, wire.ENTRY_OFFSET,
+                              wire.ENTRY_SIZE, wire.ENTRY_CRC32C, wire.SHAPE_DIM, wire.DIM_SIZE))
+
+
 def _dim(size: int) -> bytes:
-    inner = b"\x08" + varint.encode(size) if size else b""
-    return b"\x12" + bytes((len(inner),)) + inner
+    inner = _DIM_SIZE + varint.encode(size) if size else b""
+    return _DIM + bytes((len(inner),)) + inner
 
 
 _HEADS: dict[tuple[int, tuple[int, ...]], bytes] = {}  # (dtype, shape) -> the entry's dtype and shape fields
@@ -71,21 +78,21 @@ def encode_entry(dtype: int, shape: Sequence[int], shard_id: int, offset: int, s
     head = _HEADS.get(head_key)
     if head is None:
         dims = b"".join(_dim(int(d)) for d in shape)
-        head = b"\x08" + varint.encode(dtype) + b"\x12" + varint.encode(len(dims)) + dims  # shape is always present
+        head = _DTYPE + varint.encode(dtype) + _SHAPE + varint.encode(len(dims)) + dims  # shape is always present
         if len(_HEADS) < _MAX_HEADS:
             _HEADS[head_key] = head
     if offset and size and crc and not shard_id:  # the usual entry: one join, no list to grow
-        return b"".join((head, b"\x20", varint.encode(offset), b"\x28", varint.encode(size), b"\x35",
+        return b"".join((head, _OFFSET, varint.encode(offset), _SIZE, varint.encode(size), _CRC32C,
                          crc.to_bytes(4, "little")))
     out = [head]
     if shard_id:
-        out += [b"\x18", varint.encode(shard_id)]
+        out += [_SHARD_ID, varint.encode(shard_id)]
     if offset:
-        out += [b"\x20", varint.encode(offset)]
+        out += [_OFFSET, varint.encode(offset)]
     if size:
-        out += [b"\x28", varint.encode(size)]
+        out += [_SIZE, varint.encode(size)]
     if crc:
-        out += [b"\x35", crc.to_bytes(4, "little")]
+        out += [_CRC32C, crc.to_bytes(4, "little")]
     return b"".join(out)
 
 
@@ -110,18 +117,13 @@ def write_index(prefix: str, entries: Mapping[bytes, bytes | pb.BundleEntryProto
         if not isinstance(entry, bytes):  # the full entry of a sliced tensor
             items[i] = (key, entry.SerializeToString())
     path = naming.index_filename(prefix)
-    temp = temp_path(path)
-    try:
-        with open(temp, "wb") as f:
-            f.write(sstable.build_table(items))
-            f.flush()
-            os.fsync(f.fileno())
+
+    def commit(temp: str) -> None:
         if data_synced is not None:
             data_synced()
         publish.publish(data_files, temp, path, num_shards)
-    except BaseException:
-        atomic.remove_quietly(temp)
-        raise
+
+    atomic.write_file(path, sstable.build_table(items), commit)
 
 
 class ShardWriter:
@@ -165,7 +167,7 @@ class ShardWriter:
 
     def add(self, key: str, array: object) -> None:
         """Append a whole tensor (numpy array, ``bytes``/``str`` scalar or object array of bytes)."""
-        self._write(key.encode("utf-8", "surrogateescape"), key, array)
+        self._write(encode_key(key), key, array)
 
     def add_many(self, tensors: Iterable[tuple[str, object]]) -> None:
         """Append whole tensors in order; the same as :meth:`add` on each, faster for many small ones."""
@@ -175,7 +177,7 @@ class ShardWriter:
         try:
             for name, array in tensors:
                 dtype = _NUMPY_DTYPES.get(array.dtype) if type(array) is np.ndarray else None
-                key = name.encode("utf-8", "surrogateescape")
+                key = encode_key(name)
                 view = None
                 if dtype is not None and key not in entries and key not in sliced:
                     try:
@@ -191,12 +193,12 @@ class ShardWriter:
                 if size >= _OVERLAP_BYTES:
                     # A large tensor: checksummed on another thread while this one writes it
                     # (both release the GIL), rather than one after the other.
-                    pending_crc = Background(lambda view=view: raw_crc32c(view), "trackpoint-crc")
+                    pending_crc = Background(lambda view=view: crc32c(view), "trackpoint-crc")
                     write(view)
                     crc = pending_crc.result()
                 else:
                     write(view)
-                    crc = raw_crc32c(view)
+                    crc = crc32c(view)
                 entries[key] = encode_entry(dtype.enum, array.shape, shard_id, offset, size, mask(crc))
                 offset += size
         finally:
@@ -220,7 +222,7 @@ class ShardWriter:
             self.add(key, array)
             return
         dtype = dtype_of(array, key)
-        full_key = key.encode("utf-8", "surrogateescape")
+        full_key = encode_key(key)
         if full_key in self.entries:
             raise InvalidArgumentError(f"{self.path}: adding duplicate key {key!r}")
         previous = self.sliced.get(full_key)

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import crc32c as _crc32c
 
-__all__ = ["MASK_DELTA", "crc32c", "crc32c_combine", "mask", "raw_crc32c", "unmask"]
+__all__ = ["MASK_DELTA", "crc32c", "crc32c_combine", "mask", "unmask"]
 
 MASK_DELTA = 0xA282EAD8
 
 
-def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
-    """Return the CRC-32C of ``data``, continuing from the running ``value``.
-
-    ``crc32c(b, crc32c(a)) == crc32c(a + b)``. The hardware-accelerated package
-    releases the GIL on large buffers, so shards can be checksummed in parallel.
-    """
-    return _crc32c.crc32c(data, value)
-
-
-#: The package's function itself, for loops that run once per tensor.
-raw_crc32c = _crc32c.crc32c
+#: ``crc32c(data, value=0)``: the CRC-32C of ``data``, continuing from the running ``value``, so
+#: ``crc32c(b, crc32c(a)) == crc32c(a + b)``. The hardware-accelerated package's own function,
+#: not a wrapper: saves and restores call it once per tensor. It releases the GIL on large
+#: buffers, so shards can be checksummed in parallel.
+crc32c: Callable[..., int] = _crc32c.crc32c
 
 
 def mask(crc: int) -> int:

@@ -12,13 +12,25 @@ the caller decodes it with protobuf, which also words the error.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["EntryColumns", "decode_entries", "decode_spans", "distinct", "padded"]
+from trackpoint._format.wire import (
+    DIM_SIZE,
+    ENTRY_CRC32C,
+    ENTRY_DTYPE,
+    ENTRY_OFFSET,
+    ENTRY_SHAPE,
+    ENTRY_SHARD_ID,
+    ENTRY_SIZE,
+    SHAPE_DIM,
+)
 
+__all__ = ["EntryColumns", "decode_spans", "distinct", "padded"]
+
+_VARINT_FIELDS = (ENTRY_DTYPE, ENTRY_SHARD_ID, ENTRY_OFFSET, ENTRY_SIZE)
+_KNOWN_TAGS = (*_VARINT_FIELDS, ENTRY_CRC32C, ENTRY_SHAPE)
 _MAX_VARINT = 10
 _PAD = bytes(2 * _MAX_VARINT)  # lets every window read past the last entry without a bounds check
 
@@ -26,8 +38,8 @@ _PAD = bytes(2 * _MAX_VARINT)  # lets every window read past the last entry with
 def distinct(values: np.ndarray) -> list[int]:
     """The distinct values of a column of small non-negative integers (ranks, shard ids), ascending.
 
-    ``np.unique`` would do, but its first call imports ``numpy.ma`` (about 6 ms), which
-    would land on the first restore of every process.
+    ``np.unique`` would do, but its first call imports ``numpy.ma``, which would land on
+    the first restore of every process; see PERFORMANCE.md.
     """
     return np.flatnonzero(np.bincount(values)).tolist() if len(values) else []
 
@@ -92,15 +104,6 @@ def _varints(data: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return values, lengths, ok
 
 
-def decode_entries(values: Sequence[bytes]) -> EntryColumns:
-    """Decode serialized ``BundleEntryProto`` messages; see the module docstring."""
-    n = len(values)
-    lengths = np.fromiter(map(len, values), np.int64, n)
-    starts = np.zeros(n, np.int64)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    return decode_spans(padded(b"".join(values)), starts, starts + lengths)
-
-
 def padded(data: bytes) -> np.ndarray:
     """``data`` as the uint8 array :func:`decode_spans` reads (with room to read past its end)."""
     return np.frombuffer(data + _PAD, np.uint8)
@@ -113,7 +116,7 @@ def decode_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Entr
     ends = ends.astype(np.int64, copy=False)
 
     plain = np.ones(n, bool)
-    fields = {tag: np.zeros(n, np.uint64) for tag in (0x08, 0x18, 0x20, 0x28)}
+    fields = {tag: np.zeros(n, np.uint64) for tag in _VARINT_FIELDS}
     crc = np.zeros(n, np.uint32)
     shape_start = np.full(n, -1, np.int64)
     shape_end = np.zeros(n, np.int64)
@@ -130,24 +133,24 @@ def decode_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Entr
                 column[sel] = value
                 pos[sel] += 1 + size
                 plain[sel[~ok]] = False
-        sel = rows[tags == 0x35]  # crc32c, fixed32 little-endian
+        sel = rows[tags == ENTRY_CRC32C]  # fixed32 little-endian
         if len(sel):
             at = pos[sel] + 1
             crc[sel] = (data[at].astype(np.uint32) | data[at + 1].astype(np.uint32) << 8
                         | data[at + 2].astype(np.uint32) << 16 | data[at + 3].astype(np.uint32) << 24)
             pos[sel] += 5
-        sel = rows[tags == 0x12]  # shape: a TensorShapeProto, parsed below
+        sel = rows[tags == ENTRY_SHAPE]  # a TensorShapeProto, parsed below
         if len(sel):
             length, size, ok = _varints(data, pos[sel] + 1)
             plain[sel[~ok | (shape_start[sel] >= 0)]] = False  # a repeated shape would merge: leave it to protobuf
             shape_start[sel] = pos[sel] + 1 + size
             shape_end[sel] = shape_start[sel] + np.minimum(length, 1 << 40).astype(np.int64)
             pos[sel] = shape_end[sel]
-        known = np.isin(tags, (0x08, 0x18, 0x20, 0x28, 0x35, 0x12))
+        known = np.isin(tags, _KNOWN_TAGS)
         plain[rows[~known]] = False
     plain &= pos == ends  # a field ran past the entry's end
 
-    # Dimensions: each is "0x12 len [0x08 varint]" (an empty Dim is a dimension of size 0).
+    # Dimensions: each is "SHAPE_DIM len [DIM_SIZE varint]" (an empty Dim is a dimension of size 0).
     ndim = np.zeros(n, np.int64)
     dim_columns: list[np.ndarray] = []
     cursor = np.where(shape_start >= 0, shape_start, 0)
@@ -157,9 +160,9 @@ def decode_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Entr
             break
         at = cursor[rows]
         dim_len = data[at + 1].astype(np.int64)
-        good = (data[at] == 0x12) & (dim_len < 0x80)
+        good = (data[at] == SHAPE_DIM) & (dim_len < 0x80)  # a one-byte length
         empty = good & (dim_len == 0)
-        sized = good & (dim_len > 0) & (data[at + 2] == 0x08)
+        sized = good & (dim_len > 0) & (data[at + 2] == DIM_SIZE)
         value, size, ok = _varints(data, at + 3)
         sized &= ok & (size + 1 == dim_len)
         column = np.zeros(n, np.uint64)
@@ -172,12 +175,13 @@ def decode_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Entr
     dims = np.stack(dim_columns, axis=1).view(np.int64) if dim_columns else np.zeros((n, 0), np.int64)
 
     # int32 fields whose values protobuf would truncate are left to protobuf.
-    for column in (fields[0x08], fields[0x18]):
+    for column in (fields[ENTRY_DTYPE], fields[ENTRY_SHARD_ID]):
         value = column.view(np.int64)
         plain &= (value >= -(1 << 31)) & (value < 1 << 31)
 
     def signed(column: np.ndarray) -> np.ndarray:
         return np.where(plain, column.view(np.int64), 0)
 
-    return EntryColumns(plain, signed(fields[0x08]), signed(fields[0x18]), signed(fields[0x20]), signed(fields[0x28]),
+    return EntryColumns(plain, signed(fields[ENTRY_DTYPE]), signed(fields[ENTRY_SHARD_ID]), signed(fields[ENTRY_OFFSET]),
+                        signed(fields[ENTRY_SIZE]),
                         np.where(plain, crc, 0), np.where(plain, ndim, 0), np.where(plain[:, None], dims, 0))

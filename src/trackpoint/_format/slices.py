@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
+from trackpoint._format.keys import decode_key, encode_key
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = [
@@ -57,7 +58,7 @@ _ESCAPES = {b"\x00": b"\x00\xff", b"\xff": b"\xff\x00"}
 
 def encode_slice_key(full_key: str, extents: Extents) -> bytes:
     """The index key under which one slice of ``full_key`` is stored (sorts after the header)."""
-    name = _ESCAPE.sub(lambda m: _ESCAPES[m.group()], full_key.encode("utf-8", "surrogateescape"))
+    name = _ESCAPE.sub(lambda m: _ESCAPES[m.group()], encode_key(full_key))
     parts = [b"\x00", name, b"\x00\x01", _num_increasing(len(extents))]
     for start, length in extents:
         parts.append(_signed_num_increasing(start))
@@ -126,7 +127,7 @@ def decode_slice_key(key: str | bytes) -> tuple[str, Extents] | None:
         True
     """
     try:
-        raw = key.encode("utf-8", "surrogateescape") if isinstance(key, str) else bytes(key)
+        raw = encode_key(key) if isinstance(key, str) else bytes(key)
         if raw[:1] != b"\x00":
             return None
         name, pos = _read_name(raw, 1)
@@ -142,7 +143,7 @@ def decode_slice_key(key: str | bytes) -> tuple[str, Extents] | None:
         return None
     if pos != len(raw):
         return None
-    return name.decode("utf-8", "surrogateescape"), tuple(extents)
+    return decode_key(name), tuple(extents)
 
 
 def readable_key(key: str | bytes) -> str:
@@ -157,7 +158,7 @@ def readable_key(key: str | bytes) -> str:
         >>> readable_key("dense/kernel")
         'dense/kernel'
     """
-    text = key if isinstance(key, str) else key.decode("utf-8", "surrogateescape")
+    text = key if isinstance(key, str) else decode_key(key)
     if not text.startswith("\x00"):
         return text
     decoded = decode_slice_key(key)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import itertools
 import struct
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import cramjam
 import numpy as np
@@ -21,8 +21,7 @@ from trackpoint._format import varint
 from trackpoint._format.crc import crc32c, mask, unmask
 from trackpoint.errors import DataLossError
 
-__all__ = ["BLOCK_SIZE", "RESTART_INTERVAL", "TABLE_MAGIC", "TableSpans", "build_table", "read_table",
-           "read_table_spans"]
+__all__ = ["BLOCK_SIZE", "RESTART_INTERVAL", "TABLE_MAGIC", "TableSpans", "build_table", "read_table_spans"]
 
 BLOCK_SIZE = 262144
 RESTART_INTERVAL = 16
@@ -325,12 +324,6 @@ class TableSpans:
 
     def value(self, i: int) -> bytes:
         return self.data[self.starts[i] : self.ends[i]]
-
-
-def read_table(data: bytes, what: str, damaged: list[str] | None = None) -> list[tuple[bytes, bytes]]:
-    """Parse a whole SSTable into its ``(key, value)`` pairs in key order (see :func:`read_table_spans`)."""
-    table = read_table_spans(data, what, damaged)
-    return [(key, table.data[a:b]) for key, a, b in zip(table.keys, table.starts, table.ends)]
 
 
 def read_table_spans(data: bytes, what: str, damaged: list[str] | None = None) -> TableSpans:

@@ -9,12 +9,11 @@ from typing import Any
 
 from google.protobuf import text_format
 
-from trackpoint._format import atomic, files
+from trackpoint._format import atomic, files, naming
 from trackpoint._format._proto import checkpoint_state_pb2 as pb
-from trackpoint._format.temps import temp_path
 from trackpoint.errors import InvalidArgumentError, NotFoundError
 
-__all__ = ["CheckpointState", "RepeatedField", "STATE_FILENAME", "read_state", "write_state"]
+__all__ = ["STATE_FILENAME", "CheckpointState", "RepeatedField", "read_state", "resolve_prefix", "write_state"]
 
 STATE_FILENAME = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20
@@ -116,6 +115,42 @@ def read_state(directory: str) -> CheckpointState | None:
     )
 
 
+def resolve_prefix(ckpt_dir_or_file: str) -> str:
+    """A checkpoint prefix from a prefix, or from a directory through its ``checkpoint`` file.
+
+    Raises:
+        NotFoundError: The directory has no state file, or the checkpoint it names is gone;
+            the message says which and what to do.
+        InvalidArgumentError: ``ckpt_dir_or_file`` is not a ``str`` (or ``os.PathLike``) path.
+    """
+    try:
+        path = os.fspath(ckpt_dir_or_file)
+    except TypeError:
+        path = None
+    if not isinstance(path, str) or "\x00" in path:
+        raise InvalidArgumentError(
+            f"{ckpt_dir_or_file!r} is not a checkpoint path: pass a prefix such as 'dir/ckpt-1', or a directory "
+            "holding a 'checkpoint' file, as a str"
+        )
+    if not os.path.isdir(path):
+        return path
+    state = read_state(path)
+    if state is None:
+        raise NotFoundError(
+            f"Couldn't find 'checkpoint' file or checkpoints in given directory {path}: pass a checkpoint "
+            "prefix such as 'dir/ckpt-1', or a directory whose 'checkpoint' file names an existing checkpoint"
+        )
+    latest = state.model_checkpoint_path
+    if not os.path.exists(naming.index_filename(latest)):
+        others = [p for p in state.all_model_checkpoint_paths if os.path.exists(naming.index_filename(p))]
+        hint = f"; complete ones it still lists: {others}" if others else ""
+        raise NotFoundError(
+            f"{os.path.join(path, STATE_FILENAME)} names {latest}, but {naming.index_filename(latest)} is missing: "
+            f"the checkpoint was deleted or never completed. Pass an existing prefix{hint}, or remove the state file"
+        )
+    return latest
+
+
 def _relative(directory: str, path: str) -> str:
     """Paths inside ``directory`` relative to it (TF's ``save_relative_paths=True``), others absolute.
 
@@ -159,14 +194,4 @@ def write_state(
     )
     if last_preserved_timestamp is not None:
         proto.last_preserved_timestamp = last_preserved_timestamp
-    temp = temp_path(state_path)
-    try:
-        with open(temp, "w", encoding="utf-8") as f:
-            f.write(text_format.MessageToString(proto))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, state_path)
-        atomic.fsync_directory(directory)
-    except BaseException:
-        atomic.remove_quietly(temp)
-        raise
+    atomic.write_file(state_path, text_format.MessageToString(proto).encode("utf-8"))

@@ -1,0 +1,138 @@
+"""The data files of one checkpoint as a reader holds them: opened once, released, checked when reopened.
+
+A reader keeps each ``.data-*`` file open after its first read. A restore releases them
+when it returns (see :meth:`ShardFiles.release`), so that nothing stays open while values
+wait for objects not created yet; a later read reopens the file and first checks that it
+is still the one the index describes, so that a checkpoint replaced or deleted meanwhile
+raises instead of returning other values.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from trackpoint._format import files, naming
+from trackpoint._format.slices import readable_key
+from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
+
+__all__ = ["ShardFiles", "identity"]
+
+Identity = tuple[int, int, int, int]
+
+
+def identity(stat: os.stat_result) -> Identity:
+    """What tells one file from another at the same path: device, inode, size, modification time."""
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+class ShardFiles:
+    """The open data shards of the checkpoint whose index is at ``index_path`` (as it was: ``index``).
+
+    Thread-safe: batched reads open shards from helper threads too.
+    """
+
+    def __init__(self, prefix: str, index_path: str, index: Identity, num_shards: int) -> None:
+        self.prefix = prefix
+        self.index_path = index_path
+        self.num_shards = num_shards
+        self._index_identity = index
+        self._fds: dict[int, tuple[int, int]] = {}  # shard id -> (descriptor, size when opened)
+        # What each file was when first opened, so that a reopen after release() can tell
+        # whether it still is the checkpoint this index describes.
+        self._identities: dict[int, Identity] = {}
+        self._released = False
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def path(self, shard_id: int) -> str:
+        return naming.data_filename(self.prefix, shard_id, self.num_shards)
+
+    def open(self, shard_id: int, key: str) -> tuple[int, int]:
+        """``(descriptor, size)`` of a shard, opened on first use; ``key`` names who needs it.
+
+        Raises:
+            NotFoundError: The shard is missing.
+            DataLossError: After :meth:`release`, the file is no longer the one read before.
+            InvalidArgumentError: The reader is closed.
+        """
+        with self._lock:
+            if self._closed:
+                raise InvalidArgumentError(f"reader for {self.prefix} is closed")
+            cached = self._fds.get(shard_id)
+            if cached is not None:
+                return cached
+            path = self.path(shard_id)
+            try:
+                fd, stat = files.open_regular(path, "data shard")
+            except NotFoundError as exc:
+                if self._released or self.index_changed():
+                    raise self.changed(NotFoundError, path, key, "this data shard was deleted") from exc
+                raise NotFoundError(
+                    f"{path}: data shard of {self.prefix} is missing (needed for key {readable_key(key)!r}); "
+                    "the checkpoint is incomplete: copy every '.data-*' file next to its '.index'"
+                ) from exc
+            try:
+                found = identity(stat)
+                if self._released:
+                    self._check_unchanged(shard_id, found, path, key)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._identities.setdefault(shard_id, found)
+            self._fds[shard_id] = (fd, found[2])
+            return self._fds[shard_id]
+
+    def _check_unchanged(self, shard_id: int, found: Identity, path: str, key: str) -> None:
+        """After :meth:`release`: raise unless a reopened data file is the one this index describes.
+
+        A shard read before the release must be the very file read then (same device,
+        inode, size and modification time); one never read is trusted while the index file
+        is unchanged, since every save replaces the index after its data files.
+        """
+        known = self._identities.get(shard_id)
+        if (found != known) if known is not None else self.index_changed():
+            raise self.changed(DataLossError, path, key, "this data file was replaced or modified")
+
+    def index_changed(self) -> bool:
+        """Whether the index file at its path is no longer the one the reader parsed (or is gone)."""
+        try:
+            return identity(os.stat(self.index_path)) != self._index_identity
+        except OSError:
+            return True
+
+    def changed(self, error: type[CheckpointError], path: str, key: str, what: str) -> CheckpointError:
+        """The error for a checkpoint deleted or replaced under the reader: the remedy is to read it again.
+
+        Not to repair it: the files were whole when the index was read, and copying or
+        re-saving them, right for a checkpoint that never was complete, would not help.
+        """
+        pending = " (a value a restore kept for an object created later)" if self._released else ""
+        return error(
+            f"{path}: the checkpoint {self.prefix} was deleted or replaced while being read: {what} after its index "
+            f"was read, so key {readable_key(key)!r}{pending} cannot be read from it; restore again (or reopen it) to "
+            "read the checkpoint as it is now"
+        )
+
+    def damaged(self, path: str, key: str, message: str) -> CheckpointError:
+        """A DataLossError for bad bytes in a data file, or the error of :meth:`changed` when the
+        checkpoint was replaced since its index was read (new data files under the old index)."""
+        if self.index_changed():
+            return self.changed(DataLossError, path, key, "its files were replaced or modified")
+        return DataLossError(message)
+
+    def release(self) -> None:
+        """Close the files now; a later :meth:`open` reopens them, and raises if they changed meanwhile."""
+        with self._lock:
+            self._released = True
+            fds, self._fds = list(self._fds.values()), {}
+        for fd, _ in fds:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Close the files; a later :meth:`open` raises."""
+        with self._lock:
+            self._closed = True
+            for fd, _ in self._fds.values():
+                os.close(fd)
+            self._fds.clear()
