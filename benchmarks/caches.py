@@ -101,7 +101,8 @@ def measure(name: str, repeats: int) -> dict[str, float]:
                 if not cached:
                     object.__setattr__(ckpt, "_tp_restore_record", None)
                 times["restore" if cached else "restore uncached"].append(
-                    _timed(lambda: ckpt.read(prefix).assert_consumed()))
+                    _timed(lambda: ckpt.read(prefix).assert_consumed())
+                )
         return {key: statistics.median(values) for key, values in times.items()}
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -112,12 +113,16 @@ def main() -> int:
     parser.add_argument("--workload", choices=sorted(WORKLOADS), action="append")
     parser.add_argument("--repeats", type=int, default=11)
     args = parser.parse_args()
-    print(f"{'workload':8s} {'save':>9s} {'uncached':>9s} {'saves':>6s}  {'restore':>9s} {'uncached':>9s} {'saves':>6s}")
+    print(
+        f"{'workload':8s} {'save':>9s} {'uncached':>9s} {'saves':>6s}  {'restore':>9s} {'uncached':>9s} {'saves':>6s}"
+    )
     for name in args.workload or list(WORKLOADS):
         t = measure(name, args.repeats)
-        print(f"{name:8s} {t['save'] * 1e3:7.1f}ms {t['save uncached'] * 1e3:7.1f}ms "
-              f"{1 - t['save'] / t['save uncached']:6.0%}  {t['restore'] * 1e3:7.1f}ms "
-              f"{t['restore uncached'] * 1e3:7.1f}ms {1 - t['restore'] / t['restore uncached']:6.0%}")
+        print(
+            f"{name:8s} {t['save'] * 1e3:7.1f}ms {t['save uncached'] * 1e3:7.1f}ms "
+            f"{1 - t['save'] / t['save uncached']:6.0%}  {t['restore'] * 1e3:7.1f}ms "
+            f"{t['restore uncached'] * 1e3:7.1f}ms {1 - t['restore'] / t['restore uncached']:6.0%}"
+        )
     return 0
 
 

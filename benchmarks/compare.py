@@ -40,9 +40,9 @@ from collections.abc import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import trackpoint as tp  # noqa: E402
+import trackpoint as tp
 
 MiB = 1 << 20
 
@@ -86,6 +86,7 @@ def sample_times(fn: Callable[[], object], repeats: int, setup: Callable[[], obj
 
 
 # -- contenders ------------------------------------------------------------------------------
+
 
 class Trackpoint:
     name = "trackpoint"
@@ -194,8 +195,7 @@ class Raw:
 
     def write(self) -> None:
         with open(self.path, "wb") as f:
-            for a in self.arrays:
-                f.write(memoryview(a).cast("B"))
+            f.writelines(memoryview(a).cast("B") for a in self.arrays)
             if self.durable:
                 f.flush()
                 os.fsync(f.fileno())
@@ -249,8 +249,10 @@ def run_child(contender_name: str, workload: str, quick: bool, repeats: int, mem
         contender.write()
         contender.write()
         contender.read()
-        row: dict[str, object] = {"write": sample_times(contender.write, repeats),
-                                  "read": sample_times(contender.read, repeats)}
+        row: dict[str, object] = {
+            "write": sample_times(contender.write, repeats),
+            "read": sample_times(contender.read, repeats),
+        }
         if hasattr(contender, "async_save"):
             row["async"] = sample_times(contender.async_save, repeats, setup=contender.finish)
             contender.finish()
@@ -273,8 +275,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1/8 of the sizes, one round of 2 repetitions")
     parser.add_argument("--repeats", type=int, default=None, help="repetitions per round (3; 2 with --quick)")
-    parser.add_argument("--rounds", type=int, default=None,
-                        help="rounds of fresh processes, one per contender, taken in turn (3; 1 with --quick)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds of fresh processes, one per contender, taken in turn (3; 1 with --quick)",
+    )
     parser.add_argument("--workload", action="append", help="run only these workloads")
     parser.add_argument("--no-tf", action="store_true", help="skip TensorFlow")
     parser.add_argument("--child", nargs=2, metavar=("CONTENDER", "WORKLOAD"), help=argparse.SUPPRESS)
@@ -291,9 +297,11 @@ def main() -> int:
     import_start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import trackpoint"], check=True)
     print(f"import trackpoint in a fresh process (incl. interpreter start): {time.perf_counter() - import_start:.3f} s")
-    print(f"{rounds} round(s) x {repeats} repetitions per contender; medians in seconds of the {rounds * repeats} "
-          "samples. Each round runs every contender in a fresh process, starting one further along the list, so "
-          "that a drifting machine does not favour any of them.\n")
+    print(
+        f"{rounds} round(s) x {repeats} repetitions per contender; medians in seconds of the {rounds * repeats} "
+        "samples. Each round runs every contender in a fresh process, starting one further along the list, so "
+        "that a drifting machine does not favour any of them.\n"
+    )
     print(f"{'workload':<8} {'contender':<18} {'write':>8} {'read':>8} {'async':>8}")
     for name in workloads(args.quick):
         if args.workload and name not in args.workload:
@@ -301,7 +309,7 @@ def main() -> int:
         samples: dict[str, dict[str, list[float]]] = {contender: {} for contender in names}
         extra: dict[str, float] = {}
         for round_index in range(rounds):
-            for contender in names[round_index % len(names):] + names[:round_index % len(names)]:
+            for contender in names[round_index % len(names) :] + names[: round_index % len(names)]:
                 command = [sys.executable, __file__, "--child", contender, name, "--repeats", str(repeats)]
                 command += (["--quick"] if args.quick else []) + (["--memory"] if round_index == 0 else [])
                 output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
@@ -311,23 +319,34 @@ def main() -> int:
                         samples[contender].setdefault(key, []).extend(value)
                     elif contender == "trackpoint":
                         extra[key] = value
-        results = {contender: {op: statistics.median(times) for op, times in ops.items()}
-                   for contender, ops in samples.items()}
+        results = {
+            contender: {op: statistics.median(times) for op, times in ops.items()} for contender, ops in samples.items()
+        }
         for contender in names:
             cells = " ".join(f"{results[contender].get(k, float('nan')):>8.3f}" for k in ("write", "read", "async"))
             print(f"{name:<8} {contender:<18} {cells}", flush=True)
         ours = results["trackpoint"]
         for other in names[1:]:
-            ratios = " ".join(f"{op} {ours[op] / results[other][op]:.3f}x" for op in ("write", "read", "async")
-                              if op in results[other])
+            ratios = " ".join(
+                f"{op} {ours[op] / results[other][op]:.3f}x"
+                for op in ("write", "read", "async")
+                if op in results[other]
+            )
             print(f"{'':<8} trackpoint/{other}: {ratios}")
-        print(f"{'':<8} trackpoint first read (into new objects, nothing to replay): {ours['first read']:.3f} s; "
-              + " ".join(f"/{other} read {ours['first read'] / results[other]['read']:.3f}x"
-                         for other in ("safetensors", "safetensors+assign", "tensorflow") if other in results))
+        print(
+            f"{'':<8} trackpoint first read (into new objects, nothing to replay): {ours['first read']:.3f} s; "
+            + " ".join(
+                f"/{other} read {ours['first read'] / results[other]['read']:.3f}x"
+                for other in ("safetensors", "safetensors+assign", "tensorflow")
+                if other in results
+            )
+        )
         print(f"{'':<8} trackpoint async/sync save: {ours['async'] / ours['write']:.1%}")
-        print(f"{'':<8} trackpoint peak extra memory: save {extra['mem_save'] / MiB:.1f} MiB "
-              f"({extra['mem_save'] / extra['size']:.1%} of {extra['size'] / MiB:.0f} MiB), restore "
-              f"{extra['mem_read'] / MiB:.1f} MiB (largest tensor {extra['largest'] / MiB:.1f} MiB)\n")
+        print(
+            f"{'':<8} trackpoint peak extra memory: save {extra['mem_save'] / MiB:.1f} MiB "
+            f"({extra['mem_save'] / extra['size']:.1%} of {extra['size'] / MiB:.0f} MiB), restore "
+            f"{extra['mem_read'] / MiB:.1f} MiB (largest tensor {extra['largest'] / MiB:.1f} MiB)\n"
+        )
     print(f"total {time.perf_counter() - start:.1f} s")
     return 0
 

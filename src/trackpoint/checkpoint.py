@@ -22,8 +22,8 @@ from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.write import write_bundle
 from trackpoint._tracking.autotrackable import AutoTrackable
 from trackpoint._tracking.base import Trackable
-from trackpoint._tracking.epoch import structure_changed
 from trackpoint._tracking.data_structures import wrap_or_unwrap
+from trackpoint._tracking.epoch import structure_changed
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import DeadReferenceError, InvalidArgumentError, NotFoundError, WriteError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
@@ -143,7 +143,8 @@ class Checkpoint(AutoTrackable):
                     attached[name] = held
                 elif existing is not value:
                     raise InvalidArgumentError(
-                        f"Cannot create a Checkpoint with keyword argument {name!r} if root.{name} already exists.")
+                        f"Cannot create a Checkpoint with keyword argument {name!r} if root.{name} already exists."
+                    )
             else:
                 setattr(self, name, value)
         # None when the checkpoint is its own root: a reference to itself would be a cycle,
@@ -217,8 +218,9 @@ class Checkpoint(AutoTrackable):
             object.__setattr__(self, "_tp_writer", writer)
         return writer
 
-    def _write(self, file_prefix: str, options: CheckpointOptions | None,
-               record: Callable[[], None] | None = None) -> str:
+    def _write(
+        self, file_prefix: str, options: CheckpointOptions | None, record: Callable[[], None] | None = None
+    ) -> str:
         """Serialize now; write (here, or on the background thread), then run the callbacks.
 
         ``record`` (the state file's update) runs after the write callbacks, as TF appends it
@@ -287,7 +289,9 @@ class Checkpoint(AutoTrackable):
 
     # -- restoring ----------------------------------------------------------------------
 
-    def read(self, save_path: str | None, options: CheckpointOptions | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
+    def read(
+        self, save_path: str | None, options: CheckpointOptions | None = None
+    ) -> CheckpointLoadStatus | InitializationOnlyStatus:
         """Restore from ``save_path`` without creating ``save_counter`` (for ``write()`` checkpoints).
 
         A checkpoint with the same object graph as the previous restore through this
@@ -307,8 +311,9 @@ class Checkpoint(AutoTrackable):
         """
         return self._read(save_path, options, with_counter=False)
 
-    def _read(self, save_path: str | None, options: CheckpointOptions | None, with_counter: bool,
-              listed_by: str | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
+    def _read(
+        self, save_path: str | None, options: CheckpointOptions | None, with_counter: bool, listed_by: str | None = None
+    ) -> CheckpointLoadStatus | InitializationOnlyStatus:
         """Restore from a prefix, or a directory's latest; ``listed_by``: the directory whose
         state file named the prefix, if known (the report notes a prefix outside it)."""
         options = CheckpointOptions.coerce(options)
@@ -319,12 +324,19 @@ class Checkpoint(AutoTrackable):
         if listed_by is None and os.path.isdir(save_path):
             listed_by = os.fspath(save_path)
         coordinator, record = restore_checkpoint(
-            resolve_prefix(save_path), root, self._tp_attached, options.experimental_skip_slot_variables,
-            self._tp_restore_record, self._maybe_create_save_counter if with_counter else None)
+            resolve_prefix(save_path),
+            root,
+            self._tp_attached,
+            options.experimental_skip_slot_variables,
+            self._tp_restore_record,
+            self._maybe_create_save_counter if with_counter else None,
+        )
         object.__setattr__(self, "_tp_restore_record", record)
         return CheckpointLoadStatus(coordinator, root, self._tp_attached, listed_by)
 
-    def restore(self, save_path: str | None, options: CheckpointOptions | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
+    def restore(
+        self, save_path: str | None, options: CheckpointOptions | None = None
+    ) -> CheckpointLoadStatus | InitializationOnlyStatus:
         """Restore from a prefix (or a directory with a ``checkpoint`` file); values arrive now or on creation.
 
         As :meth:`read` does, it assigns the values of all existing objects or none. When
@@ -343,14 +355,17 @@ class Checkpoint(AutoTrackable):
             if save_path is None or os.path.isdir(save_path) or os.path.exists(f"{os.fspath(save_path)}.index"):
                 raise  # not a prefix missing its number: a missing data shard, say
             listing = naming.listing(os.path.dirname(os.fspath(save_path)))
-            raise NotFoundError(f"{str(exc).rstrip('.')}{listing}. Checkpoint.save() numbers its prefixes (ckpt-1, ckpt-2, ...): pass "
-                                "one of them, or the directory holding their 'checkpoint' file") from exc
+            raise NotFoundError(
+                f"{str(exc).rstrip('.')}{listing}. Checkpoint.save() numbers its prefixes (ckpt-1, ckpt-2, ...): pass "
+                "one of them, or the directory holding their 'checkpoint' file"
+            ) from exc
         if isinstance(status, InitializationOnlyStatus):
             self._maybe_create_save_counter()
         return status
 
-    def _restore_listed(self, prefix: str, directory: str,
-                        options: CheckpointOptions | None = None) -> CheckpointLoadStatus | InitializationOnlyStatus:
+    def _restore_listed(
+        self, prefix: str, directory: str, options: CheckpointOptions | None = None
+    ) -> CheckpointLoadStatus | InitializationOnlyStatus:
         """:meth:`restore` ``prefix``, which the state file of ``directory`` named (for
         ``CheckpointManager.restore_or_initialize``): the report notes a prefix outside it."""
         return self._read(prefix, options, with_counter=True, listed_by=os.fspath(directory))

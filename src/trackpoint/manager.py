@@ -49,8 +49,12 @@ def _delete(path: str) -> None:
     (a reader never finds an index whose data is gone)."""
     kept_values.keep_values_of(path)  # values a restore of it still waits to hand out
     kept = previous.previous_prefix(path)
-    atomic.remove([naming.index_filename(path)] + previous.data_files(path)
-                  + [naming.index_filename(kept)] + previous.data_files(kept))
+    atomic.remove(
+        [naming.index_filename(path)]
+        + previous.data_files(path)
+        + [naming.index_filename(kept)]
+        + previous.data_files(kept)
+    )
 
 
 class CheckpointManager:
@@ -150,7 +154,8 @@ class CheckpointManager:
                 )
             self._last_preserved_timestamp = now
         timestamps = state.all_model_checkpoint_timestamps or (self._last_preserved_timestamp,) * len(
-            state.all_model_checkpoint_paths)
+            state.all_model_checkpoint_paths
+        )
         outside = []
         for path, stamp in zip(state.all_model_checkpoint_paths, timestamps):
             if not self._owns(path):
@@ -215,8 +220,13 @@ class CheckpointManager:
     def _record_state(self) -> None:
         if self._latest_checkpoint is None:
             return
-        write_state(self._directory, self._latest_checkpoint, list(self._maybe_delete),
-                    list(self._maybe_delete.values()), self._last_preserved_timestamp)
+        write_state(
+            self._directory,
+            self._latest_checkpoint,
+            list(self._maybe_delete),
+            list(self._maybe_delete.values()),
+            self._last_preserved_timestamp,
+        )
 
     def _sweep(self) -> None:
         if not self._max_to_keep:
@@ -228,8 +238,9 @@ class CheckpointManager:
                 continue
             _delete(path)
 
-    def save(self, checkpoint_number: Any = None, check_interval: bool = True,
-             options: CheckpointOptions | None = None) -> str | None:
+    def save(
+        self, checkpoint_number: Any = None, check_interval: bool = True, options: CheckpointOptions | None = None
+    ) -> str | None:
         """Save a numbered checkpoint, update the state file, delete what is no longer kept.
 
         Returns:
@@ -271,8 +282,9 @@ class CheckpointManager:
 
         return self._checkpoint._write(path, options, record_and_sweep)
 
-    def _unrecorded(self, path: str, before: tuple[collections.OrderedDict[str, float], str | None],
-                    exc: OSError) -> WriteError:
+    def _unrecorded(
+        self, path: str, before: tuple[collections.OrderedDict[str, float], str | None], exc: OSError
+    ) -> WriteError:
         """The state file could not name the new checkpoint: go back to what the file says, and
         remove the checkpoint if nothing names it (the manager could never sweep it)."""
         try:

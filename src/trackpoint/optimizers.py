@@ -97,8 +97,9 @@ class Optimizer(Trackable):
         restore_pending(pending, slot)
         return slot
 
-    def _create_or_restore_slot_variable(self, position: PendingRestore, variable: Trackable,
-                                         slot_name: str) -> Variable | None:
+    def _create_or_restore_slot_variable(
+        self, position: PendingRestore, variable: Trackable, slot_name: str
+    ) -> Variable | None:
         """Checkpoint hook: the slot to bind for ``(variable, slot_name)``, created now if possible."""
         slot = self.get_slot(variable, slot_name)
         if slot is None and position.is_simple_variable() and isinstance(variable, Variable):
@@ -123,8 +124,9 @@ class Optimizer(Trackable):
             if not isinstance(var, Variable):
                 raise InvalidArgumentError(f"apply_gradients expects tp.Variable objects, got {type(var).__name__}")
             if np.shape(grad) != var.shape:
-                raise InvalidArgumentError(f"gradient of shape {np.shape(grad)} for variable {var.name!r} of shape "
-                                           f"{var.shape}")
+                raise InvalidArgumentError(
+                    f"gradient of shape {np.shape(grad)} for variable {var.name!r} of shape {var.shape}"
+                )
         self._create_slots([v for _, v in pairs])
         for grad, var in pairs:
             self._apply_dense(np.asarray(grad, dtype=var.dtype), var)
@@ -157,8 +159,9 @@ class SGD(Optimizer):
         (array([0.5], dtype=float32), array([1.], dtype=float32))
     """
 
-    def __init__(self, learning_rate: float = 0.01, momentum: float = 0.0, nesterov: bool = False,
-                 name: str | None = None) -> None:
+    def __init__(
+        self, learning_rate: float = 0.01, momentum: float = 0.0, nesterov: bool = False, name: str | None = None
+    ) -> None:
         if momentum < 0:
             raise InvalidArgumentError(f"momentum must be >= 0, got {momentum}")
         super().__init__(name or ("Momentum" if momentum else "GradientDescent"))
@@ -196,8 +199,14 @@ class Adam(Optimizer):
     ``var -= m * alpha / (sqrt(v) + epsilon)``; then both powers are multiplied by their beta.
     """
 
-    def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-8, name: str = "Adam") -> None:
+    def __init__(
+        self,
+        learning_rate: float = 0.001,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+        name: str = "Adam",
+    ) -> None:
         super().__init__(name)
         self.learning_rate = learning_rate
         self.beta1 = beta1
@@ -208,8 +217,9 @@ class Adam(Optimizer):
         existing = self._lookup_dependency(name)
         if isinstance(existing, Variable):
             return existing
-        return self._add_variable(name, lambda value: Variable(value, dtype=np.float32, name=name, trainable=False),
-                                  np.float32(initial))
+        return self._add_variable(
+            name, lambda value: Variable(value, dtype=np.float32, name=name, trainable=False), np.float32(initial)
+        )
 
     def _create_slots(self, var_list: list[Variable]) -> None:
         self._power("beta1_power", self.beta1)

@@ -17,5 +17,11 @@ from trackpoint._saving.sharding_policies import (
 # The name TF's documentation uses for the default policy.
 ShardByDevicePolicy = ShardByTaskPolicy
 
-__all__ = ["MaxShardSizePolicy", "Shard", "ShardByDevicePolicy", "ShardByTaskPolicy", "ShardableTensor",
-           "ShardingCallback"]
+__all__ = [
+    "MaxShardSizePolicy",
+    "Shard",
+    "ShardByDevicePolicy",
+    "ShardByTaskPolicy",
+    "ShardableTensor",
+    "ShardingCallback",
+]

@@ -45,8 +45,14 @@ class RestoreCoordinator:
     so a restore makes no Python object per node beyond those it binds.
     """
 
-    def __init__(self, reader: BundleReader, graph: pb.TrackableObjectGraph, skip_slot_variables: bool = False,
-                 slot_owners: Sequence[int] | None = None, raw_graph: bytes | None = None) -> None:
+    def __init__(
+        self,
+        reader: BundleReader,
+        graph: pb.TrackableObjectGraph,
+        skip_slot_variables: bool = False,
+        slot_owners: Sequence[int] | None = None,
+        raw_graph: bytes | None = None,
+    ) -> None:
         """Set up a restore of ``graph`` from ``reader``.
 
         Args:
@@ -93,7 +99,8 @@ class RestoreCoordinator:
                 self.slot_node_ids.add(slot.slot_variable_node_id)
                 if not skip_slot_variables:
                     self.slot_restorations.setdefault(slot.original_variable_node_id, []).append(
-                        (opt_id, slot.slot_variable_node_id, slot.slot_name))
+                        (opt_id, slot.slot_variable_node_id, slot.slot_name)
+                    )
         self._paths: dict[int, str] | None = None
 
     @property
@@ -203,8 +210,13 @@ class RestoreCoordinator:
         """An empty plan, for a repeat to fill (see :func:`~trackpoint._graph.restore_record.replay`)."""
         return RestorePlan()
 
-    def bind_stage(self, plan: RestorePlan, node_ids: Sequence[int], refs: Sequence[weakref.ref[Trackable]],
-                   objects: Sequence[Trackable]) -> None:
+    def bind_stage(
+        self,
+        plan: RestorePlan,
+        node_ids: Sequence[int],
+        refs: Sequence[weakref.ref[Trackable]],
+        objects: Sequence[Trackable],
+    ) -> None:
         """Bind ``node_ids`` to the objects of ``refs`` as a walk would have, noted in ``plan``;
         a bound variable's slots are resolved (or wait, as the repeat says)."""
         self.bound.update(zip(node_ids, refs))
@@ -275,8 +287,9 @@ class RestoreCoordinator:
 
     def _refused(self, node_id: int, wanted: Wanted, exc: Exception) -> InvalidArgumentError:
         keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)
-        return InvalidArgumentError(f"{self.prefix}: cannot restore checkpoint key {keys} into {self.paths[node_id]}: "
-                                    f"{exc}")
+        return InvalidArgumentError(
+            f"{self.prefix}: cannot restore checkpoint key {keys} into {self.paths[node_id]}: {exc}"
+        )
 
     def _undo(self, plan: RestorePlan) -> None:
         """Take back what a :meth:`restore` (or a repeat) call that raised did to this
@@ -373,13 +386,17 @@ class RestoreCoordinator:
 
     def warn_inconsistent(self, node_id: int) -> None:
         """A node reached again, bound to another object than the first time."""
-        _log.warning("Inconsistent references when restoring %s: %s was already bound to another object",
-                     self.prefix, self.paths[node_id])
+        _log.warning(
+            "Inconsistent references when restoring %s: %s was already bound to another object",
+            self.prefix,
+            self.paths[node_id],
+        )
 
     def keep_waiting_values(self) -> None:
         """Read into memory every value no object has taken yet (see :mod:`kept_values`)."""
-        self.values.keep([a.checkpoint_key for node_id in self.unrestored_values()
-                          for a in self.nodes[node_id].attributes])
+        self.values.keep(
+            [a.checkpoint_key for node_id in self.unrestored_values() for a in self.nodes[node_id].attributes]
+        )
 
     def unrestored_values(self) -> list[int]:
         """Checkpoint nodes holding values that no live object has received."""
@@ -404,12 +421,24 @@ class RestoreCoordinator:
         if not missing and not unused:
             return None
         paths = self.paths
-        lines = [(f"{self.prefix}: a restore is being deleted with unrestored values. Call expect_partial() on the "
-                  "restore status to silence this warning.")]
-        _list_some(lines, f"{len(missing)} checkpoint value(s) were never restored (no object matched them):",
-                   [paths[i] for i in missing[:10]], len(missing))
-        _list_some(lines, f"{len(unused)} restored object(s) did not take attribute(s) the checkpoint holds for them:",
-                   [f"{paths[i]}: {', '.join(names)}" for i, names in unused[:10]], len(unused))
+        lines = [
+            (
+                f"{self.prefix}: a restore is being deleted with unrestored values. Call expect_partial() on the "
+                "restore status to silence this warning."
+            )
+        ]
+        _list_some(
+            lines,
+            f"{len(missing)} checkpoint value(s) were never restored (no object matched them):",
+            [paths[i] for i in missing[:10]],
+            len(missing),
+        )
+        _list_some(
+            lines,
+            f"{len(unused)} restored object(s) did not take attribute(s) the checkpoint holds for them:",
+            [f"{paths[i]}: {', '.join(names)}" for i, names in unused[:10]],
+            len(unused),
+        )
         return "\n".join(lines)
 
     def __del__(self) -> None:

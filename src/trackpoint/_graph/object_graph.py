@@ -11,8 +11,16 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, unescape_local_name
 from trackpoint.errors import DataLossError, InvalidArgumentError
 
-__all__ = ["check_child", "check_slot", "has_values", "node_paths", "parse_graph", "read_object_graph",
-           "read_object_graph_bytes", "unescape"]
+__all__ = [
+    "check_child",
+    "check_slot",
+    "has_values",
+    "node_paths",
+    "parse_graph",
+    "read_object_graph",
+    "read_object_graph_bytes",
+    "unescape",
+]
 
 _MAX_NODES = 1 << 24
 _MAX_PATH_CHARS = 512
@@ -72,8 +80,9 @@ def check_child(child_id: int, count: int, node_id: int, prefix: str) -> None:
         raise DataLossError(f"{prefix}: node {node_id} names child node {child_id} of {count}")
 
 
-def check_slot(slot: pb.TrackableObjectGraph.TrackableObject.SlotVariableReference, count: int, node_id: int,
-                prefix: str) -> None:
+def check_slot(
+    slot: pb.TrackableObjectGraph.TrackableObject.SlotVariableReference, count: int, node_id: int, prefix: str
+) -> None:
     """Raise ``DataLossError`` unless both nodes of a slot reference lie inside the graph."""
     if not (0 <= slot.original_variable_node_id < count and 0 <= slot.slot_variable_node_id < count):
         raise DataLossError(f"{prefix}: node {node_id} has a slot reference outside the graph")

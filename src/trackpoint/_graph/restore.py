@@ -25,9 +25,14 @@ from trackpoint.errors import InvalidArgumentError
 __all__ = ["restore_checkpoint"]
 
 
-def restore_checkpoint(prefix: str, root: Trackable, attached: Mapping[str, Trackable], skip_slot_variables: bool,
-                       previous: RestoreRecord | None = None, then: Callable[[], object] | None = None,
-                       ) -> tuple[RestoreCoordinator, RestoreRecord | None]:
+def restore_checkpoint(
+    prefix: str,
+    root: Trackable,
+    attached: Mapping[str, Trackable],
+    skip_slot_variables: bool,
+    previous: RestoreRecord | None = None,
+    then: Callable[[], object] | None = None,
+) -> tuple[RestoreCoordinator, RestoreRecord | None]:
     """Restore the checkpoint at ``prefix`` into ``root`` and its ``attached`` dependencies.
 
     Node 0 is bound to the root, then each attached dependency to its edge from node 0: one
@@ -89,8 +94,10 @@ def restore_checkpoint(prefix: str, root: Trackable, attached: Mapping[str, Trac
     return coordinator, record
 
 
-def _root_bindings(coordinator: RestoreCoordinator, root: Trackable,
-                   attached: Mapping[str, Trackable]) -> list[tuple[int, Trackable]]:
+def _root_bindings(
+    coordinator: RestoreCoordinator, root: Trackable, attached: Mapping[str, Trackable]
+) -> list[tuple[int, Trackable]]:
     root_children = {name: node_id for node_id, name in coordinator.children(0)}
-    return [(0, root)] + [(root_children[name], obj) for name, obj in attached.items()
-                          if name != "root" and name in root_children]
+    return [(0, root)] + [
+        (root_children[name], obj) for name, obj in attached.items() if name != "root" and name in root_children
+    ]

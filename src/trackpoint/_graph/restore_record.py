@@ -154,9 +154,19 @@ class Recorder:
         if reason is not None:
             log.debug("%s: the bindings of this restore are not kept for the next: %s", coordinator.prefix, reason)
             return None
-        return RestoreRecord(epoch, graph, coordinator.skip_slot_variables, coordinator.slot_owners, dict(bound),
-                             self.value_ids, self.value_keys, self.stages, self.deferrals, self.slot_waits,
-                             {node_id: tuple(names) for node_id, names in coordinator.unused_attributes.items()})
+        return RestoreRecord(
+            epoch,
+            graph,
+            coordinator.skip_slot_variables,
+            coordinator.slot_owners,
+            dict(bound),
+            self.value_ids,
+            self.value_keys,
+            self.stages,
+            self.deferrals,
+            self.slot_waits,
+            {node_id: tuple(names) for node_id, names in coordinator.unused_attributes.items()},
+        )
 
 
 NOT_RECORDING = Recorder("nothing is recorded of this walk")
@@ -169,8 +179,10 @@ def replay(coordinator: RestoreCoordinator, record: RestoreRecord) -> bool:
     refs = list(record.bound.values())
     found = [ref() for ref in refs]
     if any(obj is None for obj in found):
-        log.debug("%s: walking the object graph: the previous restore's bindings do not hold: one of its objects "
-                  "is gone", coordinator.prefix)
+        log.debug(
+            "%s: walking the object graph: the previous restore's bindings do not hold: one of its objects is gone",
+            coordinator.prefix,
+        )
         return False
     log.debug("%s: repeating the bindings of the previous restore", coordinator.prefix)
     objects = cast(list[Trackable], found)
@@ -182,17 +194,22 @@ def replay(coordinator: RestoreCoordinator, record: RestoreRecord) -> bool:
     ends = [*record.stages[1:], (len(node_ids), len(record.deferrals), len(record.value_ids))]
     for (b0, d0, v0), (b1, d1, v1) in zip(record.stages, ends):
         stage = node_ids[b0:b1]
-        plan.assignments.extend((node_id, by_node[node_id], wanted, by_node[node_id]._tp_update_uid)
-                                for node_id, wanted in zip(record.value_ids[v0:v1], record.value_keys[v0:v1]))
+        plan.assignments.extend(
+            (node_id, by_node[node_id], wanted, by_node[node_id]._tp_update_uid)
+            for node_id, wanted in zip(record.value_ids[v0:v1], record.value_keys[v0:v1])
+        )
         coordinator.bind_stage(plan, stage, refs[b0:b1], objects[b0:b1])
         for opt_id, var_id, slot_id, slot_name in record.deferred_slots:
             if b0 <= order[var_id] < b1:
-                coordinator.deferred_slot_restorations.setdefault(opt_id, []).append((by_node[var_id], slot_id, slot_name))
+                coordinator.deferred_slot_restorations.setdefault(opt_id, []).append(
+                    (by_node[var_id], slot_id, slot_name)
+                )
         coordinator.take_waiting_slots(stage)
         for node_id, names in record.unused_attributes.items():
             if b0 <= order[node_id] < b1:
                 coordinator.unused_attributes[node_id] = list(names)
-        plan.deferrals.extend((by_node[parent_id], local_name, child_id)
-                              for parent_id, local_name, child_id in record.deferrals[d0:d1])
+        plan.deferrals.extend(
+            (by_node[parent_id], local_name, child_id) for parent_id, local_name, child_id in record.deferrals[d0:d1]
+        )
     coordinator.execute(plan)
     return True

@@ -55,8 +55,14 @@ class SaveLayout:
     containers: list[ListWrapper | DictWrapper]
 
 
-def make_layout(epoch: int, objects: Sequence[Trackable], entries: list[tuple[Trackable, list[str], list[str]]],
-                graph: Any, owners: list[Trackable], keys: list[str]) -> SaveLayout | None:
+def make_layout(
+    epoch: int,
+    objects: Sequence[Trackable],
+    entries: list[tuple[Trackable, list[str], list[str]]],
+    graph: Any,
+    owners: list[Trackable],
+    keys: list[str],
+) -> SaveLayout | None:
     """The layout of a save just walked in ``epoch``; None (logged) when it could not be trusted."""
     reason = untracked_reason(objects)
     if reason is not None:

@@ -41,8 +41,12 @@ class _GraphLists:
 
     __slots__ = ("_encoded", "attributes", "references", "slots")
 
-    def __init__(self, references: list[list[tuple[int, str]]], attributes: list[list[tuple[str, str, str]]],
-                 slots: list[list[tuple[int, str, int]]]) -> None:
+    def __init__(
+        self,
+        references: list[list[tuple[int, str]]],
+        attributes: list[list[tuple[str, str, str]]],
+        slots: list[list[tuple[int, str, int]]],
+    ) -> None:
         self.references = references
         self.attributes = attributes
         self.slots = slots
@@ -53,8 +57,10 @@ class _GraphLists:
         if self._encoded is None:  # a race between two writer threads only computes it twice
             references, attributes, slots = self.references, self.attributes, self.slots
             has_values = _checkpoint_values(references, attributes, slots)
-            self._encoded = b"".join(_field(1, _encode_node(references[i], attributes[i], slots[i], has_values[i]))
-                                     for i in range(len(references)))
+            self._encoded = b"".join(
+                _field(1, _encode_node(references[i], attributes[i], slots[i], has_values[i]))
+                for i in range(len(references))
+            )
         return self._encoded
 
 
@@ -87,8 +93,10 @@ class SerializedCheckpoint:
         """
         if self.only_variables:
             return self
-        arrays = [value if isinstance(owner, Variable) or isinstance(value, bytes) else np.array(value, copy=True)
-                  for value, owner in zip(self.arrays, self.owners)]
+        arrays = [
+            value if isinstance(owner, Variable) or isinstance(value, bytes) else np.array(value, copy=True)
+            for value, owner in zip(self.arrays, self.owners)
+        ]
         return SerializedCheckpoint(self.keys, arrays, self.owners, self._graph)
 
     def with_graph(self) -> tuple[list[tuple[str, Any]], list[Trackable | None]]:
@@ -123,8 +131,9 @@ def _after_save(objects: list[Trackable]) -> None:
             after_save()  # lets grouped objects (split dependencies) check they were saved together
 
 
-def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
-              previous: SaveLayout | None = None) -> tuple[SerializedCheckpoint, SaveLayout | None]:
+def serialize(
+    root: Trackable, attached: Mapping[str, Trackable] = {}, previous: SaveLayout | None = None
+) -> tuple[SerializedCheckpoint, SaveLayout | None]:
     """Build the object graph and the ordered ``(key, value)`` list for a save.
 
     With the layout of the previous save, and nothing changed that it depends on (see
@@ -143,8 +152,9 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
         arrays = reuse(previous)
         if arrays is not None:
             _after_save(previous.hooks)
-            return SerializedCheckpoint(previous.keys, arrays, previous.owners, previous.graph,
-                                        previous.variables is not None), previous
+            return SerializedCheckpoint(
+                previous.keys, arrays, previous.owners, previous.graph, previous.variables is not None
+            ), previous
     else:
         log.debug("walking the objects: no previous save of them")
     walk = breadth_first(root, attached)
@@ -204,19 +214,30 @@ def serialize(root: Trackable, attached: Mapping[str, Trackable] = {},
     return SerializedCheckpoint(keys, [value for _, value in tensors], owners, graph), layout
 
 
-def _encode_node(references: list[tuple[int, str]], attributes: list[tuple[str, str, str]],
-                 slots: list[tuple[int, str, int]], has_values: bool) -> bytes:
+def _encode_node(
+    references: list[tuple[int, str]],
+    attributes: list[tuple[str, str, str]],
+    slots: list[tuple[int, str, int]],
+    has_values: bool,
+) -> bytes:
     parts = [_field(1, _int_field(1, node_id) + _str_field(2, name)) for node_id, name in references]
-    parts += [_field(2, _str_field(1, name) + _str_field(2, full_name) + _str_field(3, key))
-              for name, full_name, key in attributes]
-    parts += [_field(3, _int_field(1, var_id) + _str_field(2, slot_name) + _int_field(3, slot_id))
-              for var_id, slot_name, slot_id in slots]
+    parts += [
+        _field(2, _str_field(1, name) + _str_field(2, full_name) + _str_field(3, key))
+        for name, full_name, key in attributes
+    ]
+    parts += [
+        _field(3, _int_field(1, var_id) + _str_field(2, slot_name) + _int_field(3, slot_id))
+        for var_id, slot_name, slot_id in slots
+    ]
     parts.append(HAS_VALUES_FIELD if has_values else _NO_VALUES_FIELD)
     return b"".join(parts)
 
 
-def _checkpoint_values(references: list[list[tuple[int, str]]], attributes: list[list[tuple[str, str, str]]],
-                       slots: list[list[tuple[int, str, int]]]) -> list[bool]:
+def _checkpoint_values(
+    references: list[list[tuple[int, str]]],
+    attributes: list[list[tuple[str, str, str]]],
+    slots: list[list[tuple[int, str, int]]],
+) -> list[bool]:
     """``has_checkpoint_values`` per node: nodes with values or slot references, and their ancestors."""
     parents: list[list[int]] = [[] for _ in references]
     for node_id, refs in enumerate(references):

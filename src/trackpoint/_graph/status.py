@@ -53,8 +53,13 @@ class CheckpointLoadStatus:
     ``initialize_or_restore`` do nothing. The assertions raise ``AssertionError`` as TF's do.
     """
 
-    def __init__(self, coordinator: RestoreCoordinator, root: Trackable, attached: Mapping[str, Trackable],
-                 listed_by: str | None = None) -> None:
+    def __init__(
+        self,
+        coordinator: RestoreCoordinator,
+        root: Trackable,
+        attached: Mapping[str, Trackable],
+        listed_by: str | None = None,
+    ) -> None:
         """Account for the restore ``coordinator`` made into ``root`` and its ``attached`` dependencies.
 
         Args:
@@ -120,22 +125,27 @@ class CheckpointLoadStatus:
         self.assert_existing_objects_matched()
         coordinator = self._coordinator
         for node_id in coordinator.unrestored_values():
-            raise AssertionError(f"Unresolved object in checkpoint {coordinator.path(node_id)}: "
-                                 f"{coordinator.node_text(node_id)}".strip())
+            raise AssertionError(
+                f"Unresolved object in checkpoint {coordinator.path(node_id)}: {coordinator.node_text(node_id)}".strip()
+            )
         if coordinator.unresolved_slots():
             raise AssertionError(f"Unresolved slot restorations: {coordinator.unresolved_slots()}")
         unused = coordinator.unused_attribute_paths()
         if unused:
-            raise AssertionError(f"Unused attributes in these objects (the attributes exist in the checkpoint but "
-                                 f"were not restored): {unused}")
+            raise AssertionError(
+                f"Unused attributes in these objects (the attributes exist in the checkpoint but "
+                f"were not restored): {unused}"
+            )
         return self
 
     def assert_nontrivial_match(self) -> CheckpointLoadStatus:
         """Something besides the root matched."""
         if len(self._coordinator.bound_objects()) <= 1:
-            raise AssertionError(f"Nothing except the root object matched a checkpointed value from "
-                                 f"{self._coordinator.prefix}. Typically this means the checkpoint does not match "
-                                 "the Python program.")
+            raise AssertionError(
+                f"Nothing except the root object matched a checkpointed value from "
+                f"{self._coordinator.prefix}. Typically this means the checkpoint does not match "
+                "the Python program."
+            )
         return self
 
     def expect_partial(self) -> CheckpointLoadStatus:

@@ -103,7 +103,10 @@ class CheckpointValues:
             with self.reading(), self.many(keys) as read:
                 values = list(read)
         except CheckpointError as exc:
-            _log.warning("%s: could not keep the values waiting for objects before the checkpoint's files go: %s",
-                         self.prefix, exc)
+            _log.warning(
+                "%s: could not keep the values waiting for objects before the checkpoint's files go: %s",
+                self.prefix,
+                exc,
+            )
             return
         self.kept = {**self.kept, **dict(zip(keys, values))}

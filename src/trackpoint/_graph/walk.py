@@ -96,8 +96,11 @@ class CheckpointPosition:
 
     def is_simple_variable(self) -> bool:
         attributes = self.coordinator.attributes(self.node_id)
-        return (len(attributes) == 1 and attributes[0][1] == VARIABLE_VALUE
-                and not self.coordinator.nodes[self.node_id].children)
+        return (
+            len(attributes) == 1
+            and attributes[0][1] == VARIABLE_VALUE
+            and not self.coordinator.nodes[self.node_id].children
+        )
 
     def simple_variable_value(self) -> Any:
         # Not marked matched here: the object made from this value is bound when tracked
@@ -206,7 +209,8 @@ class CheckpointPosition:
                         plan.rebound.append((child_id, ref))  # matched already
                     bound[child_id] = make_ref(local)
                     if (key is None and nodes[child_id].children) or (
-                            slots_pending and (child_id in slot_restorations or child_id in deferred_slots)):
+                        slots_pending and (child_id in slot_restorations or child_id in deferred_slots)
+                    ):
                         queue.append((child_id, local))
                     elif uid > (update_uid := local._tp_update_uid):
                         # A leaf: gathered here rather than queued, and a plain variable's
@@ -225,8 +229,10 @@ class CheckpointPosition:
                 queue.extend(CheckpointPosition(coordinator, node_id, plan)._slots_to_restore(obj))
         coordinator.matched_node_ids.update(itertools.islice(new_bound, first_bound, None))  # one call, not one a child
         if recorder.refused is None and len(pending) > first:
-            recorder.assigned(list(map(_NODE_ID, itertools.islice(pending, first, None))),
-                              list(map(_WANTED, itertools.islice(pending, first, None))))
+            recorder.assigned(
+                list(map(_NODE_ID, itertools.islice(pending, first, None))),
+                list(map(_WANTED, itertools.islice(pending, first, None))),
+            )
 
     def _slots_to_restore(self, trackable: Trackable) -> list[tuple[int, Trackable]]:
         """``(slot node id, slot)`` of the existing slots to walk on to from this node (see :meth:`_slot`)."""
@@ -255,8 +261,9 @@ class CheckpointPosition:
                     out.extend(self._slot(optimizer, trackable, slot_id, slot_name))
         return out
 
-    def _slot(self, optimizer: Trackable, variable: Trackable, slot_id: int,
-              slot_name: str) -> list[tuple[int, Trackable]]:
+    def _slot(
+        self, optimizer: Trackable, variable: Trackable, slot_id: int, slot_name: str
+    ) -> list[tuple[int, Trackable]]:
         """The slot to bind and walk on to, if the optimizer has it already (``get_slot``).
 
         One it lacks is planned instead: its optimizer is asked for it

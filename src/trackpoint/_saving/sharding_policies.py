@@ -15,8 +15,7 @@ from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._saving.device_spec import DeviceSpec
 from trackpoint.errors import InvalidArgumentError, ShardingCallbackError
 
-__all__ = ["MaxShardSizePolicy", "Shard", "ShardByTaskPolicy", "ShardableTensor", "ShardingCallback",
-           "validate_shards"]
+__all__ = ["MaxShardSizePolicy", "Shard", "ShardByTaskPolicy", "ShardableTensor", "ShardingCallback", "validate_shards"]
 
 Shard = MutableMapping[str, MutableMapping[str, Any]]
 LOCAL_DEVICE = DeviceSpec(job="localhost", replica=0, task=0, device_type="CPU", device_index=0)
@@ -100,7 +99,7 @@ class ShardByTaskPolicy(ShardingCallback):
         return "Split tensors into shards based on the task they belong to."
 
     def __call__(self, shardable_tensors: Sequence[ShardableTensor]) -> Sequence[Shard]:
-        shard: dict[str, dict[str, Any]] = {}
+        shard: Shard = {}
         for t in shardable_tensors:
             shard.setdefault(t.checkpoint_key, {})[t.slice_spec] = t.tensor
         return [shard]
@@ -117,8 +116,8 @@ class _Partitioner:
 
     def __init__(self, max_shard_size: int) -> None:
         self.max = max_shard_size
-        self.shards: list[dict[str, dict[str, Any]]] = [{}]
-        self.large: list[dict[str, dict[str, Any]]] = []
+        self.shards: list[Shard] = [{}]
+        self.large: list[Shard] = []
         self.remaining = max_shard_size
 
     def _new_shard(self) -> None:
@@ -202,10 +201,11 @@ class _Partitioner:
         if math.prod(shape) > 0 or math.prod(root_shape) == 0:
             # Unlike TF, an empty tensor is kept (TF silently drops it from the checkpoint).
             spec = slices.format_spec(full_shape, tuple(zip(offset, shape)))
-            self._put(key, spec, value[index] if relative != [0] * len(relative) or shape != root_shape else value,
-                      size)
+            self._put(
+                key, spec, value[index] if relative != [0] * len(relative) or shape != root_shape else value, size
+            )
 
-    def result(self) -> list[dict[str, dict[str, Any]]]:
+    def result(self) -> list[Shard]:
         return (self.shards if self.shards[0] else []) + self.large
 
 
@@ -268,37 +268,47 @@ def validate_shards(shards: Any, tensors: Sequence[ShardableTensor], description
     for key, t in by_key.items():
         boxes = seen.get(key)
         if boxes is None:
-            raise ShardingCallbackError(f"{where} dropped {key!r}: tensors in the object graph were not found in the "
-                                        "checkpoint shards")
+            raise ShardingCallbackError(
+                f"{where} dropped {key!r}: tensors in the object graph were not found in the checkpoint shards"
+            )
         if sum(slices.volume(b) for b in boxes) != math.prod(t.shape):
             raise ShardingCallbackError(f"{where}: the slices of {key!r} do not cover it exactly once")
     return [shard for shard in shards if shard]
 
 
-def _check_part(where: str, original: ShardableTensor, spec: str, value: Any,
-                boxes: list[tuple[tuple[int, int], ...]]) -> None:
+def _check_part(
+    where: str, original: ShardableTensor, spec: str, value: Any, boxes: list[tuple[tuple[int, int], ...]]
+) -> None:
     key = original.checkpoint_key
     if spec == original.slice_spec or spec == "":
         bounds = tuple((0, d) for d in original.shape)
     else:
         full_shape, extents = slices.parse_spec(spec)
         if full_shape != tuple(original.shape):
-            raise ShardingCallbackError(f"{where}: slice {spec!r} of {key!r} changes its shape {list(original.shape)}: "
-                                        "a tensor was found with an altered shape")
+            raise ShardingCallbackError(
+                f"{where}: slice {spec!r} of {key!r} changes its shape {list(original.shape)}: "
+                "a tensor was found with an altered shape"
+            )
         bounds = slices.resolve(extents, full_shape, key)
     expected_shape = tuple(stop - start for start, stop in bounds)
     is_string = original.dtype == np.dtype(object)
     value_dtype = np.dtype(object) if isinstance(value, bytes) else np.asarray(value).dtype
     if value_dtype != original.dtype and not (is_string and value_dtype.kind in "OS"):
-        raise ShardingCallbackError(f"{where} changed the dtype of {key!r} from {original.dtype} to {value_dtype}: "
-                                    "a tensor was found with an altered dtype")
+        raise ShardingCallbackError(
+            f"{where} changed the dtype of {key!r} from {original.dtype} to {value_dtype}: "
+            "a tensor was found with an altered dtype"
+        )
     if np.shape(value) != expected_shape:
-        raise ShardingCallbackError(f"{where}: {key!r} slice {spec!r} holds shape {list(np.shape(value))}, "
-                                    f"expected {list(expected_shape)}: a tensor was found with an altered shape")
+        raise ShardingCallbackError(
+            f"{where}: {key!r} slice {spec!r} holds shape {list(np.shape(value))}, "
+            f"expected {list(expected_shape)}: a tensor was found with an altered shape"
+        )
     for other in boxes:
         if bounds == other:
-            raise ShardingCallbackError(f"{where} put overlapping or repeated slices of {key!r} ({spec!r}): multiple "
-                                        "tensors with the same checkpoint key and slice spec were found")
+            raise ShardingCallbackError(
+                f"{where} put overlapping or repeated slices of {key!r} ({spec!r}): multiple "
+                "tensors with the same checkpoint key and slice spec were found"
+            )
         if all(a < d and c < b for (a, b), (c, d) in zip(bounds, other)):
             raise ShardingCallbackError(f"{where} put overlapping or repeated slices of {key!r} ({spec!r})")
     boxes.append(bounds)

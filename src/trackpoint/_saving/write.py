@@ -57,8 +57,12 @@ def _write_shard(writer: ShardWriter, shard: Shard) -> None:
     writer.close()
 
 
-def write_bundle(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callback: ShardingCallback | None = None,
-                 trackables: Sequence[Any] | None = None) -> str:
+def write_bundle(
+    prefix: str,
+    tensors: Sequence[tuple[str, Any]],
+    sharding_callback: ShardingCallback | None = None,
+    trackables: Sequence[Any] | None = None,
+) -> str:
     """Write ``(key, value)`` tensors under ``prefix``; return ``prefix``.
 
     Args:
@@ -75,8 +79,10 @@ def write_bundle(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callb
     except CheckpointError:
         raise
     except OSError as exc:
-        raise WriteError(f"could not write checkpoint {prefix}: {exc}. Nothing of it was published; earlier "
-                         f"checkpoints are untouched. {_remedy(exc)}") from exc
+        raise WriteError(
+            f"could not write checkpoint {prefix}: {exc}. Nothing of it was published; earlier "
+            f"checkpoints are untouched. {_remedy(exc)}"
+        ) from exc
     return prefix
 
 
@@ -86,13 +92,19 @@ def _remedy(exc: OSError) -> str:
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return "Fix the directory's permissions (or pick a writable one) and save again."
     if exc.errno == errno.ENOENT:
-        return ("A file of this save, or its directory, was removed while it was written (by another process "
-                "cleaning the directory?); save again.")
+        return (
+            "A file of this save, or its directory, was removed while it was written (by another process "
+            "cleaning the directory?); save again."
+        )
     return "Save again once the cause is fixed."
 
 
-def _write(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callback: ShardingCallback | None,
-           trackables: Sequence[Any] | None) -> None:
+def _write(
+    prefix: str,
+    tensors: Sequence[tuple[str, Any]],
+    sharding_callback: ShardingCallback | None,
+    trackables: Sequence[Any] | None,
+) -> None:
     if sharding_callback is None or type(sharding_callback) is ShardByTaskPolicy:
         writer = BundleWriter(prefix)
         try:
@@ -112,6 +124,6 @@ def _write(prefix: str, tensors: Sequence[tuple[str, Any]], sharding_callback: S
         parallel_map(lambda pair: _write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
         write_index(prefix, merge_shards(writers), count, [(w.temp_path, w.path) for w in writers])
     except BaseException:
-        for writer in writers:
-            writer.abort()
+        for shard_writer in writers:
+            shard_writer.abort()
         raise

@@ -137,8 +137,10 @@ class Trackable:
         children = self._tp_state()["children"]
         current = children.get(name)
         if current is not None and current is not trackable and not overwrite:
-            raise InvalidArgumentError(f"Called Trackable._track_trackable() with name={name!r}, but a Trackable with this "
-                             "name is already declared as a dependency. Names must be unique (or overwrite=True).")
+            raise InvalidArgumentError(
+                f"Called Trackable._track_trackable() with name={name!r}, but a Trackable with this "
+                "name is already declared as a dependency. Names must be unique (or overwrite=True)."
+            )
         children[name] = trackable
         structure_changed()
         try:

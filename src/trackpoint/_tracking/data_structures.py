@@ -24,18 +24,25 @@ import collections
 import copy
 import operator
 from collections.abc import Iterable, Iterator
-from typing import Any, SupportsIndex
+from typing import TYPE_CHECKING, Any, SupportsIndex
 
 from trackpoint._tracking.base import NoDependency, Trackable
 from trackpoint._tracking.epoch import structure_changed, trust_children
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["DictWrapper", "ListWrapper", "TupleWrapper", "sticky_attribute_assignment", "wrap_or_unwrap"]
 
 
 def _should_wrap_tuple(value: tuple) -> bool:
-    return any(isinstance(v, (NoDependency, Trackable)) or type(v) in (list, dict, collections.OrderedDict)
-               or (isinstance(v, tuple) and _should_wrap_tuple(v)) for v in value)
+    return any(
+        isinstance(v, (NoDependency, Trackable))
+        or type(v) in (list, dict, collections.OrderedDict)
+        or (isinstance(v, tuple) and _should_wrap_tuple(v))
+        for v in value
+    )
 
 
 def wrap_or_unwrap(value: Any) -> Any:
@@ -149,13 +156,15 @@ class ListWrapper(Trackable, list):
             raise InvalidArgumentError(
                 f"Unable to save {self!r}, a list wrapper tracking trackable objects. A list element was replaced "
                 "(__setitem__, __setslice__), deleted (__delitem__, __delslice__), or moved (sort), and "
-                "restore-on-create finds elements by position, so tracked lists are append-only. " + _REMEDY)
+                "restore-on-create finds elements by position, so tracked lists are append-only. " + _REMEDY
+            )
         if self._tp_external:
             raise InvalidArgumentError(
                 f"Unable to save {self!r}, a list wrapper tracking trackable objects. The wrapped list was modified "
                 f"outside the wrapper (through the wrapper it last held {self._tp_snapshot!r}), so what was added "
                 "that way would be missing from the checkpoint. Change the list through the attribute it was "
-                "assigned to (e.g. model.layers.append(x)). " + _REMEDY)
+                "assigned to (e.g. model.layers.append(x)). " + _REMEDY
+            )
         return Trackable._trackable_children(self)
 
     # -- changes --------------------------------------------------------------------------
@@ -170,11 +179,11 @@ class ListWrapper(Trackable, list):
         for value in list(values):  # a list extended by itself appends its old contents once
             self.append(value)
 
-    def __iadd__(self, values: Iterable[Any]) -> ListWrapper:  # type: ignore[override,misc]
+    def __iadd__(self, values: Iterable[Any]) -> Self:  # type: ignore[misc]
         self.extend(values)
         return self
 
-    def __imul__(self, n: SupportsIndex) -> ListWrapper:  # type: ignore[override,misc]
+    def __imul__(self, n: SupportsIndex) -> Self:
         count = operator.index(n)
         if count > 0:
             self.extend(self._tp_storage * (count - 1))  # appends, as in TF
@@ -242,7 +251,7 @@ class ListWrapper(Trackable, list):
     def reverse(self) -> None:
         self._tp_storage_unchanged()
         storage, n = self._tp_storage, len(self._tp_storage)
-        moving = storage[: n // 2] + storage[(n + 1) // 2:]  # the middle of an odd-length list stays put
+        moving = storage[: n // 2] + storage[(n + 1) // 2 :]  # the middle of an odd-length list stays put
         if any(isinstance(v, Trackable) for v in moving):
             self._tp_mark_non_append()
         storage.reverse()
@@ -271,16 +280,16 @@ class ListWrapper(Trackable, list):
     def count(self, value: Any) -> int:
         return self._tp_storage.count(value)
 
-    def __add__(self, other: Any) -> list:  # type: ignore[override]
+    def __add__(self, other: Any) -> list:
         return self._tp_storage + _list_of(other)
 
     def __radd__(self, other: Any) -> list:
         return _list_of(other) + self._tp_storage
 
-    def __mul__(self, n: SupportsIndex) -> list:  # type: ignore[override]
+    def __mul__(self, n: SupportsIndex) -> list:
         return self._tp_storage * n
 
-    __rmul__ = __mul__  # type: ignore[assignment]
+    __rmul__ = __mul__
 
     def __eq__(self, other: object) -> bool:
         return self._tp_storage == _list_of(other)
@@ -300,9 +309,9 @@ class ListWrapper(Trackable, list):
     def __ge__(self, other: Any) -> bool:
         return self._tp_storage >= _list_of(other)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
-    def copy(self) -> ListWrapper:  # type: ignore[override]
+    def copy(self) -> ListWrapper:
         return self.__copy__()
 
     def __copy__(self) -> ListWrapper:
@@ -388,13 +397,15 @@ class DictWrapper(Trackable, dict):
             raise InvalidArgumentError(
                 f"Unable to save {self!r}, a dict wrapper tracking trackable objects: the trackable value under the "
                 f"non-string key {self._tp_non_string_key[0]!r} has no checkpoint name. Use string keys for "
-                "trackable values. " + _REMEDY)
+                "trackable values. " + _REMEDY
+            )
         if self._tp_external:
             raise InvalidArgumentError(
                 f"Unable to save {self!r}, a dict wrapper tracking trackable objects. The wrapped dictionary was "
                 f"modified outside the wrapper (through the wrapper it last held {self._tp_snapshot!r}), so what "
                 "was changed that way would be wrong or missing in the checkpoint. Change the dict through the "
-                "attribute it was assigned to (e.g. model.table[key] = x). " + _REMEDY)
+                "attribute it was assigned to (e.g. model.table[key] = x). " + _REMEDY
+            )
         return Trackable._trackable_children(self)
 
     # -- changes (a removed value stays tracked under its key, as in TF) ------------------
@@ -430,7 +441,7 @@ class DictWrapper(Trackable, dict):
         for key in list(self._tp_storage):
             del self[key]
 
-    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, *args: Any, **kwargs: Any) -> None:
         for key, value in dict(*args, **kwargs).items():
             self[key] = value
 
@@ -439,7 +450,7 @@ class DictWrapper(Trackable, dict):
             self[key] = default
         return self._tp_storage[key]
 
-    def __ior__(self, other: Any) -> DictWrapper:  # type: ignore[override,misc]
+    def __ior__(self, other: Any) -> Self:
         self.update(other)
         return self
 
@@ -472,10 +483,10 @@ class DictWrapper(Trackable, dict):
     def items(self) -> Any:
         return self._tp_storage.items()
 
-    def __or__(self, other: Any) -> dict:  # type: ignore[override]
+    def __or__(self, other: Any) -> dict:
         return {**self._tp_storage, **_dict_of(other)}
 
-    def __ror__(self, other: Any) -> dict:  # type: ignore[override]
+    def __ror__(self, other: Any) -> dict:
         return {**_dict_of(other), **self._tp_storage}
 
     def __eq__(self, other: object) -> bool:
@@ -484,9 +495,9 @@ class DictWrapper(Trackable, dict):
     def __ne__(self, other: object) -> bool:
         return self._tp_storage != _dict_of(other)
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
-    def copy(self) -> DictWrapper:  # type: ignore[override]
+    def copy(self) -> DictWrapper:
         return self.__copy__()
 
     def __copy__(self) -> DictWrapper:
@@ -566,7 +577,8 @@ class TupleWrapper(Trackable):
             raise InvalidArgumentError(
                 f"Unable to save the tuple {self._tp_wrapped!r}: its class {type(self._tp_wrapped).__name__} is not "
                 f"constructable from its _fields {fields!r} (its __new__ takes other arguments), so a restore could "
-                "not rebuild it. Hold the values in an object that does not inherit from tuple. " + _REMEDY)
+                "not rebuild it. Hold the values in an object that does not inherit from tuple. " + _REMEDY
+            )
         return Trackable._trackable_children(self)
 
     @property  # type: ignore[misc]

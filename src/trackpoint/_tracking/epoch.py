@@ -75,6 +75,7 @@ def untracked_reason(objects: Iterable[Any], lookups: bool = False) -> str | Non
         if lookups and cls._lookup_dependency not in _lookups:
             return f"{cls.__name__} finds its children its own way (_lookup_dependency)"
         if (hasattr(cls, "get_slot_names") or hasattr(cls, "_create_or_restore_slot_variable")) and (
-                _slot_methods(cls) not in _slots):
+            _slot_methods(cls) not in _slots
+        ):
             return f"{cls.__name__} has slot methods that do not report their slots"
     return None

@@ -215,11 +215,17 @@ class Variable(Trackable):
         Raises:
             InvalidArgumentError: Its dtype or shape is not the variable's.
         """
-        array = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object if isinstance(value, bytes) else None)
+        array = (
+            value
+            if isinstance(value, np.ndarray)
+            else np.asarray(value, dtype=object if isinstance(value, bytes) else None)
+        )
         current = self._value
         if (array.dtype is not current.dtype and array.dtype != current.dtype) or array.shape != current.shape:
-            message = (f"variable {self._name!r} is {_describe(self.dtype, self.shape)} but the checkpoint holds "
-                       f"{_describe(array.dtype, array.shape)}")
+            message = (
+                f"variable {self._name!r} is {_describe(self.dtype, self.shape)} but the checkpoint holds "
+                f"{_describe(array.dtype, array.shape)}"
+            )
             if array.shape != current.shape:  # TF's words, which tests written for TF match
                 message += f": received incompatible tensor with shape {list(array.shape)}"
             raise InvalidArgumentError(message)
