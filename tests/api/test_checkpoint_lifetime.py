@@ -131,6 +131,10 @@ def test_many_checkpoints_with_one_async_save_each_leave_no_thread_behind(tmp_pa
         del model, ckpt
     gc.collect()
     deadline = time.monotonic() + 60  # the last writes finish (slowly on a loaded machine); then every thread ends
-    for thread in writers() - before:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    while (left := writers() - before) and time.monotonic() < deadline:
+        for thread in left:
+            if thread.ident is None:  # started but not running yet: it cannot be joined until it runs
+                time.sleep(0.001)
+            else:
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
     assert writers() <= before
