@@ -101,8 +101,10 @@ class CheckpointReader:
 
     def get_variable_to_dtype_map(self) -> dict[str, np.dtype]:
         """``{key: numpy dtype}``; strings are ``object``, bfloat16 is ``ml_dtypes.bfloat16``."""
-        return {key: entry.dtype.numpy if entry.dtype is not None else np.dtype("V0")
-                for key, entry in self._entries().items()}
+        return {
+            key: entry.dtype.numpy if entry.dtype is not None else np.dtype("V0")
+            for key, entry in self._entries().items()
+        }
 
     def has_tensor(self, name: str | bytes) -> bool:
         """Whether ``name`` (``str``, or ``bytes`` as TF takes too) is a key of the checkpoint (exact match)."""
@@ -243,11 +245,13 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
         return [Damage(None, str(exc))]
     found = [Damage(None, message) for message in damaged_blocks]
     if previous.inspect(prefix).interrupted:  # reading the version an interrupted overwrite kept
-        found.insert(0, Damage(None, (
+        message = (
             f"{prefix}: an overwrite of this checkpoint was interrupted, so its data files mix two versions, which "
             f"TensorFlow cannot read. trackpoint reads the previous version, kept whole at {bundle.prefix} (checked "
-            f"here). Repair it with `trackpoint verify --repair {prefix}` or tp.repair_checkpoint(); the next save "
-            "to it repairs it too.")))
+            f"here). Repair it with `trackpoint verify --repair {prefix}` or tp.repair_checkpoint(); the next save to "
+            "it repairs it too."
+        )
+        found.insert(0, Damage(None, message))
     malformed: dict[bytes, CheckpointError] = {}
     entries = bundle.entries(malformed)
     found += [Damage(readable_key(raw), str(exc)) for raw, exc in malformed.items()]
@@ -294,9 +298,11 @@ def repair_checkpoint(ckpt_dir_or_file: str) -> bool:
     try:
         return previous.settle(prefix)
     except OSError as exc:
-        raise WriteError(f"could not repair {prefix}: {exc}. Its previous version is still kept whole at "
-                         f"{previous.previous_prefix(prefix)}, and trackpoint reads it; fix the cause and repair "
-                         "again.") from exc
+        raise WriteError(
+            f"could not repair {prefix}: {exc}. Its previous version is still kept whole at "
+            f"{previous.previous_prefix(prefix)}, and trackpoint reads it; fix the cause and repair "
+            "again."
+        ) from exc
 
 
 def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:

@@ -20,17 +20,17 @@ from datetime import timedelta
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
 
-import numpy as np  # noqa: E402
-from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+import numpy as np
+from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import strategies as st
 
-import trackpoint as tp  # noqa: E402
-from tests.corrupt.operations import everything  # noqa: E402
-from tests.format.bundle_helpers import read_table  # noqa: E402
-from trackpoint._format import naming, sstable  # noqa: E402
-from trackpoint._format._proto import tensor_bundle_pb2 as pb  # noqa: E402
-from trackpoint._format.bundle_reader import BundleReader  # noqa: E402
-from trackpoint._format.crc import crc32c, mask  # noqa: E402
+import trackpoint as tp
+from tests.corrupt.operations import everything
+from tests.format.bundle_helpers import read_table
+from trackpoint._format import naming, sstable
+from trackpoint._format._proto import tensor_bundle_pb2 as pb
+from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.crc import crc32c, mask
 
 GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -59,8 +59,9 @@ def restore_into_model(prefix: str) -> None:
 def base_checkpoint(directory: str) -> dict[str, bytes]:
     model, adam = build()
     prefix = os.path.join(directory, "ckpt")
-    tp.Checkpoint(model=model, optimizer=adam).save(prefix, tp.CheckpointOptions(
-        experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(64)))
+    tp.Checkpoint(model=model, optimizer=adam).save(
+        prefix, tp.CheckpointOptions(experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(64))
+    )
     return {name: pathlib.Path(directory, name).read_bytes() for name in os.listdir(directory)}
 
 
@@ -101,8 +102,9 @@ def main() -> None:
     counts: dict[str, int] = {}
 
     @seed(fuzz_seed)
-    @settings(max_examples=examples, deadline=timedelta(seconds=3), database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples, deadline=timedelta(seconds=3), database=None, suppress_health_check=list(HealthCheck)
+    )
     @given(st.data())
     def case(data: st.DataObject) -> None:
         for name in os.listdir(work):
@@ -137,8 +139,11 @@ def main() -> None:
             else:
                 # A mutated object graph, stored with a valid checksum.
                 mutated = mutate(graph, data)
-                tensors = {k.decode(): reader.read(k.decode()) for k, _ in entries
-                           if k and not k.startswith(b"\0") and k.decode() != GRAPH_KEY}
+                tensors = {
+                    k.decode(): reader.read(k.decode())
+                    for k, _ in entries
+                    if k and not k.startswith(b"\0") and k.decode() != GRAPH_KEY
+                }
                 tensors[GRAPH_KEY] = mutated
                 prefix = os.path.join(work, prefix_name)
                 tp.save_tensors(prefix, tensors)

@@ -95,8 +95,12 @@ def main() -> None:
     write_data(p, b"\0" * 8)
     rewrite_index(p, {b"w": encode_entry(1, [2], 0, 1 << 40, 8, 0)})
 
-    p = case("huge_string_shape", "read_all", "DataLossError",
-             "a tiny index declaring a string tensor of 2**62 elements (crashes TF 2.21's reader)")
+    p = case(
+        "huge_string_shape",
+        "read_all",
+        "DataLossError",
+        "a tiny index declaring a string tensor of 2**62 elements (crashes TF 2.21's reader)",
+    )
     write_data(p, b"\0" * 4)
     rewrite_index(p, {b"s": encode_entry(7, [1 << 62], 0, 0, 4, 0)})
 
@@ -121,8 +125,9 @@ def main() -> None:
     p = case("missing_shard", "read_all", "NotFoundError", "a data file of a sharded checkpoint is missing")
     model = tp.Module()
     model.w = tp.Variable(np.arange(64, dtype=np.float32))
-    tp.Checkpoint(model=model).write(p, tp.CheckpointOptions(
-        experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(64)))
+    tp.Checkpoint(model=model).write(
+        p, tp.CheckpointOptions(experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(64))
+    )
     shards = sorted(f for f in os.listdir(os.path.dirname(p)) if ".data-" in f)
     os.unlink(os.path.join(os.path.dirname(p), shards[1]))
 
@@ -141,7 +146,8 @@ def main() -> None:
             full.slices.append(slices.extents_to_proto(extents))
             part = np.zeros([length for _, length in extents], np.float32).tobytes()
             entries[slices.encode_slice_key("t", extents)] = encode_entry(
-                1, [length for _, length in extents], 0, len(data), len(part), mask(crc32c(part)))
+                1, [length for _, length in extents], 0, len(data), len(part), mask(crc32c(part))
+            )
             data += part
         entries[b"t"] = full.SerializeToString()
         write_data(p, data)
@@ -163,7 +169,8 @@ def main() -> None:
     table = sstable.read_table_spans(pathlib.Path(naming.index_filename(p)).read_bytes(), "x")
     items = [(key, table.data[a:b]) for key, a, b in zip(table.keys, table.starts, table.ends)]
     pathlib.Path(naming.index_filename(p)).write_bytes(
-        sstable.build_table([(b"", header.SerializeToString())] + items[1:]))
+        sstable.build_table([(b"", header.SerializeToString())] + items[1:])
+    )
 
     p = case("string_lengths_overflow", "read_all", "DataLossError", "a string claims more bytes than stored")
     tp.save_tensors(p, {"s": np.array([b"abc"], dtype=object)})
@@ -208,14 +215,20 @@ def main() -> None:
     directory = HERE / "state_garbage"
     directory.mkdir()
     (directory / "checkpoint").write_bytes(b"model_checkpoint_path: {{{ \xff")
-    CASES["state_garbage"] = {"operation": "latest", "expected": "InvalidArgumentError",
-                              "why": "the state file is not text protobuf"}
+    CASES["state_garbage"] = {
+        "operation": "latest",
+        "expected": "InvalidArgumentError",
+        "why": "the state file is not text protobuf",
+    }
 
     directory = HERE / "state_names_missing"
     directory.mkdir()
     (directory / "checkpoint").write_text('model_checkpoint_path: "ckpt-9"\n')
-    CASES["state_names_missing"] = {"operation": "load_dir", "expected": "NotFoundError",
-                                    "why": "the state file names a checkpoint that is not there"}
+    CASES["state_names_missing"] = {
+        "operation": "load_dir",
+        "expected": "NotFoundError",
+        "why": "the state file names a checkpoint that is not there",
+    }
 
     (HERE / "manifest.json").write_text(json.dumps(CASES, indent=2, sort_keys=True) + "\n")
 

@@ -92,9 +92,14 @@ def test_the_corpus_reaches_every_rule() -> None:
     above compares the two forms of every rule); a new rule needs a case here too."""
     from trackpoint._format.entry_rules import RULES
 
-    fragments = {"non-negative dimensions": "negative dimension", "readable dtype": "cannot convert to numpy",
-                 "size of a numeric tensor": "invalid size in bundle entry", "strings fit their bytes": "strings in",
-                 "shard id": "names data shard", "bytes inside the data file": "the file holds"}
+    fragments = {
+        "non-negative dimensions": "negative dimension",
+        "readable dtype": "cannot convert to numpy",
+        "size of a numeric tensor": "invalid size in bundle entry",
+        "strings fit their bytes": "strings in",
+        "shard id": "names data shard",
+        "bytes inside the data file": "the file holds",
+    }
     # "rank" (more than 254 dimensions) has no case: tests/format/test_entry_rules.py checks both its forms.
     assert set(fragments) == {rule.name for rule in RULES} - {"rank"}
     messages = " | ".join(failure[1] for name in _OPENING if (failure := _single_reads(str(CORPUS / name / "ckpt"))))

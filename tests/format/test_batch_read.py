@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trackpoint as tp
-from tests.helpers import assert_bit_equal
 from tests.format.bundle_helpers import read_many
+from tests.helpers import assert_bit_equal
 from tests.strategies import tensor_dicts
 from trackpoint._format.batch_read import OverlappingLoader, ReadPlan, SerialLoader
 from trackpoint._format.bundle_reader import BundleReader
@@ -23,20 +23,42 @@ NEVER_AHEAD = ReadTuning(read_ahead_rows=1 << 60)
 
 
 @settings(max_examples=80, deadline=None)
-@given(tensor_dicts, st.data(), st.integers(1, 400), st.integers(0, 64), st.integers(1, 300), st.integers(1, 1000),
-       st.booleans())
-def test_read_batches_matches_single_reads(tmp_path_factory, tensors: dict[str, object], data, batch_bytes: int,
-                                           run_gap: int, run_bytes: int, parallel_bytes: int, ahead: bool) -> None:
+@given(
+    tensor_dicts,
+    st.data(),
+    st.integers(1, 400),
+    st.integers(0, 64),
+    st.integers(1, 300),
+    st.integers(1, 1000),
+    st.booleans(),
+)
+def test_read_batches_matches_single_reads(
+    tmp_path_factory,
+    tensors: dict[str, object],
+    data,
+    batch_bytes: int,
+    run_gap: int,
+    run_bytes: int,
+    parallel_bytes: int,
+    ahead: bool,
+) -> None:
     """Batches, runs and their splits (made tiny here), read ahead or not, give exactly what one
     read per key gives."""
     prefix = str(tmp_path_factory.mktemp("batches") / "ckpt")
     sizes = data.draw(st.lists(st.integers(0, 40), min_size=1, max_size=20))
-    tensors = {**tensors, **{f"n{i}": np.arange(n, dtype=np.float32) for i, n in enumerate(sizes)},
-               **{f"u{i}": np.full((2, 3), i, np.int16) for i in range(data.draw(st.integers(0, 6)))}}  # alike
+    tensors = {
+        **tensors,
+        **{f"n{i}": np.arange(n, dtype=np.float32) for i, n in enumerate(sizes)},
+        **{f"u{i}": np.full((2, 3), i, np.int16) for i in range(data.draw(st.integers(0, 6)))},
+    }  # alike
     tp.save_tensors(prefix, tensors)
     keys = data.draw(st.lists(st.sampled_from(sorted(tensors)), min_size=1, max_size=30))  # any order, repeats
-    tuning = ReadTuning(run_gap=run_gap, run_bytes=run_bytes, parallel_read_bytes=parallel_bytes,
-                        read_ahead_rows=0 if ahead else 1 << 60)
+    tuning = ReadTuning(
+        run_gap=run_gap,
+        run_bytes=run_bytes,
+        parallel_read_bytes=parallel_bytes,
+        read_ahead_rows=0 if ahead else 1 << 60,
+    )
     reader = BundleReader(prefix, tuning=tuning)
     reads: list[int] = []
     real_pread = os.pread
@@ -63,8 +85,9 @@ def test_read_batches_matches_single_reads(tmp_path_factory, tensors: dict[str, 
         assert start == len(sizes) or sum(batch_sizes) + sizes[start] > half
 
 
-@pytest.mark.parametrize("pick", [slice(None), slice(None, None, -1), slice(None, None, 2), slice(3, 4), slice(6, 12),
-                                  slice(11, 5, -1)])
+@pytest.mark.parametrize(
+    "pick", [slice(None), slice(None, None, -1), slice(None, None, 2), slice(3, 4), slice(6, 12), slice(11, 5, -1)]
+)
 def test_alike_tensors_come_back_right_and_read_only(tmp_path, pick: slice) -> None:
     """Back-to-back tensors of one dtype and shape (read as rows of one array) come back right and read-only."""
     tensors = {f"u{i:02d}": np.full((2, 3), i, np.int16) for i in range(20)}
@@ -114,8 +137,9 @@ def test_many_tensors_a_batch_are_read_ahead_and_a_few_are_not(tmp_path) -> None
     reader = BundleReader(prefix)
     assert isinstance(ReadPlan(reader, keys).loader(10 << 10), SerialLoader)  # ten tensors a batch: little to overlap
     assert isinstance(ReadPlan(reader, keys).loader(1 << 20), SerialLoader)  # one batch: nothing to overlap
-    assert isinstance(ReadPlan(BundleReader(prefix, tuning=ReadTuning(read_ahead_rows=5)), keys).loader(10 << 10),
-                      OverlappingLoader)
+    assert isinstance(
+        ReadPlan(BundleReader(prefix, tuning=ReadTuning(read_ahead_rows=5)), keys).loader(10 << 10), OverlappingLoader
+    )
     many = {f"t{i:04d}": np.full(4, i, np.float32) for i in range(2048)}
     tp.save_tensors(prefix, many)
     loader = ReadPlan(BundleReader(prefix), sorted(many)).loader(4 << 10)  # 256 tensors a batch
@@ -179,8 +203,9 @@ def test_no_read_ahead_beside_a_batch_that_fills_the_bound(tmp_path) -> None:
     tensors = {"a": np.arange(2048, dtype=np.float32), **{f"t{i:02d}": np.full(256, i, np.float32) for i in range(20)}}
     tp.save_tensors(prefix, tensors)
     # the 8 KiB tensor is read on its own; read ahead whatever the batch sizes
-    plan = ReadPlan(BundleReader(prefix, tuning=ReadTuning(parallel_read_bytes=4 << 10, read_ahead_rows=1)),
-                    sorted(tensors))
+    plan = ReadPlan(
+        BundleReader(prefix, tuning=ReadTuning(parallel_read_bytes=4 << 10, read_ahead_rows=1)), sorted(tensors)
+    )
     log: list[tuple[str, int]] = []
     batches = plan.values(plan.loader(10 << 10, _Recorder(log)))
     (big,) = next(batches)

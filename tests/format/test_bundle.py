@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trackpoint as tp
-from tests.helpers import assert_bit_equal
 from tests.format.bundle_helpers import read_table
+from tests.helpers import assert_bit_equal
 from tests.strategies import tensor_dicts
 from trackpoint._format import naming
 from trackpoint._format.bundle_reader import BundleReader
@@ -126,8 +126,14 @@ def test_big_endian_bundle_is_byte_swapped(tmp_path) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(0, 200), st.lists(st.integers(-(2**63), 2**63 - 1), max_size=5), st.integers(-(2**31), 2**31 - 1),
-       st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**32 - 1))
+@given(
+    st.integers(0, 200),
+    st.lists(st.integers(-(2**63), 2**63 - 1), max_size=5),
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(0, 2**32 - 1),
+)
 def test_both_entry_decoders_agree_with_protobuf(dtype, dims, shard, offset, size, crc) -> None:
     """The bulk decoder (numpy columns) and the single one (protobuf) give the same Entry."""
     from tests.format.bundle_helpers import decode_entries
@@ -146,8 +152,14 @@ def test_both_entry_decoders_agree_with_protobuf(dtype, dims, shard, offset, siz
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.integers(1, 200), st.lists(st.integers(0, 2**40), max_size=5), st.integers(0, 2**31 - 1),
-       st.integers(0, 2**62), st.integers(0, 2**62), st.integers(0, 2**32 - 1))
+@given(
+    st.integers(1, 200),
+    st.lists(st.integers(0, 2**40), max_size=5),
+    st.integers(0, 2**31 - 1),
+    st.integers(0, 2**62),
+    st.integers(0, 2**62),
+    st.integers(0, 2**32 - 1),
+)
 def test_entry_encoder_matches_protobuf(dtype, dims, shard, offset, size, crc) -> None:
     from trackpoint._format._proto import tensor_bundle_pb2 as pb
     from trackpoint._format.bundle_writer import encode_entry
@@ -162,8 +174,9 @@ def test_entry_encoder_matches_protobuf(dtype, dims, shard, offset, size, crc) -
 def test_save_tensors_with_options(tmp_path) -> None:
     seen = []
     prefix = str(tmp_path / "c")
-    options = tp.CheckpointOptions(experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(64),
-                                   experimental_write_callbacks=[seen.append])
+    options = tp.CheckpointOptions(
+        experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(64), experimental_write_callbacks=[seen.append]
+    )
     tp.save_tensors(prefix, {"a": np.arange(40, dtype=np.float32), "b": np.zeros(3)}, options)
     assert seen == [prefix]
     assert len([f for f in os.listdir(tmp_path) if ".data-" in f]) > 2
@@ -179,8 +192,13 @@ def test_add_many_writes_what_add_writes(tmp_path_factory, tensors: dict[str, ob
     from trackpoint._format.bundle_writer import ShardWriter
 
     directory = tmp_path_factory.mktemp("many")
-    extra = {"strided": np.arange(12, dtype=np.float32)[::2], "big-endian": np.arange(3, dtype=">i4"),
-             "empty1d": np.zeros(0, np.uint64), "empty2d": np.zeros((0, 3), np.float64), "scalar": np.float32(2)}
+    extra = {
+        "strided": np.arange(12, dtype=np.float32)[::2],
+        "big-endian": np.arange(3, dtype=">i4"),
+        "empty1d": np.zeros(0, np.uint64),
+        "empty2d": np.zeros((0, 3), np.float64),
+        "scalar": np.float32(2),
+    }
     items = list(tensors.items()) + list(extra.items())
     one, many = ShardWriter(str(directory / "one"), 0), ShardWriter(str(directory / "many"), 0)
     for key, value in items:

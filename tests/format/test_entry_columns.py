@@ -22,18 +22,28 @@ def _plain_entry(dtype: int, dims: list[int], shard: int, offset: int, size: int
 
 
 def _fields(proto: pb.BundleEntryProto) -> tuple:
-    return (proto.dtype, tuple(d.size for d in proto.shape.dim), proto.shard_id, proto.offset, proto.size,
-            proto.crc32c)
+    return (proto.dtype, tuple(d.size for d in proto.shape.dim), proto.shard_id, proto.offset, proto.size, proto.crc32c)
 
 
 def _row(columns, i: int, shapes) -> tuple:
-    return (int(columns.dtype[i]), shapes[i], int(columns.shard_id[i]), int(columns.offset[i]),
-            int(columns.size[i]), int(columns.crc32c[i]))
+    return (
+        int(columns.dtype[i]),
+        shapes[i],
+        int(columns.shard_id[i]),
+        int(columns.offset[i]),
+        int(columns.size[i]),
+        int(columns.crc32c[i]),
+    )
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 300), st.lists(_int64, max_size=6), _int32, _int64, _int64,
-                          st.integers(0, 2**32 - 1)), min_size=1, max_size=40))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 300), st.lists(_int64, max_size=6), _int32, _int64, _int64, st.integers(0, 2**32 - 1)),
+        min_size=1,
+        max_size=40,
+    )
+)
 def test_plain_entries_decode_like_protobuf(entries) -> None:
     values = [_plain_entry(*e) for e in entries]
     columns = decode_entries(values)
@@ -50,10 +60,19 @@ def test_our_encoder_and_unusual_entries() -> None:
     named.shape.dim.add(size=3, name="batch")
     unknown_rank = pb.BundleEntryProto(dtype=1)
     unknown_rank.shape.unknown_rank = True
-    values = [encode_entry(1, (256, 3), 0, 123456, 3072, 99), sliced.SerializeToString(),
-              named.SerializeToString(), unknown_rank.SerializeToString(), b"", b"\x08", b"\x08\x80",
-              b"\x35\x01\x02", b"\x12\x05\x12\x03\x08\x80", b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
-              _plain_entry(1, [0, 5], 0, 0, 0, 0)]
+    values = [
+        encode_entry(1, (256, 3), 0, 123456, 3072, 99),
+        sliced.SerializeToString(),
+        named.SerializeToString(),
+        unknown_rank.SerializeToString(),
+        b"",
+        b"\x08",
+        b"\x08\x80",
+        b"\x35\x01\x02",
+        b"\x12\x05\x12\x03\x08\x80",
+        b"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+        _plain_entry(1, [0, 5], 0, 0, 0, 0),
+    ]
     columns = decode_entries(values)
     shapes = columns.shapes()
     assert columns.plain.tolist() == [True, False, False, False, True, False, False, False, False, False, True]

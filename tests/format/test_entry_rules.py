@@ -34,8 +34,9 @@ class _Files:
 FILES = _Files()
 
 
-def _serialized(dtype: int = 1, shape: tuple[int, ...] = (2, 2), shard_id: int = 0, offset: int = 0,
-                size: int = 16) -> bytes:
+def _serialized(
+    dtype: int = 1, shape: tuple[int, ...] = (2, 2), shard_id: int = 0, offset: int = 0, size: int = 16
+) -> bytes:
     entry = pb.BundleEntryProto(dtype=dtype, shard_id=shard_id, offset=offset, size=size, crc32c=7)
     entry.shape.SetInParent()
     for dim in shape:
@@ -87,8 +88,13 @@ def test_the_scalar_form_raises_the_rules_error_and_message(rule: Rule) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from([1, 2, 3, 7, 9, 14, 19, 21, 99]), st.lists(st.integers(-3, 40), max_size=4),
-       st.integers(-1, 3), st.integers(-5, 120), st.integers(-5, 200))
+@given(
+    st.sampled_from([1, 2, 3, 7, 9, 14, 19, 21, 99]),
+    st.lists(st.integers(-3, 40), max_size=4),
+    st.integers(-1, 3),
+    st.integers(-5, 120),
+    st.integers(-5, 200),
+)
 def test_the_vectorized_forms_never_pass_what_a_scalar_form_refuses(dtype, dims, shard_id, offset, size) -> None:
     """The vectorized forms may be stricter, never looser: a row they pass would otherwise be read
     unchecked. And on these small entries, exactly as strict."""

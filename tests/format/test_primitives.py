@@ -49,7 +49,7 @@ def test_signed_num_increasing_examples(value: int, encoded: str) -> None:
 @given(st.lists(st.integers(-(2**62), 2**62), min_size=2, max_size=2))
 def test_signed_num_increasing_preserves_order(pair: list[int]) -> None:
     a, b = sorted(pair)
-    assert (slices._signed_num_increasing(a) <= slices._signed_num_increasing(b))
+    assert slices._signed_num_increasing(a) <= slices._signed_num_increasing(b)
 
 
 def test_slice_key_of_the_spec_example() -> None:

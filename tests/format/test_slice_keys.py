@@ -26,16 +26,28 @@ def test_a_slice_key_reads_as_the_key_and_its_extents() -> None:
 
 
 def test_other_keys_read_as_themselves() -> None:
-    for key in ["w", "", "model/\x00odd", b"\x00", b"\x00w", b"\x00w\x00\x01", b"\x00w\x00\x01\x01\x02\x80",
-                b"\x00w\x00\x01\x00trailing"]:
+    for key in [
+        "w",
+        "",
+        "model/\x00odd",
+        b"\x00",
+        b"\x00w",
+        b"\x00w\x00\x01",
+        b"\x00w\x00\x01\x01\x02\x80",
+        b"\x00w\x00\x01\x00trailing",
+    ]:
         text = key.decode("utf-8", "surrogateescape") if isinstance(key, bytes) else key
         assert slices.decode_slice_key(key) is None, key
         assert slices.readable_key(key) == text
 
 
-@given(st.text(st.characters(blacklist_categories=("Cs",)) | st.sampled_from(["\x00", "\xff", "\udcff"])),
-       st.lists(st.tuples(st.integers(0, 1 << 62), st.integers(-1, 1 << 62)).map(
-           lambda e: (0, -1) if e[1] == -1 else e), max_size=6))
+@given(
+    st.text(st.characters(blacklist_categories=("Cs",)) | st.sampled_from(["\x00", "\xff", "\udcff"])),
+    st.lists(
+        st.tuples(st.integers(0, 1 << 62), st.integers(-1, 1 << 62)).map(lambda e: (0, -1) if e[1] == -1 else e),
+        max_size=6,
+    ),
+)
 def test_decoding_inverts_encoding(key: str, extents: list[tuple[int, int]]) -> None:
     assert slices.decode_slice_key(slices.encode_slice_key(key, tuple(extents))) == (key, tuple(extents))
 

@@ -36,13 +36,16 @@ def test_rejects_unsorted_keys() -> None:
         sstable.build_table([(b"b", b""), (b"a", b"")])
 
 
-@pytest.mark.parametrize("start, limit, expected", [
-    (b"abc", b"abe", b"abd"),       # room between the differing bytes
-    (b"abc", b"abd", b"abc"),       # adjacent: unchanged
-    (b"ab", b"abc", b"ab"),         # prefix: unchanged
-    (b"a\xff", b"b", b"a\xff"),
-    (b"a\x05zz", b"a\x09", b"a\x06"),
-])
+@pytest.mark.parametrize(
+    "start, limit, expected",
+    [
+        (b"abc", b"abe", b"abd"),  # room between the differing bytes
+        (b"abc", b"abd", b"abc"),  # adjacent: unchanged
+        (b"ab", b"abc", b"ab"),  # prefix: unchanged
+        (b"a\xff", b"b", b"a\xff"),
+        (b"a\x05zz", b"a\x09", b"a\x06"),
+    ],
+)
 def test_shortest_separator(start: bytes, limit: bytes, expected: bytes) -> None:
     assert sstable._shortest_separator(start, limit) == expected
 
@@ -102,8 +105,12 @@ def test_shared_prefix_is_the_longest_common_prefix(a: bytes, b: bytes) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(st.binary(max_size=12), st.binary(min_size=250, max_size=300)), max_size=30, unique=True)
-       .map(sorted), st.binary(min_size=1, max_size=400))
+@given(
+    st.lists(st.one_of(st.binary(max_size=12), st.binary(min_size=250, max_size=300)), max_size=30, unique=True).map(
+        sorted
+    ),
+    st.binary(min_size=1, max_size=400),
+)
 def test_shared_prefixes_match_pairwise(keys: list[bytes], common: bytes) -> None:
     from trackpoint._format.sstable import _shared_prefix, _shared_prefixes
 

@@ -27,7 +27,8 @@ def test_write_stores_paths_inside_the_directory_relative(tmp_path, monkeypatch)
     os.mkdir("run")
     write_state("run", "run/ckpt-1")  # relative to the working directory, like TF users pass it
     assert (tmp_path / "run" / "checkpoint").read_text() == (
-        'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n')
+        'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n'
+    )
     write_state("run", "/abs/other/ckpt-7")
     assert read_state("run").model_checkpoint_path == "/abs/other/ckpt-7"
     assert [p.name for p in (tmp_path / "run").iterdir()] == ["checkpoint"]  # no temp file left

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from tests.helpers import GOLDEN, assert_bit_equal
 from tests.golden import values
+from tests.helpers import GOLDEN, assert_bit_equal
 from trackpoint._format import naming, slices
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import BundleWriter
@@ -132,8 +132,11 @@ def test_sliced_multi_shard_writer_is_byte_identical_to_tf(tmp_path) -> None:
     writer.finish()
     assert filecmp.cmp(naming.index_filename(target), naming.index_filename(source), shallow=False)
     for shard in range(bundle.num_shards):
-        assert filecmp.cmp(naming.data_filename(target, shard, bundle.num_shards),
-                           naming.data_filename(source, shard, bundle.num_shards), shallow=False)
+        assert filecmp.cmp(
+            naming.data_filename(target, shard, bundle.num_shards),
+            naming.data_filename(source, shard, bundle.num_shards),
+            shallow=False,
+        )
 
 
 def test_merge_bundles_of_slices(tmp_path) -> None:
@@ -153,7 +156,11 @@ def test_merge_bundles_of_slices(tmp_path) -> None:
     merged = str(tmp_path / "merged")
     merge_bundles(parts, merged)
     assert sorted(os.listdir(tmp_path)) == [
-        "merged.data-00000-of-00003", "merged.data-00001-of-00003", "merged.data-00002-of-00003", "merged.index"]
+        "merged.data-00000-of-00003",
+        "merged.data-00001-of-00003",
+        "merged.data-00002-of-00003",
+        "merged.index",
+    ]
     reader = tp.load_checkpoint(merged)
     assert_bit_equal(reader.get_tensor("w"), full)
     assert reader.get_tensor("other") == 5

@@ -108,9 +108,12 @@ class ReadPlan:
         """Whether these rows are tensors of one dtype and one shape, of rank 1 or more."""
         columns = self.columns
         head = rows[0]
-        return bool(columns.ndim[head] > 0 and (columns.dtype[rows] == columns.dtype[head]).all()
-                    and (columns.ndim[rows] == columns.ndim[head]).all()
-                    and (columns.dims[rows] == columns.dims[head]).all())
+        return bool(
+            columns.ndim[head] > 0
+            and (columns.dtype[rows] == columns.dtype[head]).all()
+            and (columns.ndim[rows] == columns.ndim[head]).all()
+            and (columns.dims[rows] == columns.dims[head]).all()
+        )
 
     # -- batches ------------------------------------------------------------------------
 
@@ -187,8 +190,9 @@ class ReadPlan:
         runs = []
         for a, b in spans:
             first = int(starts[a])
-            runs.append(Run(shard_id, fd, first, int(reach[b - 1]) - first, order[a:b], starts[a:b] - first,
-                            ends[a:b] - first))
+            runs.append(
+                Run(shard_id, fd, first, int(reach[b - 1]) - first, order[a:b], starts[a:b] - first, ends[a:b] - first)
+            )
         return runs
 
     def fetch(self, runs: list[Run]) -> list[bytes]:
@@ -204,8 +208,9 @@ class ReadPlan:
             if not more:
                 path = self.reader.data_path(run.shard_id)
                 key = self.keys[int(run.rows[0])]
-                raise self.reader.damaged(path, key, f"{path}: unexpected end of file reading key "
-                                                     f"{readable_key(key)!r}")
+                raise self.reader.damaged(
+                    path, key, f"{path}: unexpected end of file reading key {readable_key(key)!r}"
+                )
             buf += more
         return buf
 

@@ -49,8 +49,9 @@ class BundleReader:
         array([0, 1, 2])
     """
 
-    def __init__(self, prefix: str, damaged_blocks: list[str] | None = None,
-                 tuning: ReadTuning = DEFAULT_TUNING) -> None:
+    def __init__(
+        self, prefix: str, damaged_blocks: list[str] | None = None, tuning: ReadTuning = DEFAULT_TUNING
+    ) -> None:
         """Open ``prefix.index``; with ``damaged_blocks``, skip and record damaged index blocks.
 
         ``tuning`` sets how data files are read (see :class:`ReadTuning`).
@@ -188,8 +189,12 @@ class BundleReader:
     def checksum_mismatch(self, shard_id: int, key: str) -> CheckpointError:
         """The error for a tensor whose bytes fail their checksum."""
         path = self.data_path(shard_id)
-        return self.damaged(path, key, f"{path}: checksum mismatch for key {readable_key(key)!r}; the data file is "
-                                       "damaged. Restore from another checkpoint or re-save")
+        return self.damaged(
+            path,
+            key,
+            f"{path}: checksum mismatch for key {readable_key(key)!r}; the data file is "
+            "damaged. Restore from another checkpoint or re-save",
+        )
 
     def release_files(self) -> None:
         """Close the data files now; a later read reopens them, and raises if they changed meanwhile.
@@ -271,8 +276,9 @@ class BundleReader:
             n = os.preadv(fd, [buf[done:stop]], entry.offset + done)
             if n <= 0:
                 path = self.data_path(entry.shard_id)
-                raise self.damaged(path, entry.key, f"{path}: unexpected end of file reading key "
-                                                    f"{readable_key(entry.key)!r}")
+                raise self.damaged(
+                    path, entry.key, f"{path}: unexpected end of file reading key {readable_key(entry.key)!r}"
+                )
             done += n
 
     def _read_parallel(self, fd: int, entry: Entry, buf: memoryview) -> int:

@@ -54,8 +54,18 @@ def _shape_proto(shape: Sequence[int]) -> pb.TensorShapeProto:
 
 # One-byte tags of the fields written here (see trackpoint._format.wire).
 _DTYPE, _SHAPE, _SHARD_ID, _OFFSET, _SIZE, _CRC32C, _DIM, _DIM_SIZE = (
-    bytes((tag,)) for tag in (wire.ENTRY_DTYPE, wire.ENTRY_SHAPE, wire.ENTRY_SHARD_ID, wire.ENTRY_OFFSET,
-                              wire.ENTRY_SIZE, wire.ENTRY_CRC32C, wire.SHAPE_DIM, wire.DIM_SIZE))
+    bytes((tag,))
+    for tag in (
+        wire.ENTRY_DTYPE,
+        wire.ENTRY_SHAPE,
+        wire.ENTRY_SHARD_ID,
+        wire.ENTRY_OFFSET,
+        wire.ENTRY_SIZE,
+        wire.ENTRY_CRC32C,
+        wire.SHAPE_DIM,
+        wire.DIM_SIZE,
+    )
+)
 
 
 def _dim(size: int) -> bytes:
@@ -82,8 +92,9 @@ def encode_entry(dtype: int, shape: Sequence[int], shard_id: int, offset: int, s
         if len(_HEADS) < _MAX_HEADS:
             _HEADS[head_key] = head
     if offset and size and crc and not shard_id:  # the usual entry: one join, no list to grow
-        return b"".join((head, _OFFSET, varint.encode(offset), _SIZE, varint.encode(size), _CRC32C,
-                         crc.to_bytes(4, "little")))
+        return b"".join(
+            (head, _OFFSET, varint.encode(offset), _SIZE, varint.encode(size), _CRC32C, crc.to_bytes(4, "little"))
+        )
     out = [head]
     if shard_id:
         out += [_SHARD_ID, varint.encode(shard_id)]
@@ -102,8 +113,13 @@ def header_bytes(num_shards: int) -> bytes:
     return header.SerializeToString()
 
 
-def write_index(prefix: str, entries: Mapping[bytes, bytes | pb.BundleEntryProto], num_shards: int,
-                data_files: Sequence[tuple[str, str]] = (), data_synced: Callable[[], None] | None = None) -> None:
+def write_index(
+    prefix: str,
+    entries: Mapping[bytes, bytes | pb.BundleEntryProto],
+    num_shards: int,
+    data_files: Sequence[tuple[str, str]] = (),
+    data_synced: Callable[[], None] | None = None,
+) -> None:
     """Write ``prefix.index`` and publish it together with ``data_files`` (``(temp, final)`` pairs).
 
     The index is written under a temporary name and fsynced; then the data files and the
@@ -283,8 +299,10 @@ def merge_shards(shards: Sequence[ShardWriter]) -> dict[bytes, bytes | pb.Bundle
                 merged.shape.CopyFrom(_shape_proto(shape))
                 full[key] = (dtype, shape)
             elif not isinstance(merged, pb.BundleEntryProto) or full.get(key) != (dtype, shape):
-                raise InvalidArgumentError(f"{shard.path}: slices of {name!r} disagree with another shard's in "
-                                           "dtype or shape, or the key is also stored whole")
+                raise InvalidArgumentError(
+                    f"{shard.path}: slices of {name!r} disagree with another shard's in "
+                    "dtype or shape, or the key is also stored whole"
+                )
             merged.slices.extend(slices.extents_to_proto(e) for e in parts)
     return entries
 
@@ -327,8 +345,9 @@ class BundleWriter:
         """Append whole tensors in order to shard ``shard_id`` (see :meth:`ShardWriter.add_many`)."""
         self._shard(shard_id).add_many(tensors)
 
-    def add_slice(self, key: str, full_shape: Sequence[int], extents: slices.Extents, array: object,
-                  shard_id: int = 0) -> None:
+    def add_slice(
+        self, key: str, full_shape: Sequence[int], extents: slices.Extents, array: object, shard_id: int = 0
+    ) -> None:
         """Append one slice of ``key`` to shard ``shard_id`` (see :meth:`ShardWriter.add_slice`)."""
         self._shard(shard_id).add_slice(key, full_shape, extents, array)
 
@@ -343,8 +362,13 @@ class BundleWriter:
             # fsync releases the GIL, and both must be durable before anything is published.
             closing = Background(lambda: [shard.close() for shard in shards], "trackpoint-fsync")
             try:
-                write_index(self._prefix, merge_shards(shards), self._num_shards,
-                            [(shard.temp_path, shard.path) for shard in shards], closing.result)
+                write_index(
+                    self._prefix,
+                    merge_shards(shards),
+                    self._num_shards,
+                    [(shard.temp_path, shard.path) for shard in shards],
+                    closing.result,
+                )
             finally:
                 closing.join()
         except BaseException:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-__all__ = ["DTYPES", "DType", "STRING", "from_enum", "from_numpy"]
+__all__ = ["DTYPES", "STRING", "DType", "from_enum", "from_numpy"]
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,18 @@ _TABLE = [
 
 # Names of types we recognise but cannot turn into numpy arrays, for error messages.
 _ENUM_NAMES = {
-    0: "DT_INVALID", 11: "DT_QINT8", 12: "DT_QUINT8", 13: "DT_QINT32", 15: "DT_QINT16", 16: "DT_QUINT16",
-    20: "DT_RESOURCE", 21: "DT_VARIANT", 29: "DT_INT4", 30: "DT_UINT4", 31: "DT_INT2", 32: "DT_UINT2",
+    0: "DT_INVALID",
+    11: "DT_QINT8",
+    12: "DT_QUINT8",
+    13: "DT_QINT32",
+    15: "DT_QINT16",
+    16: "DT_QUINT16",
+    20: "DT_RESOURCE",
+    21: "DT_VARIANT",
+    29: "DT_INT4",
+    30: "DT_UINT4",
+    31: "DT_INT2",
+    32: "DT_UINT2",
     33: "DT_FLOAT4_E2M1FN",
 }
 _ENUM_NAMES.update({enum: dt_name for enum, _, dt_name, _ in _TABLE})

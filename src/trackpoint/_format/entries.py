@@ -68,14 +68,33 @@ def parse_entry(key: str, value: bytes, index_path: str) -> Entry:
     if shape.unknown_rank:
         raise DataLossError(f"{index_path}: key {readable_key(key)!r} has an invalid shape")
     dtype = proto.dtype
-    return Entry(key, dtype, tuple([dim.size for dim in shape.dim]), proto.shard_id, proto.offset, proto.size,
-                 proto.crc32c, tuple(proto.slices) if proto.slices else (), from_enum(dtype))
+    return Entry(
+        key,
+        dtype,
+        tuple([dim.size for dim in shape.dim]),
+        proto.shard_id,
+        proto.offset,
+        proto.size,
+        proto.crc32c,
+        tuple(proto.slices) if proto.slices else (),
+        from_enum(dtype),
+    )
 
 
 def entries_from_columns(keys: Sequence[str], columns: EntryColumns) -> list[Entry | None]:
     """The entries of decoded columns, one per key; None where the columns could not decode the row."""
     shapes = columns.shapes()
-    rows = zip(keys, columns.plain.tolist(), columns.dtype.tolist(), shapes, columns.shard_id.tolist(),
-               columns.offset.tolist(), columns.size.tolist(), columns.crc32c.tolist())
-    return [Entry(key, dtype, shape, shard_id, offset, size, crc, (), from_enum(dtype)) if plain else None
-            for key, plain, dtype, shape, shard_id, offset, size, crc in rows]
+    rows = zip(
+        keys,
+        columns.plain.tolist(),
+        columns.dtype.tolist(),
+        shapes,
+        columns.shard_id.tolist(),
+        columns.offset.tolist(),
+        columns.size.tolist(),
+        columns.crc32c.tolist(),
+    )
+    return [
+        Entry(key, dtype, shape, shard_id, offset, size, crc, (), from_enum(dtype)) if plain else None
+        for key, plain, dtype, shape, shard_id, offset, size, crc in rows
+    ]

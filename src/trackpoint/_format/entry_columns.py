@@ -136,8 +136,12 @@ def decode_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Entr
         sel = rows[tags == ENTRY_CRC32C]  # fixed32 little-endian
         if len(sel):
             at = pos[sel] + 1
-            crc[sel] = (data[at].astype(np.uint32) | data[at + 1].astype(np.uint32) << 8
-                        | data[at + 2].astype(np.uint32) << 16 | data[at + 3].astype(np.uint32) << 24)
+            crc[sel] = (
+                data[at].astype(np.uint32)
+                | data[at + 1].astype(np.uint32) << 8
+                | data[at + 2].astype(np.uint32) << 16
+                | data[at + 3].astype(np.uint32) << 24
+            )
             pos[sel] += 5
         sel = rows[tags == ENTRY_SHAPE]  # a TensorShapeProto, parsed below
         if len(sel):
@@ -182,6 +186,13 @@ def decode_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Entr
     def signed(column: np.ndarray) -> np.ndarray:
         return np.where(plain, column.view(np.int64), 0)
 
-    return EntryColumns(plain, signed(fields[ENTRY_DTYPE]), signed(fields[ENTRY_SHARD_ID]), signed(fields[ENTRY_OFFSET]),
-                        signed(fields[ENTRY_SIZE]),
-                        np.where(plain, crc, 0), np.where(plain, ndim, 0), np.where(plain[:, None], dims, 0))
+    return EntryColumns(
+        plain,
+        signed(fields[ENTRY_DTYPE]),
+        signed(fields[ENTRY_SHARD_ID]),
+        signed(fields[ENTRY_OFFSET]),
+        signed(fields[ENTRY_SIZE]),
+        np.where(plain, crc, 0),
+        np.where(plain, ndim, 0),
+        np.where(plain[:, None], dims, 0),
+    )

@@ -95,8 +95,9 @@ class Rows:
         in_table = columns.dtype == dtype
         in_rank = np.arange(columns.dims.shape[1])[None, :] < columns.ndim[:, None]
         elements = np.prod(np.where(in_rank, columns.dims, 1).astype(np.float64), axis=1)
-        return cls(columns, keys, _READABLE[dtype] & in_table, np.where(in_table, _ITEMSIZES[dtype], 0), elements,
-                   in_rank)
+        return cls(
+            columns, keys, _READABLE[dtype] & in_table, np.where(in_table, _ITEMSIZES[dtype], 0), elements, in_rank
+        )
 
 
 @dataclass(frozen=True)
@@ -155,64 +156,88 @@ def _span_holds(entry: Entry, context: Context) -> bool:
 
 def _size_message(entry: Entry, context: Context) -> str:
     name, itemsize = (entry.dtype.name, entry.dtype.itemsize) if entry.dtype is not None else ("?", 0)
-    return (f"{context.index_path}: invalid size in bundle entry {_key(entry)}: shape {list(entry.shape)} of "
-            f"{name} needs {math.prod(entry.shape) * itemsize} bytes but the entry holds {entry.size}")
+    return (
+        f"{context.index_path}: invalid size in bundle entry {_key(entry)}: shape {list(entry.shape)} of "
+        f"{name} needs {math.prod(entry.shape) * itemsize} bytes but the entry holds {entry.size}"
+    )
 
 
 RULES: tuple[Rule, ...] = (
     Rule(
-        "rank", Stage.ENTRY, DataLossError,
-        lambda e, c: len(e.shape) <= MAX_RANK,
-        lambda r, m, c: np.less_equal(r.columns.ndim, MAX_RANK),
-        lambda e, c: f"{c.index_path}: key {_key(e)} has an invalid shape",
+        name="rank",
+        stage=Stage.ENTRY,
+        error=DataLossError,
+        holds=lambda e, c: len(e.shape) <= MAX_RANK,
+        holds_rows=lambda r, m, c: np.less_equal(r.columns.ndim, MAX_RANK),
+        message=lambda e, c: f"{c.index_path}: key {_key(e)} has an invalid shape",
     ),
     Rule(
-        "non-negative dimensions", Stage.ENTRY, DataLossError,
-        lambda e, c: not e.shape or min(e.shape) >= 0,
-        lambda r, m, c: ~np.any(r.in_rank & (r.columns.dims < 0), axis=1),
-        lambda e, c: f"{c.index_path}: key {_key(e)} has a negative dimension in {list(e.shape)}",
+        name="non-negative dimensions",
+        stage=Stage.ENTRY,
+        error=DataLossError,
+        holds=lambda e, c: not e.shape or min(e.shape) >= 0,
+        holds_rows=lambda r, m, c: ~np.any(r.in_rank & (r.columns.dims < 0), axis=1),
+        message=lambda e, c: f"{c.index_path}: key {_key(e)} has a negative dimension in {list(e.shape)}",
     ),
     Rule(
-        "readable dtype", Stage.VALUE, InvalidArgumentError,
-        lambda e, c: e.dtype is not None,
-        lambda r, m, c: r.readable,
-        lambda e, c: (f"{c.prefix}: key {_key(e)} has dtype {enum_name(e.dtype_enum)}, which trackpoint cannot "
-                      "convert to numpy"),
+        name="readable dtype",
+        stage=Stage.VALUE,
+        error=InvalidArgumentError,
+        holds=lambda e, c: e.dtype is not None,
+        holds_rows=lambda r, m, c: r.readable,
+        message=lambda e, c: (
+            f"{c.prefix}: key {_key(e)} has dtype {enum_name(e.dtype_enum)}, which trackpoint cannot convert to numpy"
+        ),
     ),
     Rule(
-        "size of a numeric tensor", Stage.VALUE, DataLossError,
-        lambda e, c: (e.dtype is None or e.dtype.is_string or e.is_sliced
-                      or math.prod(e.shape) * e.dtype.itemsize == e.size),
-        lambda r, m, c: (r.itemsize == 0) | ((r.elements < _EXACT) & (r.elements * r.itemsize == r.columns.size)),
-        _size_message,
+        name="size of a numeric tensor",
+        stage=Stage.VALUE,
+        error=DataLossError,
+        holds=lambda e, c: (
+            e.dtype is None or e.dtype.is_string or e.is_sliced or math.prod(e.shape) * e.dtype.itemsize == e.size
+        ),
+        holds_rows=lambda r, m, c: (
+            (r.itemsize == 0) | ((r.elements < _EXACT) & (r.elements * r.itemsize == r.columns.size))
+        ),
+        message=_size_message,
     ),
     Rule(
-        "strings fit their bytes", Stage.VALUE, DataLossError,
+        name="strings fit their bytes",
+        stage=Stage.VALUE,
+        error=DataLossError,
         # every string needs at least one byte for its length
-        lambda e, c: e.dtype is not STRING or e.is_sliced or math.prod(e.shape) <= e.size,
-        lambda r, m, c: (r.columns.dtype != STRING.enum) | (r.elements <= r.columns.size),
-        lambda e, c: f"{c.index_path}: key {_key(e)} declares {math.prod(e.shape)} strings in {e.size} bytes",
+        holds=lambda e, c: e.dtype is not STRING or e.is_sliced or math.prod(e.shape) <= e.size,
+        holds_rows=lambda r, m, c: (r.columns.dtype != STRING.enum) | (r.elements <= r.columns.size),
+        message=lambda e, c: f"{c.index_path}: key {_key(e)} declares {math.prod(e.shape)} strings in {e.size} bytes",
     ),
     Rule(
-        "shard id", Stage.FILE, DataLossError,
-        lambda e, c: 0 <= e.shard_id < c.num_shards,
-        lambda r, m, c: (r.columns.shard_id >= 0) & (r.columns.shard_id < c.num_shards),
-        lambda e, c: (f"{c.index_path}: key {_key(e)} names data shard {e.shard_id} but the header declares "
-                      f"{c.num_shards}"),
+        name="shard id",
+        stage=Stage.FILE,
+        error=DataLossError,
+        holds=lambda e, c: 0 <= e.shard_id < c.num_shards,
+        holds_rows=lambda r, m, c: (r.columns.shard_id >= 0) & (r.columns.shard_id < c.num_shards),
+        message=lambda e, c: (
+            f"{c.index_path}: key {_key(e)} names data shard {e.shard_id} but the header declares {c.num_shards}"
+        ),
     ),
     Rule(
-        "bytes inside the data file", Stage.FILE, DataLossError,
-        _span_holds,
-        _file_holds,
-        lambda e, c: (f"{c.data_path(e.shard_id)}: key {_key(e)} spans bytes [{e.offset}, {e.offset + e.size}) but "
-                      f"the file holds {c.file_size(e.shard_id, e.key)}; the data file is truncated or the index is "
-                      "damaged"),
+        name="bytes inside the data file",
+        stage=Stage.FILE,
+        error=DataLossError,
+        holds=_span_holds,
+        holds_rows=_file_holds,
+        message=lambda e, c: (
+            f"{c.data_path(e.shard_id)}: key {_key(e)} spans bytes [{e.offset}, {e.offset + e.size}) but the file "
+            f"holds {c.file_size(e.shard_id, e.key)}; the data file is truncated or the index is damaged"
+        ),
         in_data_file=True,
     ),
 )
 
-_BY_STAGES: dict[tuple[Stage, ...], tuple[Rule, ...]] = {stages: tuple(rule for rule in RULES if rule.stage in stages)
-              for stages in [(stage,) for stage in Stage] + [(Stage.VALUE, Stage.FILE)]}
+_BY_STAGES: dict[tuple[Stage, ...], tuple[Rule, ...]] = {
+    stages: tuple(rule for rule in RULES if rule.stage in stages)
+    for stages in [(stage,) for stage in Stage] + [(Stage.VALUE, Stage.FILE)]
+}
 
 
 def check(entry: Entry, context: Context, *stages: Stage) -> None:

@@ -26,8 +26,13 @@ __all__ = ["open_regular", "read_regular"]
 
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _kind(mode: int) -> str:
@@ -35,8 +40,9 @@ def _kind(mode: int) -> str:
 
 
 def _not_regular(path: str, what: str, kind: str) -> InvalidArgumentError:
-    return InvalidArgumentError(f"{path} is not a regular file but {kind}; a {what} must be a regular file "
-                                "(or a symlink to one)")
+    return InvalidArgumentError(
+        f"{path} is not a regular file but {kind}; a {what} must be a regular file (or a symlink to one)"
+    )
 
 
 def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:

@@ -46,8 +46,10 @@ def listing(directory: str) -> str:
     if not prefixes:
         return f"; {shown} holds no checkpoint (no *.index file)"
     more = f", ... ({len(prefixes)} in all)" if len(prefixes) > _MAX_LISTED else ""
-    return (f"; checkpoints in {shown}: {', '.join(prefixes[:_MAX_LISTED])}{more} "
-            f"(pass one as {os.path.join(directory, prefixes[-1])})")
+    return (
+        f"; checkpoints in {shown}: {', '.join(prefixes[:_MAX_LISTED])}{more} "
+        f"(pass one as {os.path.join(directory, prefixes[-1])})"
+    )
 
 
 def real_outside(directory: str, prefix: str) -> str | None:

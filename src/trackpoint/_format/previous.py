@@ -31,8 +31,17 @@ from trackpoint._format import atomic, files, naming
 from trackpoint._format.temps import temp_path
 from trackpoint.errors import CheckpointError, NotFoundError
 
-__all__ = ["PREVIOUS_SUFFIX", "OverwriteState", "data_files", "discard", "inspect", "keep", "previous_prefix",
-           "readable_prefix", "settle"]
+__all__ = [
+    "PREVIOUS_SUFFIX",
+    "OverwriteState",
+    "data_files",
+    "discard",
+    "inspect",
+    "keep",
+    "previous_prefix",
+    "readable_prefix",
+    "settle",
+]
 
 PREVIOUS_SUFFIX = naming.PREVIOUS_SUFFIX
 _MAX_INDEX_BYTES = 1 << 31  # as the reader allows
@@ -114,7 +123,7 @@ def _mixed(prefix: str) -> bool:
     first data-file rename, not merely after the previous version was kept)."""
     kept = previous_prefix(prefix)
     for path in data_files(kept):
-        final = prefix + path[len(kept):]
+        final = prefix + path[len(kept) :]
         if not (_same_file(path, final) or (os.path.exists(final) and filecmp.cmp(path, final, shallow=False))):
             return True
     return False
@@ -136,7 +145,7 @@ def keep(prefix: str) -> None:
     kept = previous_prefix(prefix)
     discard(prefix)
     for path in data_files(prefix):
-        _link_or_copy(path, kept + path[len(prefix):])
+        _link_or_copy(path, kept + path[len(prefix) :])
     _link_or_copy(naming.index_filename(prefix), naming.index_filename(kept))
     atomic.fsync_directory(os.path.dirname(prefix))  # durable before any file it keeps is replaced
 
@@ -167,7 +176,7 @@ def settle(prefix: str) -> bool:
     restored = False
     if _same_index(prefix):
         for path in data_files(kept) + [naming.index_filename(kept)]:
-            final = prefix + path[len(kept):]
+            final = prefix + path[len(kept) :]
             if _same_file(path, final):
                 continue  # never replaced (and rename() between two links of one file does nothing)
             restored = True

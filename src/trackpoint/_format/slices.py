@@ -36,8 +36,19 @@ def _num_increasing(value: int) -> bytes:
     return bytes((len(raw),)) + raw
 
 
-_HEADER_BITS = [(0, 0), (0x80, 0), (0xC0, 0), (0xE0, 0), (0xF0, 0), (0xF8, 0), (0xFC, 0), (0xFE, 0), (0xFF, 0),
-                (0xFF, 0x80), (0xFF, 0xC0)]
+_HEADER_BITS = [
+    (0, 0),
+    (0x80, 0),
+    (0xC0, 0),
+    (0xE0, 0),
+    (0xF0, 0),
+    (0xF8, 0),
+    (0xFC, 0),
+    (0xFE, 0),
+    (0xFF, 0),
+    (0xFF, 0x80),
+    (0xFF, 0xC0),
+]
 
 
 def _signed_num_increasing(value: int) -> bytes:

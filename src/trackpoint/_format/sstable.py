@@ -48,8 +48,14 @@ class _BlockBuilder:
     def add(self, key: bytes, value: bytes) -> None:
         self.add_many([(key, value)], 0)
 
-    def add_many(self, items: list[tuple[bytes, bytes]], start: int, limit: int = 1 << 62,
-                 huge: int = 1 << 62, shared_prefixes: list[int] | None = None) -> int:
+    def add_many(
+        self,
+        items: list[tuple[bytes, bytes]],
+        start: int,
+        limit: int = 1 << 62,
+        huge: int = 1 << 62,
+        shared_prefixes: list[int] | None = None,
+    ) -> int:
         """Add ``items[start]`` and those after it; return the index of the first one not added.
 
         Stops once the block's size estimate reaches ``limit``, or before an entry of
@@ -277,7 +283,7 @@ def _block_spans(block: memoryview, what: str, base: int = 0) -> tuple[bytes, li
     key = b""
     pos = 0
     # One entry per variable: the three lengths are nearly always one-byte varints, so those
-    # are read inline and only longer ones go through varint.decode.
+    # are read inline and only longer ones go through varint.decode (see PERFORMANCE.md).
     while pos < limit:
         shared = data[pos]
         if shared < 0x80:
@@ -356,8 +362,9 @@ def read_table_spans(data: bytes, what: str, damaged: list[str] | None = None) -
     for _, handle in index:
         try:
             offset, size, _ = _decode_handle(handle, 0, f"{what} index entry")
-            block, block_keys, block_starts, block_ends = _block_spans(_read_block(data, offset, size, what),
-                                                                       f"{what} data block at {offset}", base)
+            block, block_keys, block_starts, block_ends = _block_spans(
+                _read_block(data, offset, size, what), f"{what} data block at {offset}", base
+            )
         except DataLossError as exc:
             if damaged is None:
                 raise

@@ -18,6 +18,7 @@ __all__ = ["STATE_FILENAME", "CheckpointState", "RepeatedField", "read_state", "
 STATE_FILENAME = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20
 
+
 class RepeatedField(tuple):  # type: ignore[type-arg]  # of str or of float
     """A tuple that also equals a list of the same items, as a protobuf repeated field does.
 
@@ -105,8 +106,10 @@ def read_state(directory: str) -> CheckpointState | None:
     if state.all_model_checkpoint_timestamps and len(state.all_model_checkpoint_timestamps) != len(
         state.all_model_checkpoint_paths
     ):
-        raise InvalidArgumentError(f"{path}: {len(state.all_model_checkpoint_paths)} paths but "
-                                   f"{len(state.all_model_checkpoint_timestamps)} timestamps")
+        raise InvalidArgumentError(
+            f"{path}: {len(state.all_model_checkpoint_paths)} paths but "
+            f"{len(state.all_model_checkpoint_timestamps)} timestamps"
+        )
     return CheckpointState(
         model_checkpoint_path=_absolute(directory, state.model_checkpoint_path),
         all_model_checkpoint_paths=tuple(_absolute(directory, p) for p in state.all_model_checkpoint_paths),

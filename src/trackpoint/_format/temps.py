@@ -66,7 +66,7 @@ def _alive(pid: int) -> bool:
 
 
 def _is_stale(directory: str, name: str, marker: int, now: float) -> bool:
-    fields = name[marker + len(TEMP_MARKER):].split("-")
+    fields = name[marker + len(TEMP_MARKER) :].split("-")
     if len(fields) == 3 and fields[0] == node_id() and fields[1].isdigit():
         return not _alive(int(fields[1]))
     # Another namespace or host, or a name this version did not write: only its age tells.

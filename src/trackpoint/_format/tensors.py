@@ -106,7 +106,9 @@ def decode_strings(buf: bytes | memoryview, shape: Sequence[int], crc: int, what
         raise DataLossError(f"{what}: checksum mismatch; the data file is damaged. Restore from another checkpoint")
     pos += 4
     if pos + sum(lengths) != len(buf):
-        raise DataLossError(f"{what}: string lengths add up to {sum(lengths)} bytes but the entry holds {len(buf) - pos}")
+        raise DataLossError(
+            f"{what}: string lengths add up to {sum(lengths)} bytes but the entry holds {len(buf) - pos}"
+        )
     out = np.empty(count, dtype=object)
     for i, n in enumerate(lengths):
         out[i] = bytes(view[pos : pos + n])
