@@ -17,10 +17,9 @@ from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import write_index
 from trackpoint._format.entry_columns import EntryColumns, decode_spans, padded
-from trackpoint._format.keys import lookup_key
 from trackpoint.errors import DataLossError, InvalidArgumentError
 
-__all__ = ["decode_entries", "entry_proto", "index_items", "merge_bundles", "read_many", "read_table"]
+__all__ = ["decode_entries", "index_items", "merge_bundles", "read_many", "read_table"]
 
 
 def read_table(data: bytes, what: str, damaged: list[str] | None = None) -> list[tuple[bytes, bytes]]:
@@ -33,11 +32,6 @@ def index_items(prefix: str) -> list[tuple[bytes, bytes]]:
     """The ``(key, serialized value)`` pairs of ``prefix.index``, the header first."""
     path = naming.index_filename(prefix)
     return read_table(pathlib.Path(path).read_bytes(), path)
-
-
-def entry_proto(prefix: str, key: str | bytes) -> pb.BundleEntryProto:
-    """The stored entry of ``key`` as a protobuf message."""
-    return pb.BundleEntryProto.FromString(dict(index_items(prefix))[lookup_key(key)])
 
 
 def decode_entries(values: Sequence[bytes]) -> EntryColumns:
