@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format import naming
-from trackpoint._format.state_file import write_state
+from trackpoint._format.state_file import resolve_prefix, write_state
 from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.restore import restore_checkpoint
 from trackpoint._graph.restore_record import RestoreRecord
@@ -27,7 +27,6 @@ from trackpoint._tracking.epoch import structure_changed
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import DeadReferenceError, InvalidArgumentError, NotFoundError, WriteError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
-from trackpoint.reader import resolve_prefix
 
 __all__ = ["Checkpoint"]
 

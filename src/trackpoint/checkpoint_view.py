@@ -29,12 +29,12 @@ import numpy as np
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.state_file import resolve_prefix
 from trackpoint._format.text import printable
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import node_paths, read_object_graph
 from trackpoint._tracking.base import Trackable
 from trackpoint.errors import InvalidArgumentError
-from trackpoint.reader import resolve_prefix
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time

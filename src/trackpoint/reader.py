@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from trackpoint._format.state_file import CheckpointState, read_state, resolve_p
 from trackpoint._saving.write import write_bundle
 from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, PermissionDeniedError, WriteError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time
 
 __all__ = [
     "CheckpointReader",
@@ -150,7 +154,7 @@ class CheckpointReader:
         """Close the data files (also done when the reader is garbage-collected)."""
         self._bundle.close()
 
-    def __enter__(self) -> CheckpointReader:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

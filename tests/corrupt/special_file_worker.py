@@ -90,9 +90,15 @@ def _cli(*command: str) -> Callable[[str], None]:
 
 
 OPERATIONS: dict[str, Callable[[str], None]] = {
-    "load_checkpoint": _load, "verify_checkpoint": _verify, "restore": _restore,
+    "load_checkpoint": _load,
+    "verify_checkpoint": _verify,
+    "restore": _restore,
     "cli_inspect": _cli("inspect", "--all-tensors"),
-    "list_and_load": _list_and_load, "state": _state, "view": _view, "manager": _manager, "cli_verify": _cli("verify"),
+    "list_and_load": _list_and_load,
+    "state": _state,
+    "view": _view,
+    "manager": _manager,
+    "cli_verify": _cli("verify"),
     "cli_tree": _cli("tree"),
 }
 
@@ -112,8 +118,9 @@ def main(argv: list[str]) -> int:
                 OPERATIONS[name](path)
                 record["raised"] = None
             except BaseException as exc:  # noqa: BLE001 - reporting exactly what escaped is the point
-                record.update(raised=type(exc).__name__, trackpoint=isinstance(exc, tp.errors.CheckpointError),
-                              message=str(exc))
+                record.update(
+                    raised=type(exc).__name__, trackpoint=isinstance(exc, tp.errors.CheckpointError), message=str(exc)
+                )
             record["seconds"] = time.monotonic() - start
             print(json.dumps(record), flush=True)
     return 0

@@ -37,7 +37,7 @@ def test_every_reading_path_on_every_bad_file_raises_only_trackpoint_errors(tmp_
     assert not slow, slow
     # The walk did reach the files: each special file fails every path that reads it.
     raised = collections.Counter(r["path"] for r in records if r["raised"] is not None)
-    assert all(raised[path] for path in paths[-len(KINDS) * 3:]), raised
+    assert all(raised[path] for path in paths[-len(KINDS) * 3 :]), raised
 
 
 BAD_KEYS: list[object] = ["", b"w", 3, None, ("w",), "\ud800", 1.5]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-from collections.abc import Iterator
 import shutil
+from collections.abc import Iterator
 
 import numpy as np
 import pytest

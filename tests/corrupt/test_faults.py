@@ -13,7 +13,7 @@ import trackpoint as tp
 from trackpoint._format import bundle_writer, temps
 
 
-def _setup(tmp_path):  # noqa: ANN202
+def _setup(tmp_path):
     model = tp.Module()
     model.w = tp.Variable(np.arange(1000, dtype=np.float32))
     model.b = tp.Variable([1.0, 2.0])
@@ -51,7 +51,7 @@ class _FailingFile:
         return getattr(self._file, name)
 
 
-def _failing(after: int, error: int):  # noqa: ANN202
+def _failing(after: int, error: int):
     """A ShardWriter.__init__ whose data file fails after ``after`` writes (counted over all shards)."""
     calls = [0]
     real = bundle_writer.ShardWriter.__init__
@@ -69,7 +69,9 @@ def test_sync_save_failing_mid_write(tmp_path, monkeypatch, error: int, after: i
     ckpt, model, first, state = _setup(tmp_path)
     model.w.assign_add(np.ones(1000, np.float32))
     monkeypatch.setattr(bundle_writer.ShardWriter, "__init__", _failing(after, error))
-    with pytest.raises(tp.errors.WriteError, match=r"could not write checkpoint .*ckpt-2.*earlier checkpoints are untouched") as info:
+    with pytest.raises(
+        tp.errors.WriteError, match=r"could not write checkpoint .*ckpt-2.*earlier checkpoints are untouched"
+    ) as info:
         ckpt.save(str(tmp_path / "ckpt"))
     assert info.value.__cause__.errno == error and isinstance(info.value, OSError)
     _assert_survived(tmp_path, first, state)
@@ -166,10 +168,14 @@ def test_state_file_naming_a_deleted_checkpoint_says_what_to_do(tmp_path) -> Non
     first = ckpt.save(str(tmp_path / "ckpt"))
     second = ckpt.save(str(tmp_path / "ckpt"))
     (tmp_path / "checkpoint").write_text(
-        'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-2"\n')
+        'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-2"\n'
+    )
     os.unlink(second + ".index")
-    for action in (lambda: tp.Checkpoint(v=tp.Variable(0.0)).restore(str(tmp_path)),
-                   lambda: tp.load_checkpoint(str(tmp_path)), lambda: tp.CheckpointView(str(tmp_path))):
+    for action in (
+        lambda: tp.Checkpoint(v=tp.Variable(0.0)).restore(str(tmp_path)),
+        lambda: tp.load_checkpoint(str(tmp_path)),
+        lambda: tp.CheckpointView(str(tmp_path)),
+    ):
         with pytest.raises(tp.errors.NotFoundError, match=r"names .*ckpt-2, but .*ckpt-2.index is missing.*ckpt-1"):
             action()
     assert first.endswith("ckpt-1")

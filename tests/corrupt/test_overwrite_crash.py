@@ -69,8 +69,15 @@ def _snapshot(directory: str, target: str) -> str:
 
 def _tensorflow_reads(prefixes: list[str]) -> list[list]:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run([sys.executable, "-c", TF_CHECK], input=json.dumps(prefixes), capture_output=True,
-                          text=True, env=env, timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", TF_CHECK],
+        input=json.dumps(prefixes),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
@@ -82,8 +89,9 @@ def test_sigkill_during_in_place_overwrites_never_leaves_the_prefix_without_a_ch
     prefix = os.path.join(directory, "weights")
     rng = random.Random(f"overwrite-{KILLS}")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    server = subprocess.Popen([sys.executable, SERVER, prefix], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env=env)
+    server = subprocess.Popen(
+        [sys.executable, SERVER, prefix], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
     whole, windows = [], []  # (snapshot prefix, step) for TensorFlow
     last = 0.0
     sample_every = max(1, KILLS // TF_SAMPLES)
@@ -126,7 +134,6 @@ def test_sigkill_during_in_place_overwrites_never_leaves_the_prefix_without_a_ch
             assert outcome == "ok" and detail == [step], f"{snap} after the repair: TensorFlow says {detail}"
     # A save that completes leaves exactly its own files: no stale shards, temporaries or kept versions.
     ckpt, _ = build(last + 1)
-    ckpt.write(prefix, tp.CheckpointOptions(
-        experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(1 << 30)))
+    ckpt.write(prefix, tp.CheckpointOptions(experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(1 << 30)))
     assert sorted(os.listdir(directory)) == ["weights.data-00000-of-00001", "weights.index"]
     assert _restored_step(prefix) == last + 1

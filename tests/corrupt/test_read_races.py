@@ -55,7 +55,7 @@ def test_a_checkpoint_replaced_after_its_index_was_read(tmp_path) -> None:
     with tp.load_checkpoint(prefix) as reader:
         _save(tmp_path / "other", 2.0)
         for file in sorted(tmp_path.glob("other.*"), key=lambda f: f.suffix == ".index"):
-            os.replace(file, prefix + file.name[len("other"):])
+            os.replace(file, prefix + file.name[len("other") :])
         with pytest.raises(tp.errors.DataLossError) as caught:
             reader.get_tensor(KEY)
     _assert_says_read_again(caught.value)
@@ -92,7 +92,7 @@ def test_a_checkpoint_replaced_before_a_pending_value_is_read(tmp_path) -> None:
     tp.Checkpoint(model=model).read(prefix).expect_partial()
     _save(tmp_path / "other", 2.0)
     for file in sorted(tmp_path.glob("other.*"), key=lambda f: f.suffix == ".index"):
-        os.replace(file, prefix + file.name[len("other"):])
+        os.replace(file, prefix + file.name[len("other") :])
     with pytest.raises(tp.errors.DataLossError) as caught:
         model.w = tp.Variable(np.zeros(4, np.float32))
     _assert_says_read_again(caught.value)

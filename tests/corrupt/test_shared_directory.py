@@ -37,12 +37,29 @@ def test_writers_in_two_pid_namespaces_never_remove_each_others_temporaries(tmp_
     # behind a few short-lived processes, so its PID does not exist in the first one's
     # namespace: a cleanup that trusts kill(pid, 0) there deletes its live temporaries.
     writers = [
-        subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
-                          "for i in 1 2 3 4 5 6 7 8; do /bin/true; done; " + command.format(name=name) + "; exit $?"],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if name == "a" else
-        subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", *command.format(name=name).split()],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [
+                "unshare",
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "sh",
+                "-c",
+                "for i in 1 2 3 4 5 6 7 8; do /bin/true; done; " + command.format(name=name) + "; exit $?",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        if name == "a"
+        else subprocess.Popen(
+            ["unshare", "--pid", "--fork", "--mount-proc", *command.format(name=name).split()],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for name in ("a", "b")
     ]
     outputs = [writer.communicate(timeout=300) for writer in writers]

@@ -68,8 +68,13 @@ def _make_fifo_symlink(path: str) -> None:
     os.symlink(target, path)
 
 
-KINDS = {"fifo": _make_fifo, "dev_zero": _make_dev_zero, "socket": _make_socket, "directory": _make_directory,
-         "symlink_to_fifo": _make_fifo_symlink}
+KINDS = {
+    "fifo": _make_fifo,
+    "dev_zero": _make_dev_zero,
+    "socket": _make_socket,
+    "directory": _make_directory,
+    "symlink_to_fifo": _make_fifo_symlink,
+}
 
 
 def replace_with_special(tmp_path: pathlib.Path, which: str, kind: str) -> tuple[str, str]:
@@ -95,8 +100,13 @@ OPERATIONS = ["load_checkpoint", "verify_checkpoint", "restore", "cli_inspect"]
 def run_worker(operations: str, *paths: str, time_limit: float = TIME_LIMIT) -> list[dict[str, object]]:
     """What each of ``operations`` (``"all"`` or a comma-separated list) did on each path, from a child."""
     try:
-        result = subprocess.run([sys.executable, WORKER, str(ADDRESS_SPACE), operations, *paths],
-                                capture_output=True, text=True, timeout=time_limit, check=False)
+        result = subprocess.run(
+            [sys.executable, WORKER, str(ADDRESS_SPACE), operations, *paths],
+            capture_output=True,
+            text=True,
+            timeout=time_limit,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         pytest.fail(f"reading did not finish within {time_limit}s; last started: {out.splitlines()[-1:]}")
@@ -127,8 +137,14 @@ def test_the_command_line_reports_a_special_index_and_exits_1(tmp_path, kind: st
         resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
     try:
-        result = subprocess.run([sys.executable, "-m", "trackpoint", "inspect", prefix], capture_output=True,
-                                text=True, timeout=TIME_LIMIT, preexec_fn=limit_memory, check=False)
+        result = subprocess.run(
+            [sys.executable, "-m", "trackpoint", "inspect", prefix],
+            capture_output=True,
+            text=True,
+            timeout=TIME_LIMIT,
+            preexec_fn=limit_memory,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"trackpoint inspect on a {kind} index did not finish within {TIME_LIMIT}s")
     assert result.returncode == 1, result.stderr
@@ -149,7 +165,8 @@ def test_symlinks_to_regular_files_are_still_read(tmp_path) -> None:
     assert model.w.numpy().tolist() == list(range(6))
     assert tp.verify_checkpoint(str(linked)) == []
     assert tp.load_checkpoint(str(linked / os.path.basename(prefix))).get_tensor(
-        "model/w/.ATTRIBUTES/VARIABLE_VALUE").tolist() == list(range(6))
+        "model/w/.ATTRIBUTES/VARIABLE_VALUE"
+    ).tolist() == list(range(6))
 
 
 def test_a_symlink_loop_in_place_of_the_index_is_no_valid_path(tmp_path) -> None:
@@ -188,8 +205,9 @@ except Exception as exc:
 def _can_drop_privileges() -> bool:
     if os.getuid() != 0:
         return True
-    probe = subprocess.run([sys.executable, "-c", f"import os; os.setgid({NOBODY}); os.setuid({NOBODY})"],
-                           capture_output=True, check=False)
+    probe = subprocess.run(
+        [sys.executable, "-c", f"import os; os.setgid({NOBODY}); os.setuid({NOBODY})"], capture_output=True, check=False
+    )
     return probe.returncode == 0
 
 
@@ -210,12 +228,21 @@ def test_an_unreadable_file_raises_permission_denied(shared_directory, which: st
     if not _can_drop_privileges():
         pytest.skip("running as root without the right to switch to user nobody, so no file can be made unreadable")
     prefix = _checkpoint(shared_directory)
-    target = {"index": prefix + ".index", "data": prefix + ".data-00000-of-00001",
-              "state": str(shared_directory / "checkpoint")}[which]
+    target = {
+        "index": prefix + ".index",
+        "data": prefix + ".data-00000-of-00001",
+        "state": str(shared_directory / "checkpoint"),
+    }[which]
     os.chmod(target, 0)  # what denies the read: the file's own mode, not its directory's
     argument = str(shared_directory) if which == "state" else prefix
-    result = subprocess.run([sys.executable, "-c", _UNREADABLE_CHILD, operation, argument], capture_output=True,
-                            text=True, timeout=TIME_LIMIT, cwd="/", check=False)
+    result = subprocess.run(
+        [sys.executable, "-c", _UNREADABLE_CHILD, operation, argument],
+        capture_output=True,
+        text=True,
+        timeout=TIME_LIMIT,
+        cwd="/",
+        check=False,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     outcome = json.loads(result.stdout)
     assert outcome is not None, "the unreadable file was read"

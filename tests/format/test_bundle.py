@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -32,7 +33,7 @@ def test_round_trip_random_tensors(tmp_path_factory, tensors: dict[str, object])
     again = str(tmp_path_factory.mktemp("rt") / "ckpt")
     tp.save_tensors(again, tensors)
     for name in (naming.index_filename, lambda p: naming.data_filename(p, 0, 1)):
-        assert open(name(prefix), "rb").read() == open(name(again), "rb").read()
+        assert pathlib.Path(name(prefix)).read_bytes() == pathlib.Path(name(again)).read_bytes()
 
 
 def test_reader_api(tmp_path) -> None:
@@ -110,7 +111,7 @@ def test_big_endian_bundle_is_byte_swapped(tmp_path) -> None:
     data = values.tobytes()
     with open(naming.data_filename(prefix, 0, 1), "wb") as f:
         f.write(data)
-    items = read_table(open(naming.index_filename(prefix), "rb").read(), "i")
+    items = read_table(pathlib.Path(naming.index_filename(prefix)).read_bytes(), "i")
     header = pb.BundleHeaderProto()
     header.ParseFromString(items[0][1])
     header.endianness = pb.BundleHeaderProto.BIG
@@ -207,6 +208,6 @@ def test_add_many_writes_what_add_writes(tmp_path_factory, tensors: dict[str, ob
     one.close()
     many.close()
     assert one.entries == many.entries
-    assert open(one.temp_path, "rb").read() == open(many.temp_path, "rb").read()
+    assert pathlib.Path(one.temp_path).read_bytes() == pathlib.Path(many.temp_path).read_bytes()
     with pytest.raises(tp.errors.InvalidArgumentError, match="duplicate"):
         many.add_many([items[0]])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import cramjam
@@ -115,5 +116,5 @@ def test_shared_prefixes_match_pairwise(keys: list[bytes], common: bytes) -> Non
     from trackpoint._format.sstable import _shared_prefix, _shared_prefixes
 
     for variant in (keys, sorted({common + k for k in keys})):  # long common prefixes past the vector width
-        expected = [0] + [_shared_prefix(a, b) for a, b in zip(variant, variant[1:])] if variant else []
+        expected = [0] + [_shared_prefix(a, b) for a, b in itertools.pairwise(variant)] if variant else []
         assert _shared_prefixes(variant) == expected

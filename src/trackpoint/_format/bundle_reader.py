@@ -10,9 +10,11 @@ crc32c is verified against the bytes read. Many tensors at once are read by
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -31,6 +33,9 @@ from trackpoint._format.slices import readable_key
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
 from trackpoint._format.threads import parallel_map
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time
 
 __all__ = ["BundleReader", "Entry"]
 
@@ -389,17 +394,16 @@ class BundleReader:
         if files is not None:
             files.close()
 
-    def __enter__(self) -> BundleReader:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        # Half-built, or at interpreter exit: nothing left to close.
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:  # noqa: BLE001 - half-built at interpreter exit: nothing left to close
-            pass
 
 
 def _check_disjoint(boxes: list[tuple[tuple[int, int], ...]], key: str, path: str) -> None:

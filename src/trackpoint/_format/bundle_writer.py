@@ -7,9 +7,10 @@ the shape always present, the header ``{num_shards, version.producer=1}`` under 
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -32,7 +33,7 @@ _WRITE_BUFFER = 1 << 20
 _OVERLAP_BYTES = 4 << 20  # tensors this large are checksummed while they are written
 
 
-def dtype_of(array: object, key: str) -> DType:
+def dtype_of(array: Any, key: str) -> DType:
     """The checkpoint dtype of a numpy array (or bytes/str scalar), or a clear error."""
     if isinstance(array, (bytes, str)):
         return STRING
@@ -167,7 +168,7 @@ class ShardWriter:
         self._offset += size
         return offset, size, mask(crc32c(buffer))
 
-    def _write(self, key: bytes, name: str, array: object) -> None:
+    def _write(self, key: bytes, name: str, array: Any) -> None:
         if key in self.entries or key in self.sliced:
             raise InvalidArgumentError(f"{self.path}: adding duplicate key {name!r}")
         dtype = dtype_of(array, name)
@@ -181,11 +182,11 @@ class ShardWriter:
             offset, size, crc = self._append(numeric_bytes_view(buf))
         self.entries[key] = encode_entry(dtype.enum, shape, self.shard_id, offset, size, crc)
 
-    def add(self, key: str, array: object) -> None:
+    def add(self, key: str, array: Any) -> None:
         """Append a whole tensor (numpy array, ``bytes``/``str`` scalar or object array of bytes)."""
         self._write(encode_key(key), key, array)
 
-    def add_many(self, tensors: Iterable[tuple[str, object]]) -> None:
+    def add_many(self, tensors: Iterable[tuple[str, Any]]) -> None:
         """Append whole tensors in order; the same as :meth:`add` on each, faster for many small ones."""
         entries, sliced, shard_id = self.entries, self.sliced, self.shard_id
         write = self._file.write
@@ -200,7 +201,7 @@ class ShardWriter:
                         view = memoryview(array).cast("B")
                     except (TypeError, ValueError):
                         pass  # not C-contiguous, or empty: the general path below
-                if view is None:
+                if view is None or dtype is None:
                     self._offset = offset
                     self._write(key, name, array)  # anything unusual, errors included
                     offset = self._offset
@@ -209,7 +210,7 @@ class ShardWriter:
                 if size >= _OVERLAP_BYTES:
                     # A large tensor: checksummed on another thread while this one writes it
                     # (both release the GIL), rather than one after the other.
-                    pending_crc = Background(lambda view=view: crc32c(view), "trackpoint-crc")
+                    pending_crc = Background(functools.partial(crc32c, view), "trackpoint-crc")
                     write(view)
                     crc = pending_crc.result()
                 else:
@@ -220,7 +221,7 @@ class ShardWriter:
         finally:
             self._offset = offset
 
-    def add_slice(self, key: str, full_shape: Sequence[int], extents: slices.Extents, array: object) -> None:
+    def add_slice(self, key: str, full_shape: Sequence[int], extents: slices.Extents, array: Any) -> None:
         """Append one slice of the tensor ``key`` whose whole shape is ``full_shape``.
 
         A slice covering the whole tensor is stored as a plain entry, as TF does.
@@ -337,16 +338,16 @@ class BundleWriter:
             shard = self._shards[shard_id] = ShardWriter(path, shard_id)
         return shard
 
-    def add(self, key: str, array: object, shard_id: int = 0) -> None:
+    def add(self, key: str, array: Any, shard_id: int = 0) -> None:
         """Append a whole tensor to shard ``shard_id``."""
         self._shard(shard_id).add(key, array)
 
-    def add_many(self, tensors: Iterable[tuple[str, object]], shard_id: int = 0) -> None:
+    def add_many(self, tensors: Iterable[tuple[str, Any]], shard_id: int = 0) -> None:
         """Append whole tensors in order to shard ``shard_id`` (see :meth:`ShardWriter.add_many`)."""
         self._shard(shard_id).add_many(tensors)
 
     def add_slice(
-        self, key: str, full_shape: Sequence[int], extents: slices.Extents, array: object, shard_id: int = 0
+        self, key: str, full_shape: Sequence[int], extents: slices.Extents, array: Any, shard_id: int = 0
     ) -> None:
         """Append one slice of ``key`` to shard ``shard_id`` (see :meth:`ShardWriter.add_slice`)."""
         self._shard(shard_id).add_slice(key, full_shape, extents, array)
@@ -358,9 +359,14 @@ class BundleWriter:
             shards = [self._shard(shard_id) for shard_id in range(self._num_shards)]
             for shard in shards:
                 shard.flush()
+
             # The data files are fsynced on another thread while this one builds the index:
             # fsync releases the GIL, and both must be durable before anything is published.
-            closing = Background(lambda: [shard.close() for shard in shards], "trackpoint-fsync")
+            def close_all() -> None:
+                for shard in shards:
+                    shard.close()
+
+            closing = Background(close_all, "trackpoint-fsync")
             try:
                 write_index(
                     self._prefix,

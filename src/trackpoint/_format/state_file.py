@@ -19,7 +19,7 @@ STATE_FILENAME = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20
 
 
-class RepeatedField(tuple):  # type: ignore[type-arg]  # of str or of float
+class RepeatedField(tuple):  # of str or of float
     """A tuple that also equals a list of the same items, as a protobuf repeated field does.
 
     TF's ``get_checkpoint_state`` returns the protobuf message, whose repeated fields

@@ -34,8 +34,8 @@ def numeric_bytes_view(array: np.ndarray) -> memoryview:
     uint8 first.
     """
     if array.dtype.isbuiltin == 1 and array.size:  # 2 is ml_dtypes; and memoryview cannot cast an empty shape
-        return memoryview(array).cast("B")
-    return memoryview(array.reshape(-1).view(np.uint8))
+        return memoryview(array).cast("B")  # type: ignore[arg-type]  # numpy types its buffer from Python 3.12
+    return memoryview(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
 
 
 def _element_bytes(value: object, key: str) -> bytes:

@@ -7,6 +7,7 @@ interpreter has begun to exit, and that is when pending async saves are complete
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
@@ -72,7 +73,7 @@ def parallel_map(function: Callable[[T], R], items: Sequence[T], max_workers: in
                 errors[i] = exc
 
     workers = min(max_workers, len(items))
-    helpers = [Background(lambda first=first: work(first, workers)) for first in range(1, workers)]
+    helpers = [Background(functools.partial(work, first, workers)) for first in range(1, workers)]
     work(0, workers)
     for helper in helpers:
         helper.join()

@@ -14,6 +14,9 @@ Example:
 from __future__ import annotations
 
 __all__ = [
+    "ATTRIBUTE_FULL_NAME",
+    "ATTRIBUTE_KEY",
+    "ATTRIBUTE_NAME",
     "DIM_SIZE",
     "ENTRY_CRC32C",
     "ENTRY_DTYPE",
@@ -23,7 +26,10 @@ __all__ = [
     "ENTRY_SIZE",
     "FIXED32",
     "FIXED64",
+    "GRAPH_NODE",
     "LENGTH",
+    "NODE_ATTRIBUTE",
+    "NODE_HAS_VALUES",
     "SHAPE_DIM",
     "VARINT",
     "tag",
@@ -51,3 +57,11 @@ ENTRY_CRC32C = tag(6, FIXED32)  # fixed32 crc32c
 # TensorShapeProto and its Dim.
 SHAPE_DIM = tag(2, LENGTH)  # repeated Dim dim
 DIM_SIZE = tag(1, VARINT)  # int64 size
+# TrackableObjectGraph (trackable_object_graph.proto) and its TrackableObject.
+GRAPH_NODE = tag(1, LENGTH)  # repeated TrackableObject nodes
+NODE_ATTRIBUTE = tag(2, LENGTH)  # repeated SerializedTensor attributes
+NODE_HAS_VALUES = tag(5, LENGTH)  # google.protobuf.BoolValue has_checkpoint_values
+# SerializedTensor.
+ATTRIBUTE_NAME = tag(1, LENGTH)  # string name
+ATTRIBUTE_FULL_NAME = tag(2, LENGTH)  # string full_name
+ATTRIBUTE_KEY = tag(3, LENGTH)  # string checkpoint_key

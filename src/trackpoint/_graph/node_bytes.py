@@ -15,13 +15,14 @@ from google.protobuf.message import DecodeError
 
 from trackpoint._format import varint
 from trackpoint._format._proto.node_bytes_pb2 import GraphOfNodeBytes
+from trackpoint._format.wire import ATTRIBUTE_FULL_NAME, ATTRIBUTE_KEY, ATTRIBUTE_NAME, NODE_ATTRIBUTE, NODE_HAS_VALUES
 from trackpoint.errors import DataLossError
 
 __all__ = ["HAS_VALUES_FIELD", "split_nodes", "variable_key", "variable_keys"]
 
-_NAME_FIELD = b"\n\x0eVARIABLE_VALUE"  # the attribute's field 1, the 14-character name
-#: A node's field 5, ``has_checkpoint_values``: ``BoolValue(true)``, as every writer encodes it.
-HAS_VALUES_FIELD = b"*\x02\x08\x01"
+_NAME_FIELD = bytes((ATTRIBUTE_NAME, 14)) + b"VARIABLE_VALUE"  # the attribute's name, 14 characters
+#: A node's ``has_checkpoint_values``: ``BoolValue(true)`` (its field 1 set), as every writer encodes it.
+HAS_VALUES_FIELD = bytes((NODE_HAS_VALUES, 2, 0x08, 1))
 
 
 def split_nodes(raw: bytes, node_count: int) -> list[bytes] | None:
@@ -70,9 +71,14 @@ def variable_key(node: bytes) -> str | None:
     end = len(node) - 4 if node[-4:] == HAS_VALUES_FIELD else len(node)
     # The usual layout, every length one byte (below 0x80, which end < 0x82 ensures):
     # 12 L | 0A 0E VARIABLE_VALUE | 12 F full name | 1A K key
-    if 20 < end < 0x82 and node[1] == end - 2 and node[0] == 0x12 and node[2:18] == _NAME_FIELD:
+    if 20 < end < 0x82 and node[1] == end - 2 and node[0] == NODE_ATTRIBUTE and node[2:18] == _NAME_FIELD:
         start = 22 + node[19]  # of the key
-        if start <= end and node[18] == 0x12 and node[start - 2] == 0x1A and node[start - 1] == end - start:
+        if (
+            start <= end
+            and node[18] == ATTRIBUTE_FULL_NAME
+            and node[start - 2] == ATTRIBUTE_KEY
+            and node[start - 1] == end - start
+        ):
             return node[start:end].decode()
     return _variable_key_any_lengths(node, end)
 
@@ -85,16 +91,16 @@ def variable_keys(nodes: list[bytes], ids: list[int]) -> list[str | None]:
 def _variable_key_any_lengths(node: bytes, end: int) -> str | None:
     """:func:`variable_key` for any varint lengths and with or without a full name."""
     try:
-        if not node.startswith(b"\x12"):
+        if not node or node[0] != NODE_ATTRIBUTE:
             return None
         size, pos = varint.decode(node, 1, "attribute", 5)
         if pos + size != end or not node.startswith(_NAME_FIELD, pos):
             return None
         pos += len(_NAME_FIELD)
-        if node[pos] == 0x12:  # the full name, unused here
+        if node[pos] == ATTRIBUTE_FULL_NAME:  # unused here
             size, pos = varint.decode(node, pos + 1, "full name", 5)
             pos += size
-        if node[pos] != 0x1A:
+        if node[pos] != ATTRIBUTE_KEY:
             return None
         size, pos = varint.decode(node, pos + 1, "checkpoint key", 5)
     except (DataLossError, IndexError):

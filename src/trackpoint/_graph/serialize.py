@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import varint
+from trackpoint._format import varint, wire
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, slot_variable_key
 from trackpoint._graph.live import breadth_first
 from trackpoint._graph.node_bytes import HAS_VALUES_FIELD
@@ -104,8 +104,8 @@ class SerializedCheckpoint:
         return [*zip(self.keys, self.arrays), (OBJECT_GRAPH_KEY, self._graph.encoded())], [*self.owners, None]
 
 
-_LENGTH_TAGS = [bytes((n << 3 | 2,)) for n in range(6)]
-_VARINT_TAGS = [bytes((n << 3,)) for n in range(6)]
+_LENGTH_TAGS = [bytes((wire.tag(n, wire.LENGTH),)) for n in range(6)]  # by field number
+_VARINT_TAGS = [bytes((wire.tag(n, wire.VARINT),)) for n in range(6)]
 
 
 def _field(number: int, payload: bytes) -> bytes:

@@ -15,12 +15,13 @@ from google.protobuf.message import DecodeError
 
 from trackpoint._format import varint
 from trackpoint._format._proto.slot_scan_pb2 import SlotsOnlyGraph
+from trackpoint._format.wire import GRAPH_NODE
 from trackpoint.errors import DataLossError
 
 __all__ = ["slot_owners"]
 
 _MAX_OWNERS = 64  # beyond this many, visiting every node is as cheap: the caller does
-_EMPTY_NODE = (0x0A, 0x00)  # field 1 (a node), length 0
+_EMPTY_NODE = (GRAPH_NODE, 0)  # a node of length 0
 
 
 def slot_owners(raw: bytes, node_count: int) -> list[int] | None:
