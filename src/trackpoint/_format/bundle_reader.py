@@ -72,27 +72,38 @@ class BundleReader:
             raise NotFoundError(
                 f"Unsuccessful TensorSliceReader constructor: Failed to find any matching files for {prefix}: "
                 f"{self.index_path} does not exist. Pass the checkpoint prefix (e.g. 'dir/ckpt-1', without "
-                "'.index'), or a directory holding a 'checkpoint' state file."
+                "'.index'), or a directory holding a 'checkpoint' state file.",
+                path=self.index_path,
             ) from exc
-        table = sstable.read_table_spans(data, self.index_path, damaged_blocks)
+        try:
+            table = sstable.read_table_spans(data, self.index_path, damaged_blocks)
+        except DataLossError as exc:
+            exc.path = exc.path or self.index_path  # the table's messages name the block, not only the file
+            raise
         if not table.keys or table.keys[0] != b"":
-            raise DataLossError(f"{self.index_path}: no bundle header entry; not a TensorFlow checkpoint index")
+            raise DataLossError(
+                f"{self.index_path}: no bundle header entry; not a TensorFlow checkpoint index", path=self.index_path
+            )
         header = pb.BundleHeaderProto()
         try:
             header.ParseFromString(table.value(0))
         except DecodeError as exc:
-            raise DataLossError(f"{self.index_path}: malformed bundle header: {exc}") from exc
+            raise DataLossError(f"{self.index_path}: malformed bundle header: {exc}", path=self.index_path) from exc
         if header.version.min_consumer > 1 or 1 in header.version.bad_consumers:
             raise InvalidArgumentError(
                 f"{self.index_path}: written by a newer format (min_consumer={header.version.min_consumer}); "
                 "upgrade trackpoint"
             )
         if header.num_shards < 1:
-            raise DataLossError(f"{self.index_path}: header declares {header.num_shards} data shards")
+            raise DataLossError(
+                f"{self.index_path}: header declares {header.num_shards} data shards", path=self.index_path
+            )
         count = len(table.keys) - 1
         if count < header.num_shards and header.num_shards > 1:
             # every shard holds at least one entry; this bounds what a hostile header can claim
-            raise DataLossError(f"{self.index_path}: {header.num_shards} shards declared for {count} entries")
+            raise DataLossError(
+                f"{self.index_path}: {header.num_shards} shards declared for {count} entries", path=self.index_path
+            )
         self.num_shards = header.num_shards
         self.big_endian = header.endianness == pb.BundleHeaderProto.BIG
         self._table = table
@@ -121,7 +132,9 @@ class BundleReader:
         name = key if isinstance(key, str) else decode_key(key)
         row = self._rows.get(lookup_key(key))
         if row is None:
-            raise NotFoundError(f"Key {readable_key(name)} not found in checkpoint {self.prefix}")
+            raise NotFoundError(
+                f"Key {readable_key(name)} not found in checkpoint {self.prefix}", path=self.prefix, key=name
+            )
         entry = parse_entry(name, self._table.value(row), self.index_path)
         entry_rules.check(entry, self, Stage.ENTRY)
         return entry
@@ -354,13 +367,15 @@ class BundleReader:
             try:
                 bounds = slices.resolve(extents, full_shape, f"{self.index_path}: key {readable_key(entry.key)!r}")
             except InvalidArgumentError as exc:
-                raise DataLossError(str(exc)) from exc
+                raise DataLossError(str(exc), path=self.index_path, key=entry.key) from exc
             boxes.append((extents, bounds))
             covered += slices.volume(bounds)
         if covered != total:
             raise DataLossError(
                 f"{self.index_path}: slices of key {readable_key(entry.key)!r} cover {covered} of its {total} elements "
-                "(overlapping or incomplete); the checkpoint is damaged or a shard's index was lost"
+                "(overlapping or incomplete); the checkpoint is damaged or a shard's index was lost",
+                path=self.index_path,
+                key=entry.key,
             )
         _check_disjoint([b for _, b in boxes], entry.key, self.index_path)
         # Slices are disjoint and their volumes add up to the whole, so they cover it exactly.
@@ -370,14 +385,18 @@ class BundleReader:
             part_key = slices.encode_slice_key(entry.key, extents)
             if part_key not in self._rows:
                 raise DataLossError(
-                    f"{self.index_path}: slice {list(bounds)} of key {readable_key(entry.key)!r} has no entry"
+                    f"{self.index_path}: slice {list(bounds)} of key {readable_key(entry.key)!r} has no entry",
+                    path=self.index_path,
+                    key=entry.key,
                 )
             part = self.entry(part_key)
             expected = tuple(stop - start for start, stop in bounds)
             if part.dtype_enum != entry.dtype_enum or part.shape != expected or part.is_sliced:
                 raise DataLossError(
                     f"{self.index_path}: slice {list(bounds)} of key {readable_key(entry.key)!r} is stored as "
-                    f"{enum_name(part.dtype_enum)}{list(part.shape)}, expected {dtype.enum_name}{list(expected)}"
+                    f"{enum_name(part.dtype_enum)}{list(part.shape)}, expected {dtype.enum_name}{list(expected)}",
+                    path=self.index_path,
+                    key=entry.key,
                 )
             self.checked(part)
             parts.append((part, bounds))
@@ -410,7 +429,7 @@ def _check_disjoint(boxes: list[tuple[tuple[int, int], ...]], key: str, path: st
     """Raise if any two slices overlap (sweep along the first dimension)."""
     if not boxes or not boxes[0]:
         if len(boxes) > 1:
-            raise DataLossError(f"{path}: scalar key {readable_key(key)!r} has {len(boxes)} slices")
+            raise DataLossError(f"{path}: scalar key {readable_key(key)!r} has {len(boxes)} slices", path=path, key=key)
         return
     ordered = sorted(boxes)
     for i, a in enumerate(ordered):
@@ -418,4 +437,6 @@ def _check_disjoint(boxes: list[tuple[tuple[int, int], ...]], key: str, path: st
             if b[0][0] >= a[0][1]:
                 break
             if all(bs < ae and as_ < be for (as_, ae), (bs, be) in zip(a, b)):
-                raise DataLossError(f"{path}: slices {list(a)} and {list(b)} of key {readable_key(key)!r} overlap")
+                raise DataLossError(
+                    f"{path}: slices {list(a)} and {list(b)} of key {readable_key(key)!r} overlap", path=path, key=key
+                )

@@ -63,10 +63,12 @@ def parse_entry(key: str, value: bytes, index_path: str) -> Entry:
     try:
         proto.ParseFromString(value)
     except DecodeError as exc:
-        raise DataLossError(f"{index_path}: malformed entry for key {readable_key(key)!r}: {exc}") from exc
+        raise DataLossError(
+            f"{index_path}: malformed entry for key {readable_key(key)!r}: {exc}", path=index_path, key=key
+        ) from exc
     shape = proto.shape
     if shape.unknown_rank:
-        raise DataLossError(f"{index_path}: key {readable_key(key)!r} has an invalid shape")
+        raise DataLossError(f"{index_path}: key {readable_key(key)!r} has an invalid shape", path=index_path, key=key)
     dtype = proto.dtype
     return Entry(
         key,

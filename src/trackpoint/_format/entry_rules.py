@@ -129,7 +129,7 @@ class Rule:
         message = self.message(entry, context)
         if self.in_data_file:
             return context.damaged(context.data_path(entry.shard_id), entry.key, message)
-        return self.error(message)
+        return self.error(message, path=context.index_path, key=entry.key)
 
 
 def _key(entry: Entry) -> str:

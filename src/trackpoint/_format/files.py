@@ -79,15 +79,15 @@ def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
     try:
         fd = os.open(path, _FLAGS)
     except (FileNotFoundError, NotADirectoryError) as exc:
-        raise NotFoundError(f"{path}: no such {what}") from exc
+        raise NotFoundError(f"{path}: no such {what}", path=path) from exc
     except PermissionError as exc:
-        raise PermissionDeniedError(f"{path}: permission denied opening the {what} for reading") from exc
+        raise PermissionDeniedError(f"{path}: permission denied opening the {what} for reading", path=path) from exc
     except OSError as exc:
         if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # what opening a socket says
             raise _not_regular(path, what, "a socket or a device that cannot be opened") from exc
         if exc.errno in (errno.ELOOP, errno.ENAMETOOLONG):
             raise InvalidArgumentError(f"{path} is not a valid path for a {what}: {exc.strerror}") from exc
-        raise DataLossError(f"{path}: cannot open the {what}: {exc.strerror}") from exc
+        raise DataLossError(f"{path}: cannot open the {what}: {exc.strerror}", path=path) from exc
     except (TypeError, ValueError) as exc:  # not a path, or a NUL byte in it
         raise InvalidArgumentError(f"{path!r} is not a valid path for a {what}: {exc}") from exc
     try:
@@ -132,7 +132,7 @@ def read_regular(path: str, what: str, limit: int) -> tuple[bytes, os.stat_resul
             chunks.append(chunk)
             size -= len(chunk)
     except OSError as exc:
-        raise DataLossError(f"{path}: cannot read the {what}: {exc.strerror}") from exc
+        raise DataLossError(f"{path}: cannot read the {what}: {exc.strerror}", path=path) from exc
     finally:
         os.close(fd)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks), info

@@ -70,7 +70,9 @@ class ShardFiles:
                     raise self.changed(NotFoundError, path, key, "this data shard was deleted") from exc
                 raise NotFoundError(
                     f"{path}: data shard of {self.prefix} is missing (needed for key {readable_key(key)!r}); "
-                    "the checkpoint is incomplete: copy every '.data-*' file next to its '.index'"
+                    "the checkpoint is incomplete: copy every '.data-*' file next to its '.index'",
+                    path=path,
+                    key=key,
                 ) from exc
             try:
                 found = identity(stat)
@@ -111,7 +113,9 @@ class ShardFiles:
         return error(
             f"{path}: the checkpoint {self.prefix} was deleted or replaced while being read: {what} after its index "
             f"was read, so key {readable_key(key)!r}{pending} cannot be read from it; restore again (or reopen it) to "
-            "read the checkpoint as it is now"
+            "read the checkpoint as it is now",
+            path=path,
+            key=key,
         )
 
     def damaged(self, path: str, key: str, message: str) -> CheckpointError:
@@ -119,7 +123,7 @@ class ShardFiles:
         checkpoint was replaced since its index was read (new data files under the old index)."""
         if self.index_changed():
             return self.changed(DataLossError, path, key, "its files were replaced or modified")
-        return DataLossError(message)
+        return DataLossError(message, path=path, key=key)
 
     def release(self) -> None:
         """Close the files now; a later :meth:`open` reopens them, and raises if they changed meanwhile."""

@@ -288,7 +288,9 @@ class RestoreCoordinator:
     def _refused(self, node_id: int, wanted: Wanted, exc: Exception) -> InvalidArgumentError:
         keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)
         return InvalidArgumentError(
-            f"{self.prefix}: cannot restore checkpoint key {keys} into {self.paths[node_id]}: {exc}"
+            f"{self.prefix}: cannot restore checkpoint key {keys} into {self.paths[node_id]}: {exc}",
+            path=self.prefix,
+            key=keys,
         )
 
     def _undo(self, plan: RestorePlan) -> None:
@@ -321,7 +323,9 @@ class RestoreCoordinator:
         try:
             return self.values.one(key)
         except CheckpointError as exc:
-            raise type(exc)(f"{exc} (restoring {self.paths[node_id]})") from exc
+            raise type(exc)(
+                f"{exc} (restoring {self.paths[node_id]})", path=exc.path or self.prefix, key=exc.key or key
+            ) from exc
 
     # -- for the status -------------------------------------------------------------------
 

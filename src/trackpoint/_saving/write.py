@@ -81,7 +81,8 @@ def write_bundle(
     except OSError as exc:
         raise WriteError(
             f"could not write checkpoint {prefix}: {exc}. Nothing of it was published; earlier "
-            f"checkpoints are untouched. {_remedy(exc)}"
+            f"checkpoints are untouched. {_remedy(exc)}",
+            path=prefix,
         ) from exc
     return prefix
 
