@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.format.bundle_helpers import read_table
 from trackpoint._format import sstable
 from trackpoint._format.crc import crc32c, mask
-from trackpoint.errors import DataLossError
+from trackpoint.errors import DataLossError, InvalidArgumentError
 
 keys = st.lists(st.binary(max_size=40), unique=True, max_size=300).map(sorted)
 
@@ -33,7 +33,7 @@ def test_many_blocks_and_an_entry_larger_than_two_blocks() -> None:
 
 
 def test_rejects_unsorted_keys() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):
         sstable.build_table([(b"b", b""), (b"a", b"")])
 
 

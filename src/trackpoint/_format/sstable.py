@@ -19,7 +19,7 @@ import numpy as np
 
 from trackpoint._format import varint
 from trackpoint._format.crc import crc32c, mask, unmask
-from trackpoint.errors import DataLossError
+from trackpoint.errors import DataLossError, InvalidArgumentError
 
 __all__ = ["BLOCK_SIZE", "RESTART_INTERVAL", "TABLE_MAGIC", "TableSpans", "build_table", "read_table_spans"]
 
@@ -213,7 +213,7 @@ def build_table(items: Iterable[tuple[bytes, bytes]]) -> bytes:
     items = list(items)
     for (before, _), (key, _) in itertools.pairwise(items):
         if key <= before:
-            raise ValueError(f"table keys must be strictly increasing: {key!r} after {before!r}")
+            raise InvalidArgumentError(f"table keys must be strictly increasing: {key!r} after {before!r}")
     shared_prefixes = _shared_prefixes([key for key, _ in items])
     i = 0
     while i < len(items):

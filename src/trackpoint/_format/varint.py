@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trackpoint.errors import DataLossError
+from trackpoint.errors import DataLossError, InvalidArgumentError
 
 __all__ = ["decode", "encode"]
 
@@ -15,7 +15,7 @@ def encode(value: int) -> bytes:
     if 0 <= value < 0x80:
         return _ONE_BYTE[value]  # the common case on hot paths: tags, small lengths, ids
     if value < 0:
-        raise ValueError(f"varint of a negative number: {value}")
+        raise InvalidArgumentError(f"varint of a negative number: {value}")
     if value < 0x4000:
         return bytes((value & 0x7F | 0x80, value >> 7))
     if value < 0x10000000:  # data offsets below 256 MiB: one per tensor in every index
