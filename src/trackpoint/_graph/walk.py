@@ -138,12 +138,51 @@ class CheckpointPosition:
         """Bind every node below this one that has a live counterpart; plan what each is to take.
 
         Like TF in eager mode: walk and bind first, then read every value in batches and
-        assign them (see ``RestoreCoordinator.execute``). The loop runs once per object of
-        the model, so binding is inlined, leaves are gathered where their parent is walked,
-        and positions are built only for slots (see PERFORMANCE.md).
+        assign them (see ``RestoreCoordinator.execute``). Leaves are gathered where their
+        parent is walked, and positions are built only for slots (see PERFORMANCE.md).
         """
         coordinator = self.coordinator
         plan = cast(RestorePlan, self.plan)  # a walk is part of a RestoreCoordinator.restore call
+        recorder = plan.recorder
+        nodes = coordinator.nodes
+        uid = coordinator.restore_uid
+        queue: deque[tuple[int, Trackable]] = deque([(self.node_id, trackable)])
+        pending = plan.assignments
+        first = len(pending)
+        first_bound = len(plan.bound)
+        while queue:
+            node_id, obj = queue.popleft()
+            node = nodes[node_id]
+            update_uid = obj._tp_update_uid
+            if uid > update_uid:  # else a later restore already assigned it
+                if node.attributes:
+                    wanted = coordinator.wanted(node_id, obj, recorder)
+                    if wanted:
+                        pending.append((node_id, obj, wanted, update_uid))
+                obj._tp_update_uid = uid
+            else:
+                recorder.refuse(f"node {node_id}'s object was assigned by a later restore")
+            if node.children:
+                self._bind_children(node_id, obj, node.children, queue)
+            if coordinator.slot_restorations or coordinator.deferred_slot_restorations:
+                queue.extend(CheckpointPosition(coordinator, node_id, plan)._slots_to_restore(obj))
+        # One call, not one a child.
+        coordinator.matched_node_ids.update(itertools.islice(plan.bound, first_bound, None))
+        if recorder.refused is None and len(pending) > first:
+            recorder.assigned(
+                list(map(_NODE_ID, itertools.islice(pending, first, None))),
+                list(map(_WANTED, itertools.islice(pending, first, None))),
+            )
+
+    def _bind_children(self, node_id: int, obj: Trackable, children: Any, queue: deque[tuple[int, Trackable]]) -> None:
+        """Bind the children of ``obj`` (at ``node_id``) that it has; queue those with children or
+        slots of their own, plan the values of the leaves, and defer the children it lacks.
+
+        This loop runs once per object of the model (a list of 20,000 variables is one call),
+        so what it needs is looked up once, before it.
+        """
+        coordinator = self.coordinator
+        plan = cast(RestorePlan, self.plan)
         recorder = plan.recorder
         nodes = coordinator.nodes
         count = coordinator.node_count
@@ -152,87 +191,60 @@ class CheckpointPosition:
         deferred_slots = coordinator.deferred_slot_restorations
         uid = coordinator.restore_uid
         wanted_of = coordinator.wanted
-        node_bytes = coordinator.node_bytes
-        make_ref = weakref.ref  # bound once: the loop below runs once per child
-        queue: deque[tuple[int, Trackable]] = deque([(self.node_id, trackable)])
         pending = plan.assignments
-        first = len(pending)
         new_bound = plan.bound
-        first_bound = len(new_bound)
-        while queue:
-            node_id, obj = queue.popleft()
-            node = nodes[node_id]
-            update_uid = obj._tp_update_uid
-            if uid > update_uid:  # else a later restore already assigned it
-                if node.attributes:
-                    wanted = wanted_of(node_id, obj, recorder)
-                    if wanted:
-                        pending.append((node_id, obj, wanted, update_uid))
-                obj._tp_update_uid = uid
+        make_ref = weakref.ref
+        if type(obj)._lookup_dependency is _PLAIN_LOOKUP:
+            # Its children dict's own get, which Trackable's lookup calls: a method call per
+            # child (a model's every variable) costs more than the lookup.
+            state = obj._tp
+            lookup = state["children"].get if state is not None else _NO_CHILDREN.get
+        else:
+            lookup = obj._lookup_dependency
+        # Once per node, not per child: slot_restorations only shrinks, and slots wait in
+        # deferred_slots only when taken from it, so empty both stay empty.
+        slots_pending = bool(slot_restorations or deferred_slots)
+        # Ids and names in one pass over the messages, then the keys of the children that are
+        # plain variables in one pass over their bytes: cheaper than both per child.
+        named = [(child.node_id, child.local_name) for child in children]
+        ids = [child_id for child_id, _ in named]
+        if min(ids) < 0 or max(ids) >= count:
+            for child_id in ids:
+                check_child(child_id, count, node_id, coordinator.prefix)
+        for (child_id, local_name), key in zip(named, variable_keys(coordinator.node_bytes, ids)):
+            ref = bound.get(child_id)
+            if ref is not None:
+                if ref() is not None:
+                    continue  # reached by another path
+                # A rebinding keeps the old place in walk order.
+                recorder.refuse(f"node {child_id}'s object was garbage-collected and is bound anew")
+            local = lookup(local_name)
+            if local is None:
+                if has_values(nodes[child_id]):
+                    plan.deferrals.append((obj, local_name, child_id))
+                    recorder.deferred(node_id, local_name, child_id)
+                continue
+            if ref is None:
+                new_bound.append(child_id)  # and matched at the end of the walk
             else:
-                recorder.refuse(f"node {node_id}'s object was assigned by a later restore")
-            children = node.children
-            if children:
-                if type(obj)._lookup_dependency is _PLAIN_LOOKUP:
-                    # Its children dict's own get, which Trackable's lookup calls: a method
-                    # call per child (a model's every variable) costs more than the lookup.
-                    state = obj._tp
-                    lookup = state["children"].get if state is not None else _NO_CHILDREN.get
-                else:
-                    lookup = obj._lookup_dependency
-                # Once per node, not per child: slot_restorations only shrinks, and slots wait
-                # in deferred_slots only when taken from it, so empty both stay empty.
-                slots_pending = bool(slot_restorations or deferred_slots)
-                # Ids and names in one pass over the messages, then the keys of the children
-                # that are plain variables in one pass over their bytes: cheaper than both per child.
-                named = [(child.node_id, child.local_name) for child in children]
-                ids = [child_id for child_id, _ in named]
-                if min(ids) < 0 or max(ids) >= count:
-                    for child_id in ids:
-                        check_child(child_id, count, node_id, coordinator.prefix)
-                for (child_id, local_name), key in zip(named, variable_keys(node_bytes, ids)):
-                    ref = bound.get(child_id)
-                    if ref is not None:
-                        if ref() is not None:
-                            continue  # reached by another path
-                        # A rebinding keeps the old place in walk order.
-                        recorder.refuse(f"node {child_id}'s object was garbage-collected and is bound anew")
-                    local = lookup(local_name)
-                    if local is None:
-                        if has_values(nodes[child_id]):
-                            plan.deferrals.append((obj, local_name, child_id))
-                            recorder.deferred(node_id, local_name, child_id)
-                        continue
-                    if ref is None:
-                        new_bound.append(child_id)  # and matched, below
-                    else:
-                        plan.rebound.append((child_id, ref))  # matched already
-                    bound[child_id] = make_ref(local)
-                    if (key is None and nodes[child_id].children) or (
-                        slots_pending and (child_id in slot_restorations or child_id in deferred_slots)
-                    ):
-                        queue.append((child_id, local))
-                    elif uid > (update_uid := local._tp_update_uid):
-                        # A leaf: gathered here rather than queued, and a plain variable's
-                        # value named by its key alone.
-                        local._tp_update_uid = uid
-                        if key is not None and type(local) is Variable:
-                            pending.append((child_id, local, key, update_uid))
-                        elif key is not None or nodes[child_id].attributes:
-                            wanted = wanted_of(child_id, local, recorder)
-                            if wanted:
-                                pending.append((child_id, local, wanted, update_uid))
-                    else:
-                        recorder.refuse(f"node {child_id}'s object was assigned by a later restore")
-                del named, ids  # not held through the reads (a large list's are megabytes)
-            if slot_restorations or deferred_slots:
-                queue.extend(CheckpointPosition(coordinator, node_id, plan)._slots_to_restore(obj))
-        coordinator.matched_node_ids.update(itertools.islice(new_bound, first_bound, None))  # one call, not one a child
-        if recorder.refused is None and len(pending) > first:
-            recorder.assigned(
-                list(map(_NODE_ID, itertools.islice(pending, first, None))),
-                list(map(_WANTED, itertools.islice(pending, first, None))),
-            )
+                plan.rebound.append((child_id, ref))  # matched already
+            bound[child_id] = make_ref(local)
+            if (key is None and nodes[child_id].children) or (
+                slots_pending and (child_id in slot_restorations or child_id in deferred_slots)
+            ):
+                queue.append((child_id, local))
+            elif uid > (update_uid := local._tp_update_uid):
+                # A leaf, gathered here rather than queued; a plain variable's value is named
+                # by its key alone.
+                local._tp_update_uid = uid
+                if key is not None and type(local) is Variable:
+                    pending.append((child_id, local, key, update_uid))
+                elif key is not None or nodes[child_id].attributes:
+                    wanted = wanted_of(child_id, local, recorder)
+                    if wanted:
+                        pending.append((child_id, local, wanted, update_uid))
+            else:
+                recorder.refuse(f"node {child_id}'s object was assigned by a later restore")
 
     def _slots_to_restore(self, trackable: Trackable) -> list[tuple[int, Trackable]]:
         """``(slot node id, slot)`` of the existing slots to walk on to from this node (see :meth:`_slot`)."""
