@@ -11,10 +11,14 @@ import trackpoint as tp
 from trackpoint._format import naming
 
 
-def _saved(tmp_path) -> str:
+def _model(w: np.ndarray) -> tp.Module:
     model = tp.Module()
-    model.w = tp.Variable(np.arange(256, dtype=np.float32))
-    return tp.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    model.w = tp.Variable(w)
+    return model
+
+
+def _saved(tmp_path) -> str:
+    return tp.Checkpoint(model=_model(np.arange(256, dtype=np.float32))).write(str(tmp_path / "ckpt"))
 
 
 KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
@@ -45,10 +49,8 @@ def test_a_damaged_value_names_its_data_file_and_key(tmp_path) -> None:
     with tp.load_checkpoint(prefix) as reader, pytest.raises(tp.errors.DataLossError) as caught:
         reader.get_tensor(KEY)
     assert (caught.value.path, caught.value.key) == (data, KEY)
-    model = tp.Module()
-    model.w = tp.Variable(np.zeros(256, np.float32))
     with pytest.raises(tp.errors.DataLossError) as caught:
-        tp.Checkpoint(model=model).read(prefix)
+        tp.Checkpoint(model=_model(np.zeros(256, np.float32))).read(prefix)
     assert (caught.value.path, caught.value.key) == (data, KEY)
 
 
@@ -62,10 +64,8 @@ def test_a_missing_data_file_names_it(tmp_path) -> None:
 
 def test_a_refused_restore_names_the_checkpoint_and_key(tmp_path) -> None:
     prefix = _saved(tmp_path)
-    model = tp.Module()
-    model.w = tp.Variable(np.zeros(3, np.float32))
     with pytest.raises(tp.errors.InvalidArgumentError) as caught:
-        tp.Checkpoint(model=model).read(prefix)
+        tp.Checkpoint(model=_model(np.zeros(3, np.float32))).read(prefix)
     assert (caught.value.path, caught.value.key) == (prefix, KEY)
 
 
