@@ -25,7 +25,6 @@ from trackpoint._format.crc import crc32c, crc32c_combine, unmask
 from trackpoint._format.dtypes import DType, enum_name
 from trackpoint._format.entries import Entry, entries_from_columns, parse_entry
 from trackpoint._format.entry_columns import EntryColumns, decode_spans, padded
-from trackpoint._format.entry_rules import Stage
 from trackpoint._format.keys import decode_key, lookup_key, lookup_keys
 from trackpoint._format.read_tuning import DEFAULT_TUNING, ReadTuning
 from trackpoint._format.shard_files import ShardFiles, identity
@@ -136,7 +135,7 @@ class BundleReader:
                 f"Key {readable_key(name)} not found in checkpoint {self.prefix}", path=self.prefix, key=name
             )
         entry = parse_entry(name, self._table.value(row), self.index_path)
-        entry_rules.check(entry, self, Stage.ENTRY)
+        entry_rules.check(entry, self, entry_rules.ENTRY_RULES)
         return entry
 
     def entries(self, damaged: dict[bytes, CheckpointError] | None = None) -> list[Entry]:
@@ -158,7 +157,7 @@ class BundleReader:
             try:
                 if entry is None:  # unusual or damaged: protobuf decodes it, or says what is wrong
                     entry = parse_entry(name, self._table.value(row), self.index_path)
-                entry_rules.check(entry, self, Stage.ENTRY)
+                entry_rules.check(entry, self, entry_rules.ENTRY_RULES)
             except CheckpointError as exc:
                 if damaged is None:
                     raise
@@ -235,9 +234,9 @@ class BundleReader:
         never cost more memory than the file itself holds.
         """
         if entry.slices:
-            entry_rules.check(entry, self, Stage.VALUE)
+            entry_rules.check(entry, self, entry_rules.VALUE_RULES)
         else:
-            entry_rules.check(entry, self, Stage.VALUE, Stage.FILE)
+            entry_rules.check(entry, self, entry_rules.READ_RULES)
         return entry.dtype  # type: ignore[return-value]  # the VALUE rules refuse an unreadable dtype
 
     def read(self, key: str | bytes, out: np.ndarray | None = None) -> np.ndarray | bytes:

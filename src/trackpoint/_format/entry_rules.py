@@ -234,19 +234,27 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
-_BY_STAGES: dict[tuple[Stage, ...], tuple[Rule, ...]] = {
-    stages: tuple(rule for rule in RULES if rule.stage in stages)
-    for stages in [(stage,) for stage in Stage] + [(Stage.VALUE, Stage.FILE)]
-}
+
+def of_stages(*stages: Stage) -> tuple[Rule, ...]:
+    """The rules of ``stages``, in the order of :data:`RULES`."""
+    return tuple(rule for rule in RULES if rule.stage in stages)
 
 
-def check(entry: Entry, context: Context, *stages: Stage) -> None:
-    """Raise the error of the first rule of ``stages`` that ``entry`` fails (rules in the order of :data:`RULES`).
+#: The rules an entry is checked against whatever it is used for; before its value is read
+#: (sliced entries); before its bytes are read from its data file (unsliced entries). Picked
+#: once here, not per call: a loop of single reads checks every entry.
+ENTRY_RULES = of_stages(Stage.ENTRY)
+VALUE_RULES = of_stages(Stage.VALUE)
+READ_RULES = of_stages(Stage.VALUE, Stage.FILE)
+
+
+def check(entry: Entry, context: Context, rules: tuple[Rule, ...]) -> None:
+    """Raise the error of the first of ``rules`` that ``entry`` fails.
 
     Raises:
         CheckpointError: The error of that rule (see :meth:`Rule.failure`).
     """
-    for rule in _BY_STAGES[stages]:
+    for rule in rules:
         if not rule.holds(entry, context):
             raise rule.failure(entry, context)
 
