@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tests.format.bundle_helpers import decode_entries
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.entries import parse_entry
-from trackpoint._format.entry_rules import RULES, Rows, Rule, Stage, check, passing
+from trackpoint._format.entry_rules import RULES, Rows, Rule, Stage, check, of_stages, passing
 from trackpoint.errors import CheckpointError, DataLossError
 
 
@@ -82,7 +82,7 @@ def test_the_scalar_form_raises_the_rules_error_and_message(rule: Rule) -> None:
     if any(not other.holds(entry, FILES) for other in earlier if other.stage is rule.stage):
         pytest.skip("an earlier rule of the stage fails first")
     with pytest.raises(rule.error) as caught:
-        check(entry, FILES, rule.stage)
+        check(entry, FILES, of_stages(rule.stage))
     assert str(caught.value) == rule.message(entry, FILES)
     assert "'k'" in str(caught.value)
 
@@ -106,4 +106,4 @@ def test_the_vectorized_forms_never_pass_what_a_scalar_form_refuses(dtype, dims,
     if not scalar:
         with pytest.raises(CheckpointError):
             for stage in Stage:
-                check(entry, FILES, stage)
+                check(entry, FILES, of_stages(stage))

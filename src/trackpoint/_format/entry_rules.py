@@ -29,7 +29,20 @@ from trackpoint._format.entry_columns import EntryColumns, distinct
 from trackpoint._format.slices import readable_key
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError
 
-__all__ = ["MAX_RANK", "RULES", "Context", "Rows", "Rule", "Stage", "check", "passing"]
+__all__ = [
+    "ENTRY_RULES",
+    "MAX_RANK",
+    "READ_RULES",
+    "RULES",
+    "VALUE_RULES",
+    "Context",
+    "Rows",
+    "Rule",
+    "Stage",
+    "check",
+    "of_stages",
+    "passing",
+]
 
 MAX_RANK = 254  # TensorShape::MaxDimensions
 _EXACT = float(1 << 53)  # element counts below this are exact as float64
