@@ -6,8 +6,8 @@ A :class:`ReadPlan` decodes the entries of all keys as numpy columns
 in a shard are fetched together, in runs (:class:`Run`), and handed out as read-only views
 of the bytes read. Every other row (strings, slices, large tensors, big-endian files,
 anything unusual or damaged) is checked one by one by the scalar rules, which raise the
-precise error, and is read by :meth:`BundleReader.read` when its batch comes. A loader
-fetches each batch's runs: :class:`SerialLoader` when its batch is reached,
+precise error, and is read, as checked then, by :meth:`BundleReader.read_checked` when its
+batch comes. A loader fetches each batch's runs: :class:`SerialLoader` when its batch is reached,
 :class:`OverlappingLoader` on a helper thread while the caller works on the batch before.
 """
 
@@ -24,7 +24,8 @@ import numpy as np
 
 from trackpoint._format import entry_rules
 from trackpoint._format.crc import MASK_DELTA, crc32c
-from trackpoint._format.dtypes import DTYPES
+from trackpoint._format.dtypes import DTYPES, DType
+from trackpoint._format.entries import Entry
 from trackpoint._format.entry_columns import distinct
 from trackpoint._format.entry_rules import Rows
 from trackpoint._format.slices import readable_key
@@ -83,9 +84,12 @@ class ReadPlan:
         self.batch_sizes = columns.size.copy()
         self.crcs = _unmask_all(columns.crc32c)
         self.dtypes = _NUMPY_TABLE[np.clip(columns.dtype, 0, len(_NUMPY_TABLE) - 1)].tolist()
+        # The other rows, decoded and checked one by one now (which raises the precise error of
+        # the rule a row fails), and read with what the check gave when their batch comes.
+        self.slow: dict[int, tuple[Entry, DType]] = {}
         for row in np.flatnonzero(~self.fast).tolist():
             entry = reader.entry(keys[row])
-            reader.checked(entry)  # raises the precise error of the rule a row failed
+            self.slow[row] = (entry, reader.checked(entry))
             self.batch_sizes[row] = entry.size if not entry.is_sliced else _SLICED
 
     def _fast_rows(self, rows: Rows) -> np.ndarray:
@@ -219,7 +223,7 @@ class ReadPlan:
         reader = self.reader
         results: list[Any] = [None] * (stop - start)
         for row in (np.flatnonzero(~self.fast[start:stop]) + start).tolist():
-            results[row - start] = reader.read(self.keys[row])
+            results[row - start] = reader.read_checked(*self.slow.pop(row))
         for run, buf in zip(runs, fetched):
             self._hand_out(run, buf, results, start)
         return results

@@ -251,7 +251,10 @@ class BundleReader:
             A numpy array (0-d for scalars), or ``bytes`` for a scalar string.
         """
         entry = self.entry(key)
-        dtype = self.checked(entry)
+        return self.read_checked(entry, self.checked(entry), out)
+
+    def read_checked(self, entry: Entry, dtype: DType, out: np.ndarray | None = None) -> np.ndarray | bytes:
+        """:meth:`read` of an entry that already passed :meth:`checked` (which gave ``dtype``)."""
         if out is not None:
             self._check_out(entry, dtype, out)
         if entry.is_sliced:
