@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from trackpoint._format import slices, varint
-from trackpoint._format.crc import crc32c, mask, unmask
+from trackpoint._format.crc import crc32c, mask, unmask, unmask_all
 from trackpoint.errors import DataLossError, InvalidArgumentError
 
 
@@ -23,6 +24,11 @@ def test_mask_of_empty_crc() -> None:
 @given(st.integers(0, 2**32 - 1))
 def test_unmask_inverts_mask(value: int) -> None:
     assert unmask(mask(value)) == value
+
+
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=50))
+def test_unmask_all_is_unmask_over_a_column(values: list[int]) -> None:
+    assert unmask_all(np.array(values, np.uint32)).tolist() == [unmask(v) for v in values]
 
 
 @given(st.integers(0, 2**64 - 1))

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from trackpoint._format import entry_rules
-from trackpoint._format.crc import MASK_DELTA, crc32c
-from trackpoint._format.dtypes import DTYPES, DType
+from trackpoint._format.crc import crc32c, unmask_all
+from trackpoint._format.dtypes import NUMPY_BY_ENUM, DType
 from trackpoint._format.entries import Entry
 from trackpoint._format.entry_columns import distinct
 from trackpoint._format.entry_rules import Rows
@@ -82,8 +82,9 @@ class ReadPlan:
         columns = self.columns = reader.columns(keys)
         self.fast = self._fast_rows(Rows.of(columns, keys))
         self.batch_sizes = columns.size.copy()
-        self.crcs = _unmask_all(columns.crc32c)
-        self.dtypes = _NUMPY_TABLE[np.clip(columns.dtype, 0, len(_NUMPY_TABLE) - 1)].tolist()
+        self.crcs = unmask_all(columns.crc32c)
+        # Read only for fast rows, whose dtype the rules found readable (so in range).
+        self.dtypes = NUMPY_BY_ENUM[np.clip(columns.dtype, 0, len(NUMPY_BY_ENUM) - 1)].tolist()
         # The other rows, decoded and checked one by one now (which raises the precise error of
         # the rule a row fails), and read with what the check gave when their batch comes.
         self.slow: dict[int, tuple[Entry, DType]] = {}
@@ -312,15 +313,3 @@ class OverlappingLoader:
         if self._ahead is not None:
             self._ahead.join()
             self._ahead = None
-
-
-def _unmask_all(masked: np.ndarray) -> np.ndarray:
-    """:func:`~trackpoint._format.crc.unmask` over a column of stored checksums."""
-    rot = (masked.astype(np.uint64) - np.uint64(MASK_DELTA)) & np.uint64(0xFFFFFFFF)
-    return ((rot >> np.uint64(17)) | (rot << np.uint64(15))) & np.uint64(0xFFFFFFFF)
-
-
-_NUMPY_TABLE = np.full(max(DTYPES) + 1, None, object)  # DataType enum -> numpy dtype, None if not numeric
-for _enum, _dtype in DTYPES.items():
-    if not _dtype.is_string:
-        _NUMPY_TABLE[_enum] = _dtype.numpy

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import crc32c as _crc32c
+import numpy as np
 
-__all__ = ["MASK_DELTA", "crc32c", "crc32c_combine", "mask", "unmask"]
+__all__ = ["MASK_DELTA", "crc32c", "crc32c_combine", "mask", "unmask", "unmask_all"]
 
 MASK_DELTA = 0xA282EAD8
 
@@ -27,6 +28,12 @@ def unmask(masked: int) -> int:
     """Invert :func:`mask`."""
     rot = (masked - MASK_DELTA) & 0xFFFFFFFF
     return ((rot >> 17) | (rot << 15)) & 0xFFFFFFFF
+
+
+def unmask_all(masked: np.ndarray) -> np.ndarray:
+    """:func:`unmask` over a column of stored checksums (as ``uint64``)."""
+    rot = (masked.astype(np.uint64) - np.uint64(MASK_DELTA)) & np.uint64(0xFFFFFFFF)
+    return ((rot >> np.uint64(17)) | (rot << np.uint64(15))) & np.uint64(0xFFFFFFFF)
 
 
 _POLY = 0x82F63B78  # CRC-32C, reflected

@@ -7,7 +7,16 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-__all__ = ["DTYPES", "STRING", "DType", "from_enum", "from_numpy"]
+__all__ = [
+    "DTYPES",
+    "ITEMSIZE_BY_ENUM",
+    "NUMPY_BY_ENUM",
+    "READABLE_BY_ENUM",
+    "STRING",
+    "DType",
+    "from_enum",
+    "from_numpy",
+]
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,19 @@ for _dt in DTYPES.values():
     if not _dt.is_string:
         _BY_NUMPY[_dt.numpy] = _dt
         _BY_NUMPY[_dt.numpy.newbyteorder(">")] = _dt
+
+# Indexed by DataType value, for lookups over a whole column of them (index entries decoded
+# at once): whether trackpoint reads the type, its element size (0 for strings and types not
+# read), its numpy dtype (None for strings and types not read). Clip a column into
+# range before indexing, and mask what the clip moved.
+READABLE_BY_ENUM = np.zeros(max(DTYPES) + 1, bool)
+ITEMSIZE_BY_ENUM = np.zeros(max(DTYPES) + 1, np.int64)
+NUMPY_BY_ENUM = np.full(max(DTYPES) + 1, None, object)
+for _enum, _dt in DTYPES.items():
+    READABLE_BY_ENUM[_enum] = True
+    if not _dt.is_string:
+        ITEMSIZE_BY_ENUM[_enum] = _dt.numpy.itemsize
+        NUMPY_BY_ENUM[_enum] = _dt.numpy
 
 
 def enum_name(enum: int) -> str:

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from trackpoint._format.dtypes import DTYPES, STRING, enum_name
+from trackpoint._format.dtypes import ITEMSIZE_BY_ENUM, READABLE_BY_ENUM, STRING, enum_name
 from trackpoint._format.entries import Entry
 from trackpoint._format.entry_columns import EntryColumns, distinct
 from trackpoint._format.slices import readable_key
@@ -79,15 +79,6 @@ class Context(Protocol):
         ...
 
 
-# DataType enum -> element size; 0 where not numeric (strings, and enums trackpoint cannot read).
-_ITEMSIZES = np.zeros(max(DTYPES) + 1, np.int64)
-_READABLE = np.zeros(max(DTYPES) + 1, bool)
-for _enum, _dtype in DTYPES.items():
-    _READABLE[_enum] = True
-    if not _dtype.is_string:
-        _ITEMSIZES[_enum] = _dtype.numpy.itemsize
-
-
 @dataclass(frozen=True)
 class Rows:
     """Entries checked together: their columns, keys, and what several rules derive from them.
@@ -104,13 +95,12 @@ class Rows:
 
     @classmethod
     def of(cls, columns: EntryColumns, keys: Sequence[str]) -> Rows:
-        dtype = np.clip(columns.dtype, 0, len(_ITEMSIZES) - 1)
+        dtype = np.clip(columns.dtype, 0, len(ITEMSIZE_BY_ENUM) - 1)
         in_table = columns.dtype == dtype
         in_rank = np.arange(columns.dims.shape[1])[None, :] < columns.ndim[:, None]
         elements = np.prod(np.where(in_rank, columns.dims, 1).astype(np.float64), axis=1)
-        return cls(
-            columns, keys, _READABLE[dtype] & in_table, np.where(in_table, _ITEMSIZES[dtype], 0), elements, in_rank
-        )
+        readable = READABLE_BY_ENUM[dtype] & in_table
+        return cls(columns, keys, readable, np.where(in_table, ITEMSIZE_BY_ENUM[dtype], 0), elements, in_rank)
 
 
 @dataclass(frozen=True)
