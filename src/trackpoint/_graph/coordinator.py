@@ -101,7 +101,6 @@ class RestoreCoordinator:
                     self.slot_restorations.setdefault(slot.original_variable_node_id, []).append(
                         (opt_id, slot.slot_variable_node_id, slot.slot_name)
                     )
-        self._paths: dict[int, str] | None = None
 
     @property
     def real_prefix(self) -> str:
@@ -116,11 +115,10 @@ class RestoreCoordinator:
         nodes = None if raw is None else split_nodes(raw, self.node_count)
         return [b""] * self.node_count if nodes is None else nodes
 
-    @property
+    @functools.cached_property
     def paths(self) -> dict[int, str]:
-        if self._paths is None:
-            self._paths = node_paths(self.graph)
-        return self._paths
+        """Each node's readable path (see :func:`node_paths`), worked out when a message first needs one."""
+        return node_paths(self.graph)
 
     # -- the graph, one node at a time ------------------------------------------------
 
