@@ -15,7 +15,6 @@ from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.restore import restore_checkpoint
 from trackpoint._graph.restore_record import RestoreRecord
 from trackpoint._graph.save_layout import SaveLayout
-from trackpoint._graph.save_layout import log as reuse_log
 from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
 from trackpoint._saving.async_writer import AsyncWriter
@@ -229,10 +228,8 @@ class Checkpoint(AutoTrackable):
         options = CheckpointOptions.coerce(options)
         prefix = os.fspath(file_prefix)
         with gc_paused():
-            serialized, layout = serialize(self._tp_graph_root, self._tp_attached, self._tp_save_layout)
-        if layout is not None and isinstance(self._tp_root, weakref.ref):
-            reuse_log.debug("the save layout is not kept: it would keep the variables of a weakly held root alive")
-            layout = None
+            weak_root = isinstance(self._tp_root, weakref.ref)
+            serialized, layout = serialize(self._tp_graph_root, self._tp_attached, self._tp_save_layout, weak_root)
         object.__setattr__(self, "_tp_save_layout", layout)
         callbacks = list(options.experimental_write_callbacks or ())
         sharding = options.experimental_sharding_callback

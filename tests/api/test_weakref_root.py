@@ -39,11 +39,15 @@ def test_a_weak_root_saves_and_restores_like_the_object_itself(tmp_path) -> None
     assert int(weak.save_counter.numpy()) == 1
 
 
-def test_the_checkpoint_keeps_neither_the_root_nor_its_variables_alive(tmp_path, no_gc) -> None:
+def test_the_checkpoint_keeps_neither_the_root_nor_its_variables_alive(tmp_path, no_gc, reuse) -> None:
     model = _model()
     ckpt = tp.Checkpoint(root=weakref.ref(model))
     path = ckpt.save(str(tmp_path / "ckpt"))
-    ckpt.save(str(tmp_path / "ckpt"))  # a second save (with a weak root, no plan is kept to replay)
+    ckpt.save(str(tmp_path / "ckpt"))  # a second save (with a weak root, no layout is kept to reuse)
+    assert reuse.saves()[-2:] == [
+        "walking the objects: no previous save of them",
+        "the save layout is not kept: it would keep the variables of a weakly held root alive",
+    ]
     ckpt.restore(path).assert_consumed()
     ckpt.restore(path).assert_consumed()  # replays the first restore's bindings
     refs = [weakref.ref(model), weakref.ref(model.v), weakref.ref(model.inner.w)]

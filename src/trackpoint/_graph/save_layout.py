@@ -62,9 +62,14 @@ def make_layout(
     graph: Any,
     owners: list[Trackable],
     keys: list[str],
+    weak_root: bool = False,
 ) -> SaveLayout | None:
-    """The layout of a save just walked in ``epoch``; None (logged) when it could not be trusted."""
-    reason = untracked_reason(objects)
+    """The layout of a save just walked in ``epoch``; None (logged) when it could not be
+    trusted, or would keep objects alive that must go (``weak_root``: the root is held weakly)."""
+    if weak_root:
+        reason: str | None = "it would keep the variables of a weakly held root alive"
+    else:
+        reason = untracked_reason(objects)
     if reason is not None:
         log.debug("the save layout is not kept: %s", reason)
         return None

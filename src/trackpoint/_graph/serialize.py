@@ -132,13 +132,19 @@ def _after_save(objects: list[Trackable]) -> None:
 
 
 def serialize(
-    root: Trackable, attached: Mapping[str, Trackable] = {}, previous: SaveLayout | None = None
+    root: Trackable,
+    attached: Mapping[str, Trackable] = {},
+    previous: SaveLayout | None = None,
+    weak_root: bool = False,
 ) -> tuple[SerializedCheckpoint, SaveLayout | None]:
     """Build the object graph and the ordered ``(key, value)`` list for a save.
 
     With the layout of the previous save, and nothing changed that it depends on (see
     :mod:`~trackpoint._graph.save_layout`), only the values are gathered again: the walk,
     the keys and the graph are reused.
+
+    With ``weak_root`` (the caller holds the root only weakly), no layout is kept: it would
+    keep the graph's objects alive.
 
     Returns:
         The serialized checkpoint, and a layout for the next save (None when the layout of
@@ -210,7 +216,7 @@ def serialize(
     owners.extend(python_owners)
     keys = [key for key, _ in tensors]
     graph = _GraphLists(references, attributes, slot_refs)
-    layout = make_layout(epoch, objects, entries + python_entries, graph, owners, keys)
+    layout = make_layout(epoch, objects, entries + python_entries, graph, owners, keys, weak_root)
     return SerializedCheckpoint(keys, [value for _, value in tensors], owners, graph), layout
 
 
