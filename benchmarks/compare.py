@@ -2,6 +2,7 @@
 
     python benchmarks/compare.py            # the full run documented in the README
     python benchmarks/compare.py --quick    # a smaller smoke run (under a minute)
+    python benchmarks/compare.py --scale    # the scale workloads instead (see benchmarks/scale.py)
 
 Workloads:
   large  16 float32 variables of 64 MiB (1 GiB)
@@ -21,6 +22,10 @@ safetensors and raw have no object graph, checksums or async mode. "safetensors"
 restore into existing variables does. "raw" is a plain ``write``/``readinto`` of the same
 bytes, the floor any format pays; "raw+fsync" adds the fsync that makes a write durable, which
 every trackpoint save does (crash consistency), and which neither TensorFlow nor safetensors does.
+
+``--scale`` runs the scale workloads (20,000 to 1,000,000 variables, 1 to 8 GiB) instead, or with
+``--workload`` besides the ones named; ``benchmarks/scale.py`` describes them, the time they take
+and the extra flags. ``--json PATH`` writes every result as JSON.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -57,12 +63,13 @@ def workloads(quick: bool) -> dict[str, list[np.ndarray]]:
     return {"large": large, "many": many, "mixed": mixed}
 
 
-def saved_arrays(arrays: list[np.ndarray], with_adam: bool) -> list[np.ndarray]:
+def saved_arrays(arrays: Iterable[np.ndarray], with_adam: bool) -> list[np.ndarray]:
     """The tensors a checkpoint of these variables holds: with Adam, each variable's m and v slots too.
 
     The contenders without an object graph (safetensors, raw) get these same tensors, so
     that every contender writes and reads the same bytes.
     """
+    arrays = list(arrays)
     if not with_adam:
         return arrays
     rng = np.random.default_rng(1)
@@ -97,10 +104,14 @@ class Trackpoint:
         self.with_adam = with_adam
         self.fresh()
 
+    def source(self) -> Iterable[np.ndarray]:
+        """The initial values of the variables, for each new set of model objects."""
+        return self.arrays
+
     def fresh(self) -> None:
         """New model objects and a new Checkpoint, as in a process that has just started."""
         self.model = tp.Module()
-        self.model.vars = [tp.Variable(a) for a in self.arrays]
+        self.model.vars = [tp.Variable(a) for a in self.source()]
         self.ckpt = tp.Checkpoint(model=self.model)
         if self.with_adam:
             self.ckpt.optimizer = tp.optimizers.Adam(0.001)
@@ -122,7 +133,7 @@ class Trackpoint:
 class TensorFlow:
     name = "tensorflow"
 
-    def __init__(self, arrays: list[np.ndarray], directory: str, with_adam: bool) -> None:
+    def __init__(self, arrays: Iterable[np.ndarray], directory: str, with_adam: bool) -> None:
         import tensorflow as tf
 
         self.tf = tf
@@ -150,7 +161,7 @@ class TensorFlow:
 class Safetensors:
     name = "safetensors"
 
-    def __init__(self, arrays: list[np.ndarray], directory: str, with_adam: bool) -> None:
+    def __init__(self, arrays: Iterable[np.ndarray], directory: str, with_adam: bool) -> None:
         self.path = os.path.join(directory, "st.safetensors")
         self.tensors = {f"v{i}": a for i, a in enumerate(saved_arrays(arrays, with_adam))}
 
@@ -185,13 +196,15 @@ class SafetensorsAssign(Safetensors):
 class Raw:
     name = "raw"
     durable = False
+    # The other contenders hold their variables next to the source arrays; hold as much
+    # here, since the process's memory state changes how fast fresh buffers fill. (The scale
+    # workloads hold no source arrays, so their raw holds no copies either.)
+    hold_copies = True
 
-    def __init__(self, arrays: list[np.ndarray], directory: str, with_adam: bool) -> None:
+    def __init__(self, arrays: Iterable[np.ndarray], directory: str, with_adam: bool) -> None:
         self.path = os.path.join(directory, f"{self.name}.bin")
         self.arrays = arrays = saved_arrays(arrays, with_adam)
-        # The other contenders hold their variables next to the source arrays; hold as much
-        # here, since the process's memory state changes how fast fresh buffers fill.
-        self.variables = [a.copy() for a in arrays]
+        self.variables = [a.copy() for a in arrays] if self.hold_copies else []
 
     def write(self) -> None:
         with open(self.path, "wb") as f:
@@ -213,15 +226,15 @@ class RawFsync(Raw):
     durable = True
 
 
-def peak_extra_memory(arrays: list[np.ndarray], directory: str, with_adam: bool) -> tuple[int, int]:
-    """Peak bytes beyond the variables during a save, then during a restore.
+def peak_extra_memory(make: Callable[[], Trackpoint]) -> tuple[int, int]:
+    """Peak bytes (tracemalloc) beyond the variables during a save, then during a restore.
 
-    The variables are created while tracing, so that the restore's release of their old
-    values is counted too.
+    ``make`` builds the contender; its variables are created while tracing, so that the
+    restore's release of their old values is counted too.
     """
     gc.collect()
     tracemalloc.start()
-    contender = Trackpoint(arrays, directory, with_adam)
+    contender = make()
     results = []
     for action in (contender.write, contender.read):
         gc.collect()
@@ -236,92 +249,165 @@ def peak_extra_memory(arrays: list[np.ndarray], directory: str, with_adam: bool)
 CONTENDERS = {c.name: c for c in (Trackpoint, Safetensors, SafetensorsAssign, Raw, RawFsync, TensorFlow)}
 
 
-def run_child(contender_name: str, workload: str, quick: bool, repeats: int, memory: bool) -> dict[str, object]:
-    """Time one contender on one workload (in its own process, see main); samples, not medians."""
-    arrays = workloads(quick)[workload]
-    directory = tempfile.mkdtemp(prefix=f"tp-compare-{workload}-")
+def time_phases(contender: Any, repeats: int, asynchronous: bool = True, first_save: bool = False) -> dict[str, Any]:
+    """Samples (seconds) of each timed phase of one contender, after the same untimed warm-up for all.
+
+    Warm-up: on this kind of virtual machine the first touch of a memory page is slow (the
+    host backs it then), and a new file needs new page-cache pages. An atomic save writes a
+    new file beside the old one and frees the old one's pages at the rename, so from the
+    second save on it reuses pages as a training job would.
+    """
+    contender.write()
+    contender.write()
+    contender.read()
+    row: dict[str, Any] = {
+        "write": sample_times(contender.write, repeats),
+        "read": sample_times(contender.read, repeats),
+    }
+    if asynchronous and hasattr(contender, "async_save"):
+        row["async"] = sample_times(contender.async_save, repeats, setup=contender.finish)
+        contender.finish()
+    if hasattr(contender, "fresh"):
+        if first_save:
+            # A save by objects and a Checkpoint that have not saved yet: no layout to reuse.
+            row["first save"] = sample_times(contender.write, repeats, setup=contender.fresh)
+        # A restore into objects that no restore has bound yet: nothing to replay.
+        row["first read"] = sample_times(contender.read, repeats, setup=contender.fresh)
+    return row
+
+
+def run_child(
+    contender_name: str,
+    workload: str,
+    quick: bool,
+    repeats: int,
+    memory: bool,
+    directory: str | None = None,
+    memory_method: str = "rss",
+) -> dict[str, object]:
+    """Time one contender on one workload (in its own process, see main); samples, not medians.
+
+    ``directory`` (made and removed by the parent) holds the files; without it, a temporary one.
+    ``memory_method`` is for the scale workloads' memory child (the standard ones use tracemalloc).
+    """
+    if directory is None:
+        directory = tempfile.mkdtemp(prefix=f"tp-compare-{workload}-")
+        cleanup = True
+    else:
+        cleanup = False
     try:
+        if workload not in STANDARD_WORKLOADS:
+            return scale_module().run_child(contender_name, workload, repeats, memory, directory, memory_method)
+        arrays = workloads(quick)[workload]
         contender = CONTENDERS[contender_name](arrays, directory, workload == "mixed")
-        # Warm-up, untimed: on this kind of virtual machine the first touch of a memory page
-        # is slow (the host backs it then), and a new file needs new page-cache pages. An
-        # atomic save writes a new file beside the old one and frees the old one's pages at
-        # the rename, so from the second save on it reuses pages as a training job would.
-        contender.write()
-        contender.write()
-        contender.read()
-        row: dict[str, object] = {
-            "write": sample_times(contender.write, repeats),
-            "read": sample_times(contender.read, repeats),
-        }
-        if hasattr(contender, "async_save"):
-            row["async"] = sample_times(contender.async_save, repeats, setup=contender.finish)
-            contender.finish()
-        if hasattr(contender, "fresh"):
-            # A restore into objects that no restore has bound yet: nothing to replay.
-            row["first read"] = sample_times(contender.read, repeats, setup=contender.fresh)
+        row = time_phases(contender, repeats)
         if contender_name == "trackpoint" and memory:
             del contender
             gc.collect()
-            row["mem_save"], row["mem_read"] = peak_extra_memory(arrays, directory, workload == "mixed")
+            row["mem_save"], row["mem_read"] = peak_extra_memory(
+                lambda: Trackpoint(arrays, directory, workload == "mixed")
+            )
             saved = saved_arrays(arrays, workload == "mixed")
             row["size"] = sum(a.nbytes for a in saved)
             row["largest"] = max(a.nbytes for a in saved)
         return row
     finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        if cleanup:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="1/8 of the sizes, one round of 2 repetitions")
-    parser.add_argument("--repeats", type=int, default=None, help="repetitions per round (3; 2 with --quick)")
-    parser.add_argument(
-        "--rounds",
-        type=int,
-        default=None,
-        help="rounds of fresh processes, one per contender, taken in turn (3; 1 with --quick)",
-    )
-    parser.add_argument("--workload", action="append", help="run only these workloads")
-    parser.add_argument("--no-tf", action="store_true", help="skip TensorFlow")
-    parser.add_argument("--child", nargs=2, metavar=("CONTENDER", "WORKLOAD"), help=argparse.SUPPRESS)
-    parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    repeats = args.repeats or (2 if args.quick else 3)
-    rounds = args.rounds or (1 if args.quick else 3)
-    if args.child:
-        print(json.dumps(run_child(args.child[0], args.child[1], args.quick, repeats, args.memory)))
-        return 0
-    names = ["trackpoint", "safetensors", "safetensors+assign", "raw", "raw+fsync"]
-    names += [] if args.no_tf else ["tensorflow"]
-    start = time.perf_counter()
+STANDARD_WORKLOADS = ("large", "many", "mixed")
+
+
+def child_row(command: list[str], timeout: float | None = None) -> dict[str, Any]:
+    """Run one child (``--child ...``) and return the JSON row it prints last."""
+    output = subprocess.run(command, check=True, capture_output=True, text=True, timeout=timeout).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def measure(
+    names: list[str],
+    rounds: int,
+    command: Callable[[str, int], list[str]],
+    timeout: Callable[[str], float] | None = None,
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, Any], dict[str, str]]:
+    """Interleaved rounds of fresh processes: samples by contender and phase, trackpoint's other
+    figures, and why a contender has no samples (only with ``timeout``: without it a failing
+    child raises).
+
+    Each round runs every contender in a fresh process (``command(contender, round_index)``),
+    starting one further along the list, so that a drifting machine does not favour any of them.
+    """
+    samples: dict[str, dict[str, list[float]]] = {contender: {} for contender in names}
+    extra: dict[str, Any] = {}
+    failures: dict[str, str] = {}
+    for round_index in range(rounds):
+        for contender in names[round_index % len(names) :] + names[: round_index % len(names)]:
+            if contender in failures:
+                continue
+            if timeout is None:
+                row = child_row(command(contender, round_index))
+            else:
+                limit = timeout(contender)
+                try:
+                    row = child_row(command(contender, round_index), limit)
+                except subprocess.TimeoutExpired:
+                    failures[contender] = f"timed out after {limit:.0f} s"
+                    continue
+                except subprocess.CalledProcessError as error:
+                    lines = (error.stderr or "").strip().splitlines() or [f"exit status {error.returncode}"]
+                    failures[contender] = f"failed: {lines[-1][:200]}"
+                    continue
+            for key, value in row.items():
+                if isinstance(value, list):
+                    samples[contender].setdefault(key, []).extend(value)
+                elif contender == "trackpoint":
+                    extra[key] = value
+    return samples, extra, failures
+
+
+def medians(samples: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    return {
+        contender: {op: statistics.median(times) for op, times in ops.items()} for contender, ops in samples.items()
+    }
+
+
+def scale_module() -> Any:
+    """benchmarks/scale.py, which imports this module by name (also when this one runs as __main__)."""
+    sys.modules.setdefault("compare", sys.modules[__name__])
+    import scale
+
+    return scale
+
+
+def import_time() -> float:
     import_start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import trackpoint"], check=True)
-    print(f"import trackpoint in a fresh process (incl. interpreter start): {time.perf_counter() - import_start:.3f} s")
+    return time.perf_counter() - import_start
+
+
+def run_standard(
+    args: argparse.Namespace, names: list[str], repeats: int, rounds: int, only: list[str] | None
+) -> dict[str, Any]:
+    """The standard workloads (``only``: those named, or all), printed as they finish; the results."""
     print(
         f"{rounds} round(s) x {repeats} repetitions per contender; medians in seconds of the {rounds * repeats} "
         "samples. Each round runs every contender in a fresh process, starting one further along the list, so "
         "that a drifting machine does not favour any of them.\n"
     )
     print(f"{'workload':<8} {'contender':<18} {'write':>8} {'read':>8} {'async':>8}")
-    for name in workloads(args.quick):
-        if args.workload and name not in args.workload:
+    everything: dict[str, Any] = {}
+    for name in STANDARD_WORKLOADS:
+        if only is not None and name not in only:
             continue
-        samples: dict[str, dict[str, list[float]]] = {contender: {} for contender in names}
-        extra: dict[str, float] = {}
-        for round_index in range(rounds):
-            for contender in names[round_index % len(names) :] + names[: round_index % len(names)]:
-                command = [sys.executable, __file__, "--child", contender, name, "--repeats", str(repeats)]
-                command += (["--quick"] if args.quick else []) + (["--memory"] if round_index == 0 else [])
-                output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-                row = json.loads(output.strip().splitlines()[-1])
-                for key, value in row.items():
-                    if isinstance(value, list):
-                        samples[contender].setdefault(key, []).extend(value)
-                    elif contender == "trackpoint":
-                        extra[key] = value
-        results = {
-            contender: {op: statistics.median(times) for op, times in ops.items()} for contender, ops in samples.items()
-        }
+
+        def command(contender: str, round_index: int, name: str = name) -> list[str]:
+            command = [sys.executable, __file__, "--child", contender, name, "--repeats", str(repeats)]
+            return command + (["--quick"] if args.quick else []) + (["--memory"] if round_index == 0 else [])
+
+        samples, extra, _ = measure(names, rounds, command)
+        results = medians(samples)
+        everything[name] = {"samples": samples, "medians": results, "trackpoint": extra}
         for contender in names:
             cells = " ".join(f"{results[contender].get(k, float('nan')):>8.3f}" for k in ("write", "read", "async"))
             print(f"{name:<8} {contender:<18} {cells}", flush=True)
@@ -347,7 +433,76 @@ def main() -> int:
             f"({extra['mem_save'] / extra['size']:.1%} of {extra['size'] / MiB:.0f} MiB), restore "
             f"{extra['mem_read'] / MiB:.1f} MiB (largest tensor {extra['largest'] / MiB:.1f} MiB)\n"
         )
-    print(f"total {time.perf_counter() - start:.1f} s")
+    return everything
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1/8 of the sizes, one round of 2 repetitions")
+    parser.add_argument("--repeats", type=int, default=None, help="repetitions per round (3; 2 with --quick)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds of fresh processes, one per contender, taken in turn (3; 1 with --quick or --scale)",
+    )
+    parser.add_argument(
+        "--workload", action="append", help="run only these workloads (with --scale: these besides the scale ones)"
+    )
+    parser.add_argument("--no-tf", action="store_true", help="skip TensorFlow")
+    parser.add_argument("--json", metavar="PATH", help="also write every sample, median and figure to PATH as JSON")
+    scale_group = parser.add_argument_group("scale workloads (see benchmarks/scale.py)")
+    scale_group.add_argument(
+        "--scale",
+        action="store_true",
+        help="run the scale workloads: 20k/200k/1M variables of 1 KiB, 1/2/4/8 GiB in 64 MiB variables "
+        "(with --quick: 2k/20k, 64/128 MiB); about 30 minutes with --rounds 1",
+    )
+    scale_group.add_argument(
+        "--plot",
+        metavar="PATH",
+        help="where --scale draws time against size (PNG, when matplotlib is installed; default benchmarks/scale.png)",
+    )
+    scale_group.add_argument("--no-plot", action="store_true", help="draw no plot")
+    scale_group.add_argument("--counts", help="variable counts instead of the defaults, comma-separated (1 KiB each)")
+    scale_group.add_argument("--sizes-mib", help="total sizes in MiB instead of the defaults, comma-separated")
+    scale_group.add_argument(
+        "--tensor-mib", type=int, default=None, help="size of each variable of the by-size workloads (64 MiB)"
+    )
+    scale_group.add_argument(
+        "--memory-method",
+        choices=("rss", "tracemalloc"),
+        default="rss",
+        help="how --scale measures trackpoint's peak extra memory (rss: peak resident set growth, in a child "
+        "of its own; tracemalloc: Python's allocation tracing, much slower at 1M variables)",
+    )
+    parser.add_argument("--child", nargs=2, metavar=("CONTENDER", "WORKLOAD"), help=argparse.SUPPRESS)
+    parser.add_argument("--memory", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--dir", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    repeats = args.repeats or (2 if args.quick else 3)
+    rounds = args.rounds or (1 if args.quick or args.scale else 3)
+    if args.child:
+        contender, workload = args.child
+        row = run_child(contender, workload, args.quick, repeats, args.memory, args.dir, args.memory_method)
+        print(json.dumps(row))
+        return 0
+    names = ["trackpoint", "safetensors", "safetensors+assign", "raw", "raw+fsync"]
+    names += [] if args.no_tf else ["tensorflow"]
+    start = time.perf_counter()
+    print(f"import trackpoint in a fresh process (incl. interpreter start): {import_time():.3f} s")
+    results: dict[str, Any] = {"rounds": rounds, "repeats": repeats, "quick": args.quick, "contenders": names}
+    standard = [w for w in args.workload or [] if w in STANDARD_WORKLOADS]
+    if not args.scale or standard:
+        results["standard"] = run_standard(args, names, repeats, rounds, standard or args.workload)
+    if args.scale:
+        results["scale"] = scale_module().run(args, names, repeats, rounds)
+    results["seconds"] = time.perf_counter() - start
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+        print(f"results written to {args.json}")
+    print(f"total {results['seconds']:.1f} s")
     return 0
 
 
