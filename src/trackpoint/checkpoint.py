@@ -235,8 +235,11 @@ class Checkpoint(AutoTrackable):
         sharding = options.experimental_sharding_callback
 
         def write(state: SerializedCheckpoint) -> None:
-            tensors, owners = state.with_graph()
-            write_bundle(prefix, tensors, sharding, owners)
+            # Encoding the graph and the index entries is the save's burst of allocations
+            # (see gc_pause); on the writer thread too, whose pause is as long as the write.
+            with gc_paused():
+                tensors, owners = state.with_graph()
+                write_bundle(prefix, tensors, sharding, owners)
             try:
                 run_write_callbacks(callbacks, prefix)
             finally:

@@ -29,8 +29,15 @@ __all__ = [
     "GRAPH_NODE",
     "LENGTH",
     "NODE_ATTRIBUTE",
+    "NODE_CHILD",
     "NODE_HAS_VALUES",
+    "NODE_SLOT",
+    "REFERENCE_NAME",
+    "REFERENCE_NODE_ID",
     "SHAPE_DIM",
+    "SLOT_NAME",
+    "SLOT_NODE_ID",
+    "SLOT_ORIGINAL_ID",
     "VARINT",
     "tag",
 ]
@@ -59,8 +66,17 @@ SHAPE_DIM = tag(2, LENGTH)  # repeated Dim dim
 DIM_SIZE = tag(1, VARINT)  # int64 size
 # TrackableObjectGraph (trackable_object_graph.proto) and its TrackableObject.
 GRAPH_NODE = tag(1, LENGTH)  # repeated TrackableObject nodes
+NODE_CHILD = tag(1, LENGTH)  # repeated ObjectReference children
 NODE_ATTRIBUTE = tag(2, LENGTH)  # repeated SerializedTensor attributes
+NODE_SLOT = tag(3, LENGTH)  # repeated SlotVariableReference slot_variables
 NODE_HAS_VALUES = tag(5, LENGTH)  # google.protobuf.BoolValue has_checkpoint_values
+# ObjectReference.
+REFERENCE_NODE_ID = tag(1, VARINT)  # int32 node_id
+REFERENCE_NAME = tag(2, LENGTH)  # string local_name
+# SlotVariableReference.
+SLOT_ORIGINAL_ID = tag(1, VARINT)  # int32 original_variable_node_id
+SLOT_NAME = tag(2, LENGTH)  # string slot_name
+SLOT_NODE_ID = tag(3, VARINT)  # int32 slot_variable_node_id
 # SerializedTensor.
 ATTRIBUTE_NAME = tag(1, LENGTH)  # string name
 ATTRIBUTE_FULL_NAME = tag(2, LENGTH)  # string full_name

@@ -4,9 +4,7 @@ Node ids follow TF exactly: breadth-first from the root over children in trackin
 (the root's attached dependencies after its own children), each object named by its
 first-discovered path; slot variables get ids after every BFS node. Tensors come in node
 order, Python state after them, the graph last; keys carry TF 2.21's double escape of
-tensor names. The graph message is encoded here directly (a save of 20,000 variables
-spends most of its Python time building it), and checked against protobuf's encoding in
-the tests.
+tensor names. The graph message is encoded by :mod:`~trackpoint._graph.encode_graph`.
 """
 
 from __future__ import annotations
@@ -17,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import varint, wire
+from trackpoint._graph.encode_graph import encode_graph
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, slot_variable_key
 from trackpoint._graph.live import breadth_first
-from trackpoint._graph.node_bytes import HAS_VALUES_FIELD
 from trackpoint._graph.save_layout import SaveLayout, log, make_layout, reuse
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch
@@ -55,12 +52,7 @@ class _GraphLists:
     def encoded(self) -> bytes:
         """The serialized ``TrackableObjectGraph``."""
         if self._encoded is None:  # a race between two writer threads only computes it twice
-            references, attributes, slots = self.references, self.attributes, self.slots
-            has_values = _checkpoint_values(references, attributes, slots)
-            self._encoded = b"".join(
-                _field(1, _encode_node(references[i], attributes[i], slots[i], has_values[i]))
-                for i in range(len(references))
-            )
+            self._encoded = encode_graph(self.references, self.attributes, self.slots)
         return self._encoded
 
 
@@ -102,26 +94,6 @@ class SerializedCheckpoint:
     def with_graph(self) -> tuple[list[tuple[str, Any]], list[Trackable | None]]:
         """All tensors to write, the encoded object graph last, and their owners."""
         return [*zip(self.keys, self.arrays), (OBJECT_GRAPH_KEY, self._graph.encoded())], [*self.owners, None]
-
-
-_LENGTH_TAGS = [bytes((wire.tag(n, wire.LENGTH),)) for n in range(6)]  # by field number
-_VARINT_TAGS = [bytes((wire.tag(n, wire.VARINT),)) for n in range(6)]
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field (field numbers here are all below 16: one tag byte)."""
-    return _LENGTH_TAGS[number] + varint.encode(len(payload)) + payload
-
-
-def _int_field(number: int, value: int) -> bytes:
-    return _VARINT_TAGS[number] + varint.encode(value) if value else b""
-
-
-def _str_field(number: int, value: str) -> bytes:
-    return _field(number, value.encode("utf-8")) if value else b""
-
-
-_NO_VALUES_FIELD = _field(5, b"")  # has_checkpoint_values: BoolValue() present but empty
 
 
 def _after_save(objects: list[Trackable]) -> None:
@@ -218,43 +190,3 @@ def serialize(
     graph = _GraphLists(references, attributes, slot_refs)
     layout = make_layout(epoch, objects, entries + python_entries, graph, owners, keys, weak_root)
     return SerializedCheckpoint(keys, [value for _, value in tensors], owners, graph), layout
-
-
-def _encode_node(
-    references: list[tuple[int, str]],
-    attributes: list[tuple[str, str, str]],
-    slots: list[tuple[int, str, int]],
-    has_values: bool,
-) -> bytes:
-    parts = [_field(1, _int_field(1, node_id) + _str_field(2, name)) for node_id, name in references]
-    parts += [
-        _field(2, _str_field(1, name) + _str_field(2, full_name) + _str_field(3, key))
-        for name, full_name, key in attributes
-    ]
-    parts += [
-        _field(3, _int_field(1, var_id) + _str_field(2, slot_name) + _int_field(3, slot_id))
-        for var_id, slot_name, slot_id in slots
-    ]
-    parts.append(HAS_VALUES_FIELD if has_values else _NO_VALUES_FIELD)
-    return b"".join(parts)
-
-
-def _checkpoint_values(
-    references: list[list[tuple[int, str]]],
-    attributes: list[list[tuple[str, str, str]]],
-    slots: list[list[tuple[int, str, int]]],
-) -> list[bool]:
-    """``has_checkpoint_values`` per node: nodes with values or slot references, and their ancestors."""
-    parents: list[list[int]] = [[] for _ in references]
-    for node_id, refs in enumerate(references):
-        for child_id, _ in refs:
-            parents[child_id].append(node_id)
-    marked = [False] * len(references)
-    todo = [i for i in range(len(references)) if attributes[i] or slots[i]]
-    while todo:
-        node_id = todo.pop()
-        if marked[node_id]:
-            continue
-        marked[node_id] = True
-        todo.extend(parents[node_id])
-    return marked
