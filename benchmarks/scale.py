@@ -359,8 +359,7 @@ def run(args: argparse.Namespace, names: list[str], repeats: int, rounds: int) -
         for spec in specs:
             rows.append(run_workload(spec, group, names, repeats, rounds, args.memory_method))
             print(f"[{time.perf_counter() - start:7.1f} s] {progress_line(rows[-1], group)}", flush=True)
-    out["flatness"] = {group: flatness(group, rows) for group, rows in out["groups"].items()}
-    out["tables"] = markdown_tables(out)
+    summarize(out)
     for table in out["tables"].values():
         print("\n" + table)
     out["seconds"] = time.perf_counter() - start
@@ -370,9 +369,9 @@ def run(args: argparse.Namespace, names: list[str], repeats: int, rounds: int) -
     return out
 
 
-def run_workload(spec: Spec, group: str, names: list[str], repeats: int, rounds: int, method: str) -> dict[str, Any]:
-    start = time.perf_counter()
-    row: dict[str, Any] = {
+def new_row(spec: Spec, group: str) -> dict[str, Any]:
+    """One size's results, empty: filled by ``add_samples`` and ``add_memory``."""
+    return {
         "workload": spec.name,
         "label": spec.label(group),
         "count": spec.count,
@@ -382,6 +381,44 @@ def run_workload(spec: Spec, group: str, names: list[str], repeats: int, rounds:
         "skipped": {},
         "memory": None,
     }
+
+
+def add_samples(row: dict[str, Any], group: str, samples: dict[str, dict[str, list[float]]]) -> None:
+    """Each contender's samples, medians and medians per unit (µs per variable, s per GiB)."""
+    per = row["count"] / 1e6 if group == "variables" else row["bytes"] / GiB
+    for contender, ops in medians(samples).items():
+        if ops:
+            row["contenders"][contender] = {
+                "samples": samples[contender],
+                "median": ops,
+                "per_unit": {op: value / per for op, value in ops.items()},
+            }
+
+
+def add_memory(row: dict[str, Any], memory: dict[str, Any]) -> None:
+    """trackpoint's peaks (a memory child's row), per variable beyond the largest tensor and against the target."""
+    count, largest = row["count"], row["tensor_bytes"]
+    allowed = TARGET_PER_VARIABLE * count + max(largest, TARGET_SMALL)
+    row["memory"] = {
+        **memory,
+        "largest": largest,
+        "save_per_variable": (memory["mem_save"] - largest) / count,
+        "read_per_variable": (memory["mem_read"] - largest) / count,
+        "allowed": allowed,
+        "save_within": memory["mem_save"] <= allowed,
+        "read_within": memory["mem_read"] <= allowed,
+    }
+
+
+def summarize(results: dict[str, Any]) -> None:
+    """Add the flatness figures and the Markdown tables to the results of every size."""
+    results["flatness"] = {group: flatness(group, rows) for group, rows in results["groups"].items()}
+    results["tables"] = markdown_tables(results)
+
+
+def run_workload(spec: Spec, group: str, names: list[str], repeats: int, rounds: int, method: str) -> dict[str, Any]:
+    start = time.perf_counter()
+    row = new_row(spec, group)
     root = tempfile.mkdtemp(prefix=f"tp-scale-{spec.name}-")
     try:
         reason = resources_reason(spec, root)
@@ -406,15 +443,7 @@ def run_workload(spec: Spec, group: str, names: list[str], repeats: int, rounds:
                 runnable, rounds, command, timeout=lambda contender: child_timeout(contender, spec, repeats)
             )
             row["skipped"].update(failures)
-            per = spec.count / 1e6 if group == "variables" else spec.total / GiB
-            for contender, ops in medians(samples).items():
-                if contender in failures:
-                    continue
-                row["contenders"][contender] = {
-                    "samples": samples[contender],
-                    "median": ops,
-                    "per_unit": {op: value / per for op, value in ops.items()},
-                }
+            add_samples(row, group, {c: ops for c, ops in samples.items() if c not in failures})
         if "trackpoint" in runnable and "trackpoint" not in row["skipped"]:
             try:
                 memory = child_row(
@@ -423,16 +452,7 @@ def run_workload(spec: Spec, group: str, names: list[str], repeats: int, rounds:
             except (subprocess.SubprocessError, ValueError, IndexError) as error:  # timed out, failed: say so, go on
                 row["memory_error"] = f"{type(error).__name__}: {str(error)[-200:]}"
             else:
-                allowed = TARGET_PER_VARIABLE * spec.count + max(spec.tensor_bytes, TARGET_SMALL)
-                row["memory"] = {
-                    **memory,
-                    "largest": spec.tensor_bytes,
-                    "save_per_variable": (memory["mem_save"] - spec.tensor_bytes) / spec.count,
-                    "read_per_variable": (memory["mem_read"] - spec.tensor_bytes) / spec.count,
-                    "allowed": allowed,
-                    "save_within": memory["mem_save"] <= allowed,
-                    "read_within": memory["mem_read"] <= allowed,
-                }
+                add_memory(row, memory)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     row["seconds"] = time.perf_counter() - start
