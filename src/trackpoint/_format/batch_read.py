@@ -9,6 +9,10 @@ anything unusual or damaged) is checked one by one by the scalar rules, which ra
 precise error, and is read, as checked then, by :meth:`BundleReader.read_checked` when its
 batch comes. A loader fetches each batch's runs: :class:`SerialLoader` when its batch is reached,
 :class:`OverlappingLoader` on a helper thread while the caller works on the batch before.
+With an :class:`~trackpoint._format.in_place.InPlace`, large rows whose destination it gives
+are not read but verified in their files before the first batch, and handed out as their
+destinations (still holding the old values), to be copied into once the caller has checked
+every value.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from trackpoint._format.threads import Background
 
 if TYPE_CHECKING:
     from trackpoint._format.bundle_reader import BundleReader
+    from trackpoint._format.in_place import InPlace
 
 __all__ = ["Loader", "OverlappingLoader", "ReadPlan", "Run", "SerialLoader"]
 
@@ -75,7 +80,7 @@ class ReadPlan:
         DataLossError, InvalidArgumentError: An entry fails a rule of :mod:`.entry_rules`.
     """
 
-    def __init__(self, reader: BundleReader, keys: Sequence[str]) -> None:
+    def __init__(self, reader: BundleReader, keys: Sequence[str], in_place: InPlace | None = None) -> None:
         self.reader = reader
         self.keys = keys
         self.tuning = reader.tuning
@@ -92,6 +97,16 @@ class ReadPlan:
             entry = reader.entry(keys[row])
             self.slow[row] = (entry, reader.checked(entry))
             self.batch_sizes[row] = entry.size if not entry.is_sliced else _SLICED
+        # Rows read in place (see in_place): their destinations, handed out as their values.
+        self.in_place = in_place
+        self.outs: dict[int, np.ndarray] = {}
+        if in_place is not None:
+            large = np.flatnonzero(~self.fast & (columns.size >= self.tuning.in_place_bytes)).tolist()
+            if large:
+                self.outs = in_place.claim(reader, {row: self.slow[row][0] for row in large})
+                for row in self.outs:
+                    del self.slow[row]
+                    self.batch_sizes[row] = 0  # nothing of it is held in memory
 
     def _fast_rows(self, rows: Rows) -> np.ndarray:
         """Rows read in runs: small, plain, numeric, of a little-endian file, and passing every rule."""
@@ -155,6 +170,8 @@ class ReadPlan:
     def values(self, loader: Loader) -> Iterator[list[Any]]:
         """The values of every key, in order, one list per batch of ``loader``."""
         try:
+            if self.outs:
+                self.in_place.verify()  # type: ignore[union-attr]  # outs come from it
             for index, (start, stop) in enumerate(loader.batches):
                 runs, fetched = loader.load(index)
                 yield self.finish(start, stop, runs, fetched)
@@ -224,7 +241,9 @@ class ReadPlan:
         reader = self.reader
         results: list[Any] = [None] * (stop - start)
         for row in (np.flatnonzero(~self.fast[start:stop]) + start).tolist():
-            results[row - start] = reader.read_checked(*self.slow.pop(row))
+            slow = self.slow.pop(row, None)
+            # Popped as handed out: the plan keeps no reference that would keep a destination shared.
+            results[row - start] = reader.read_checked(*slow) if slow is not None else self.outs.pop(row)
         for run, buf in zip(runs, fetched):
             self._hand_out(run, buf, results, start)
         return results

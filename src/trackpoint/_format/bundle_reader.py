@@ -25,6 +25,7 @@ from trackpoint._format.crc import crc32c, crc32c_combine, unmask
 from trackpoint._format.dtypes import DType, enum_name
 from trackpoint._format.entries import Entry, entries_from_columns, parse_entry
 from trackpoint._format.entry_columns import EntryColumns, decode_spans, padded
+from trackpoint._format.in_place import InPlace
 from trackpoint._format.keys import decode_key, lookup_key, lookup_keys
 from trackpoint._format.read_tuning import DEFAULT_TUNING, ReadTuning
 from trackpoint._format.shard_files import ShardFiles, identity
@@ -261,16 +262,30 @@ class BundleReader:
             return self._read_sliced(entry, dtype, out)
         return self._read_plain(entry, dtype, out)
 
-    def read_batches(self, keys: Sequence[str], batch_bytes: int) -> Iterator[list[np.ndarray | bytes]]:
+    def read_batches(
+        self, keys: Sequence[str], batch_bytes: int, in_place: InPlace | None = None
+    ) -> Iterator[list[np.ndarray | bytes]]:
         """Read tensors, checksums verified, yielding their values in order batch by batch.
 
         A caller that stores the values as they come needs no more memory than ``batch_bytes``
         (or one larger tensor): at most that much is read and not yet consumed at any time.
         Every entry is decoded and checked against the files before the first batch is read.
-        See :mod:`.batch_read` for how.
+        See :mod:`.batch_read` for how. With ``in_place``, large tensors may be verified
+        instead, to be copied into existing arrays later (see :mod:`.in_place`).
         """
-        plan = batch_read.ReadPlan(self, keys)
+        plan = batch_read.ReadPlan(self, keys, in_place)
         yield from plan.values(plan.loader(batch_bytes))
+
+    def read_one(self, key: str, in_place: InPlace) -> np.ndarray | bytes:
+        """:meth:`read` of one tensor, or, when ``in_place`` claims it, its destination once verified."""
+        entry = self.entry(key)
+        dtype = self.checked(entry)
+        if entry.size >= self.tuning.in_place_bytes:
+            outs = in_place.claim(self, {0: entry})
+            if outs:
+                in_place.verify()
+                return outs[0]
+        return self.read_checked(entry, dtype)
 
     def _read_bytes(self, entry: Entry, dest: memoryview | None = None, verify: bool = True) -> memoryview:
         """Read the stored bytes of an entry that passed :meth:`checked` (into ``dest`` if given) and verify the crc.

@@ -33,6 +33,10 @@ class ReadTuning:
         chunk_bytes: A large tensor is read and checksummed in chunks of this size, so each
             chunk is checksummed while it is still in the CPU cache; see PERFORMANCE.md.
         read_threads: Threads reading one large tensor.
+        in_place_bytes: A restore reads a tensor this large or larger straight into the
+            array it replaces, when nothing else holds that array (see
+            :mod:`~trackpoint._format.in_place`); smaller ones cost less read into new
+            memory. See PERFORMANCE.md, "Restoring in place".
 
     Example:
         >>> ReadTuning(run_gap=0).run_gap, DEFAULT_TUNING.run_gap
@@ -45,6 +49,7 @@ class ReadTuning:
     read_ahead_rows: int = 256
     chunk_bytes: int = 2 << 20
     read_threads: int = field(default_factory=_default_threads)
+    in_place_bytes: int = 1 << 20
 
 
 DEFAULT_TUNING = ReadTuning()

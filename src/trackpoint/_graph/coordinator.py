@@ -20,8 +20,11 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.in_place import InPlace, fits
 from trackpoint._graph import kept_values
 from trackpoint._graph.node_bytes import split_nodes
 from trackpoint._graph.object_graph import check_child, check_slot, node_paths, unescape
@@ -29,7 +32,7 @@ from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
 from trackpoint._graph.values import CheckpointValues
 from trackpoint._graph.walk import Assignment, CheckpointPosition, RestorePlan, Wanted
 from trackpoint._tracking.base import Trackable
-from trackpoint._tracking.variables import Variable, take_restored
+from trackpoint._tracking.variables import Variable, take_restored, unshared_value
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 
 __all__ = ["RestoreCoordinator"]
@@ -239,13 +242,16 @@ class RestoreCoordinator:
         bindings are undone."""
         with self.reading():
             try:
-                self._assign(plan.assignments)
+                in_place = self._assign(plan.assignments)
+                if in_place is not None:
+                    # Once _assign has returned: nothing of its frame holds a destination any more.
+                    _copy_in_place(*in_place)
             except BaseException:
                 self._undo(plan)
                 raise
             self._finish(plan)
 
-    def _assign(self, assignments: list[Assignment]) -> None:
+    def _assign(self, assignments: list[Assignment]) -> tuple[InPlace, dict[int, Variable]] | None:
         """Read the values of gathered nodes, check each against its object, then hand them out.
 
         No object takes a value before all are read and every plain variable's value was
@@ -254,9 +260,15 @@ class RestoreCoordinator:
         they replace, as in TF (which reads them in one op). Other objects check their tensors
         themselves, in ``_restore_from_tensors``: they take theirs first, in walk order (as
         TF restores Python state first), so that one refusing leaves every variable as it was.
+
+        Except large values whose variable alone holds its array (see
+        :func:`~trackpoint._tracking.variables.unshared_value`): those are only verified in
+        their files here, and each variable takes its own array back; they are read into it
+        by :func:`_copy_in_place` once this returns, with every value checked. Returned for
+        that: what was read in place, and each such row's variable.
         """
         if not assignments:
-            return
+            return None
         keys: list[str] = []
         for _, _, wanted, _ in assignments:
             if isinstance(wanted, str):
@@ -266,7 +278,20 @@ class RestoreCoordinator:
         variables: list[Variable] = []
         arrays: list[Any] = []
         others = []
-        with self.values.many(keys) as values:
+        owners: dict[int, Variable] = {}
+
+        def destinations(rows: Sequence[int]) -> dict[int, np.ndarray]:
+            # Asked only when some values are large: a restore of small ones pays nothing.
+            outs = {}
+            for row, variable in _plain_variables(assignments, rows).items():
+                value = unshared_value(variable)
+                if value is not None:
+                    outs[row] = value
+                    owners[row] = variable
+            return outs
+
+        in_place = InPlace(destinations)
+        with self.values.many(keys, in_place) as values:
             for node_id, trackable, wanted, _ in assignments:
                 if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
                     try:
@@ -282,6 +307,7 @@ class RestoreCoordinator:
             except InvalidArgumentError as exc:
                 raise self._refused(node_id, wanted, exc) from exc
         take_restored(variables, arrays)
+        return (in_place, owners) if in_place.entries else None
 
     def _refused(self, node_id: int, wanted: Wanted, exc: Exception) -> InvalidArgumentError:
         keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)
@@ -452,6 +478,45 @@ class RestoreCoordinator:
             return
         if message is not None:
             warnings.warn(message, UserWarning, stacklevel=2)
+
+
+def _plain_variables(assignments: list[Assignment], rows: Sequence[int]) -> dict[int, Variable]:
+    """The variable that takes the value at each of ``rows`` (positions in the keys that
+    :meth:`RestoreCoordinator._assign` reads), for the rows of plain variables."""
+    wanted_rows = set(rows)
+    found = {}
+    row = 0
+    for _, trackable, wanted, _ in assignments:
+        if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
+            if row in wanted_rows and isinstance(trackable, Variable):
+                found[row] = trackable
+            row += 1
+        else:
+            row += len(wanted)
+    return found
+
+
+def _copy_in_place(in_place: InPlace, owners: dict[int, Variable]) -> None:
+    """Read the values verified for reading in place into their variables' arrays.
+
+    Each array is asked for again: the objects that took their values before (other
+    trackables, in ``_restore_from_tensors``) run code of their own, which may have kept a
+    variable's array meanwhile. A variable whose array is now shared takes a new one, read
+    as any other value is.
+    """
+    outs = {}
+    fresh = []
+    for row, entry in in_place.entries.items():
+        variable = owners[row]
+        value = unshared_value(variable)
+        if value is not None and fits(entry, value):
+            outs[row] = value
+        else:
+            fresh.append(row)
+    in_place.copy(outs)
+    if fresh:
+        variables = [owners[row] for row in fresh]
+        take_restored(variables, [v._check_restored(in_place.read_fresh(row)) for v, row in zip(variables, fresh)])
 
 
 def _list_some(lines: list[str], heading: str, shown: list[str], total: int) -> None:

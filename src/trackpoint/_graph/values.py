@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.in_place import InPlace
 from trackpoint.errors import CheckpointError
 
 __all__ = ["CheckpointValues"]
@@ -69,8 +70,14 @@ class CheckpointValues:
                     self.reader.release_files()
 
     @contextlib.contextmanager
-    def many(self, keys: Sequence[str]) -> Iterator[Iterator[Any]]:
-        """The values of ``keys`` in order, checksums verified, read batch by batch as they are taken."""
+    def many(self, keys: Sequence[str], in_place: InPlace | None = None) -> Iterator[Iterator[Any]]:
+        """The values of ``keys`` in order, checksums verified, read batch by batch as they are taken.
+
+        With ``in_place``, a large value it claims is verified in its file and yielded as its
+        destination, still holding the old value, for the caller to copy into once every
+        value is checked (see :mod:`~trackpoint._format.in_place`). Kept values are in
+        memory already, and never read in place.
+        """
         kept = self.kept
         if kept and all(key in kept for key in keys):
             yield map(kept.__getitem__, keys)
@@ -78,11 +85,13 @@ class CheckpointValues:
             # One tensor, the usual restore-on-create of a variable created on its own: read
             # alone, with the same checks, it skips planning batches for the whole of a
             # restore, which costs ten times the read.
-            yield iter([self.reader.read(keys[0])])
+            reader = self.reader
+            yield iter([reader.read(keys[0]) if in_place is None else reader.read_one(keys[0], in_place)])
         else:
             # Closed on a failure now rather than when the traceback goes: its read-ahead
             # thread must be done before the files close.
-            with contextlib.closing(self.reader.read_batches(keys, _BATCH_BYTES)) as batches:  # type: ignore[type-var]
+            batches = self.reader.read_batches(keys, _BATCH_BYTES, in_place)
+            with contextlib.closing(batches):  # type: ignore[type-var]
                 yield itertools.chain.from_iterable(batches)
 
     def one(self, key: str) -> Any:

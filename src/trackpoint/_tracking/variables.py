@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import operator
+import sys
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,7 +14,7 @@ from trackpoint._format.dtypes import STRING, from_numpy
 from trackpoint._tracking.base import Trackable
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["VARIABLE_VALUE", "Variable", "current_values", "infer_value", "take_restored"]
+__all__ = ["VARIABLE_VALUE", "Variable", "current_values", "infer_value", "take_restored", "unshared_value"]
 
 VARIABLE_VALUE = "VARIABLE_VALUE"
 _TENSOR_NAMES = (VARIABLE_VALUE,)
@@ -99,7 +101,9 @@ class Variable(Trackable):
     Values are never modified in place: ``assign`` installs a new array. A save can
     therefore keep a reference to the current array as its snapshot, with no copy, while
     training goes on (copy-on-write). ``numpy()`` returns that read-only array (a numpy
-    scalar for a scalar variable); copy it to modify it.
+    scalar for a scalar variable); copy it to modify it. The one exception is a restore,
+    which reads a large value straight into the variable's array when nothing else holds
+    that array (see :func:`unshared_value`): no array handed out ever changes.
 
     Args:
         initial_value: Array-like, Python scalar or nested list, ``bytes``/``str``.
@@ -246,6 +250,52 @@ def current_values(variables: Sequence[Variable]) -> list[np.ndarray]:
     return list(map(_VALUE, variables))
 
 
+def _value_and_refs(variable: Variable) -> tuple[np.ndarray, int]:
+    """The variable's array and its reference count as seen here (the only place it is taken)."""
+    value = variable._value
+    return value, sys.getrefcount(value)
+
+
+def _sole_refs() -> int | None:
+    """What :func:`_value_and_refs` counts for an array that its variable alone holds.
+
+    Counted on a variable made for the purpose rather than assumed: what a call's own
+    references add differs between CPython versions. None where reference counts say
+    nothing (an interpreter without them): no value is then ever overwritten in place.
+    """
+    if sys.implementation.name != "cpython" or not hasattr(sys, "getrefcount"):
+        return None
+    return _value_and_refs(Variable(np.zeros(1, np.float32)))[1]
+
+
+def unshared_value(variable: Variable) -> np.ndarray | None:
+    """The variable's array if nothing but the variable holds it, so a restore may overwrite it; else None.
+
+    Copy-on-write (see :class:`Variable`) lets anyone keep the array they were given: a
+    ``numpy()`` result, a view or memoryview of it (which holds it), an async save's
+    snapshot. Any of those is one more reference, so the array is the variable's alone
+    exactly when its reference count is what the variable's own attribute accounts for,
+    and no weak reference could bring it back. It must also own its memory: an array over
+    a reader's bytes (a small restored value) or over another array is never written.
+    The caller (the restore) overwrites it before anything else can run on this thread;
+    a thread reading the variable while a restore writes it may see the new value
+    partly written, as with any in-place update.
+    """
+    if _SOLE_REFS is None:
+        return None
+    value, refs = _value_and_refs(variable)
+    if (
+        refs != _SOLE_REFS
+        or type(value) is not np.ndarray
+        or value.base is not None
+        or not value.flags.owndata
+        or value.dtype.hasobject
+        or weakref.getweakrefcount(value)
+    ):
+        return None
+    return value
+
+
 def take_restored(variables: Sequence[Variable], arrays: Sequence[np.ndarray]) -> None:
     """Give each variable the value :meth:`Variable._check_restored` returned for it.
 
@@ -270,3 +320,6 @@ def _native(dtype: np.dtype) -> np.dtype:
 def _describe(dtype: np.dtype, shape: tuple[int, ...]) -> str:
     name = STRING.name if dtype == object else dtype.name
     return f"{name}{list(shape)}"
+
+
+_SOLE_REFS = _sole_refs()  # last: making a variable needs the whole module

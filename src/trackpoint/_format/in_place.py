@@ -1,0 +1,267 @@
+"""Reading large tensors straight into the arrays they replace, all or nothing: verify them all, then copy.
+
+Why a module of its own: a restore into existing variables otherwise reads every value into
+fresh memory, and on a virtual machine whose host backs pages lazily the first touch of that
+memory costs as much as the read (see PERFORMANCE.md, "Restoring in place"). Writing into a
+variable's own array instead is only sound when the restore cannot fail halfway, and a
+tensor's checksum covers all of it: read into place and checked afterwards, a damaged tensor
+would already have destroyed the value it was to replace. So a restore does two passes over
+the tensors it reads in place:
+
+1. :meth:`InPlace.verify`, before any value is handed out: every tensor is read, in chunks,
+   into one small scratch buffer per thread and checksummed there. The destinations are not
+   touched; a damaged or truncated tensor raises as any read would.
+2. :meth:`InPlace.copy`, once every value of the restore was read and checked: each tensor is
+   read again from the same descriptor, now into its destination, without a checksum.
+
+Both passes split the bytes among ``ReadTuning.read_threads`` threads (file reads and crc32c
+release the GIL). The alternatives measured, and why these won, are in PERFORMANCE.md. Which
+arrays may be overwritten (nothing else holds them) is for the caller to say: this module only
+knows bytes and arrays.
+
+The second pass trusts the file not to change after the first: the bytes copied are the bytes
+verified unless another process rewrites the data file in place during the restore (trackpoint
+never does: a save writes new files and renames them). Such a change is looked for once the
+copy is done (the file's size and times against those seen before the first pass) and raises
+:class:`~trackpoint.errors.DataLossError`; the variables copied into then hold what the file
+held, and must be restored again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from trackpoint._format.crc import crc32c, crc32c_combine, unmask
+from trackpoint._format.entries import Entry
+from trackpoint._format.slices import readable_key
+from trackpoint._format.tensors import numeric_bytes_view
+from trackpoint._format.threads import parallel_map
+from trackpoint.errors import CheckpointError, DataLossError
+
+if TYPE_CHECKING:
+    from trackpoint._format.bundle_reader import BundleReader
+
+__all__ = ["Destinations", "InPlace", "fits"]
+
+#: Asked with the rows (positions in the keys read) of tensors large enough to read in place:
+#: the arrays that may be overwritten with them, by row (rows left out are read as usual).
+Destinations = Callable[[Sequence[int]], dict[int, np.ndarray]]
+
+# One piece of the work of a pass: (index of the tensor among those read in place, first byte, end).
+_Piece = tuple[int, int, int]
+
+
+def fits(entry: Entry, out: np.ndarray) -> bool:
+    """Whether ``entry`` may be read straight into ``out``: a plain numeric tensor of exactly its
+    dtype and shape, and an array that owns its aligned, C-contiguous memory."""
+    dtype = entry.dtype
+    return (
+        dtype is not None
+        and not dtype.is_string
+        and not entry.is_sliced
+        and entry.size > 0
+        and out.dtype == dtype.numpy
+        and out.shape == entry.shape
+        and out.nbytes == entry.size
+        and out.base is None
+        and out.flags.owndata
+        and out.flags.c_contiguous
+        and out.flags.aligned
+    )
+
+
+class InPlace:
+    """The tensors of one restore read into existing arrays; see the module docstring.
+
+    A read plan (or a single read) offers the rows of its large tensors to :meth:`claim`,
+    which asks ``destinations`` for arrays to overwrite; those rows are then verified by
+    :meth:`verify` before their values are handed out, as their destination arrays
+    themselves, still holding the old values. The caller checks every value of the restore,
+    then calls :meth:`copy`.
+
+    Only tensors of at least ``ReadTuning.in_place_bytes`` are offered: below that, reading
+    into fresh memory costs less than two passes (see PERFORMANCE.md).
+
+    Args:
+        destinations: Which arrays may be overwritten (see :data:`Destinations`).
+
+    Attributes:
+        entries: Row -> entry of each tensor claimed, verified once :meth:`verify` returns.
+    """
+
+    def __init__(self, destinations: Destinations) -> None:
+        self.entries: dict[int, Entry] = {}
+        self._destinations = destinations
+        self._reader: BundleReader | None = None
+        self._seen: dict[int, tuple[int, int]] = {}  # shard id -> its file's (size, mtime) at verify
+
+    def claim(self, reader: BundleReader, offered: dict[int, Entry]) -> dict[int, np.ndarray]:
+        """The destination of each row of ``offered`` to be read in place: row -> array.
+
+        ``offered`` holds entries that passed :meth:`BundleReader.checked`. A row whose
+        destination does not fit its entry (another dtype or shape: the usual read and check
+        then raise the precise error) is left to the usual read, as is an array offered for
+        two rows.
+        """
+        if reader.big_endian or not offered:
+            return {}
+        outs = self._destinations(list(offered))
+        counts: dict[int, int] = {}
+        for out in outs.values():
+            counts[id(out)] = counts.get(id(out), 0) + 1
+        taken = {}
+        for row, out in outs.items():
+            entry = offered.get(row)
+            if entry is not None and counts[id(out)] == 1 and fits(entry, out):
+                taken[row] = out
+                self.entries[row] = entry
+        if taken:
+            self._reader = reader
+        return taken
+
+    # -- the two passes ---------------------------------------------------------------------
+
+    def _pieces(self, reader: BundleReader, entries: list[Entry]) -> list[list[_Piece]]:
+        """The tensors' bytes cut into one contiguous share per thread.
+
+        Shares of equal size, so both threads finish together; a tensor cut between two
+        shares costs one :func:`crc32c_combine` (about a millisecond) in the first pass, and
+        cutting only there keeps that to one per thread.
+        """
+        total = sum(entry.size for entry in entries)
+        threads = max(1, min(reader.tuning.read_threads, total // reader.tuning.chunk_bytes))
+        step = -(-total // threads)
+        shares: list[list[_Piece]] = [[] for _ in range(threads)]
+        done = 0  # bytes of the tensors before this one
+        for index, entry in enumerate(entries):
+            lo = 0
+            while lo < entry.size:
+                share = min((done + lo) // step, threads - 1)
+                hi = min(entry.size, (share + 1) * step - done)
+                shares[share].append((index, lo, hi))
+                lo = hi
+            done += entry.size
+        return [share for share in shares if share]
+
+    def verify(self) -> None:
+        """Read every claimed tensor into scratch memory and verify its checksum (the first pass).
+
+        Raises:
+            DataLossError: A checksum does not match, or a data file ends early.
+        """
+        reader = self._reader
+        if reader is None or not self.entries:
+            return
+        entries = list(self.entries.values())
+        fds = [reader.shard_fd(entry.shard_id, entry.key)[0] for entry in entries]
+        for entry, fd in zip(entries, fds):
+            self._seen[entry.shard_id] = _state(fd)
+        chunk_bytes = reader.tuning.chunk_bytes
+
+        def checksum(share: list[_Piece]) -> list[int]:
+            # One scratch buffer per thread, reused for every chunk: it stays in the CPU's
+            # cache, where its checksum is cheap, and no new memory is touched.
+            scratch = memoryview(bytearray(chunk_bytes))
+            crcs = []
+            for index, lo, hi in share:
+                entry, crc = entries[index], 0
+                for start in range(lo, hi, chunk_bytes):
+                    stop = min(start + chunk_bytes, hi)
+                    buf = scratch[: stop - start]
+                    _pread(reader, fds[index], entry, buf, start)
+                    crc = crc32c(buf, crc)
+                crcs.append(crc)
+            return crcs
+
+        shares = self._pieces(reader, entries)
+        crcs: list[int | None] = [None] * len(entries)
+        for share, share_crcs in zip(shares, parallel_map(checksum, shares, len(shares))):
+            for (index, lo, hi), part in zip(share, share_crcs):
+                before = crcs[index]
+                crcs[index] = part if before is None else crc32c_combine(before, part, hi - lo)
+        for entry, total in zip(entries, crcs):
+            if total != unmask(entry.crc32c):
+                raise reader.checksum_mismatch(entry.shard_id, entry.key)
+
+    def copy(self, outs: dict[int, np.ndarray]) -> None:
+        """Read the verified tensors of ``outs`` (row -> array, a subset of :attr:`entries`) into
+        their arrays (the second pass), which must be read-only arrays that nothing else holds.
+
+        Raises:
+            DataLossError: A data file changed since :meth:`verify` (see the module docstring).
+        """
+        reader = self._reader
+        if reader is None or not outs:
+            return
+        rows = list(outs)
+        entries = [self.entries[row] for row in rows]
+        fds = [reader.shard_fd(entry.shard_id, entry.key)[0] for entry in entries]
+        arrays = [outs[row] for row in rows]
+        views = []
+        for array in arrays:
+            array.flags.writeable = True  # allowed: the array owns its memory (see fits)
+            views.append(numeric_bytes_view(array))
+
+        def read(share: list[_Piece]) -> None:
+            for index, lo, hi in share:
+                _pread(reader, fds[index], entries[index], views[index][lo:hi], lo)
+
+        shares = self._pieces(reader, entries)
+        try:
+            parallel_map(read, shares, len(shares))
+        except CheckpointError as exc:  # the file ended early: it was cut short since verify
+            damaged = next((entry for entry in entries if entry.key == exc.key), entries[0])
+            raise _changed(reader, damaged, len(entries)) from exc
+        finally:
+            for view in views:
+                view.release()
+            for array in arrays:
+                array.flags.writeable = False
+        for fd, entry in zip(fds, entries):
+            if _state(fd) != self._seen.get(entry.shard_id):
+                raise _changed(reader, entry, len(entries))
+
+    def read_fresh(self, row: int) -> np.ndarray:
+        """A claimed tensor read into new memory, checksum verified: for a destination that
+        became shared between :meth:`claim` and :meth:`copy`."""
+        entry = self.entries[row]
+        return self._reader.read_checked(entry, entry.dtype)  # type: ignore[union-attr,arg-type,return-value]
+
+
+def _state(fd: int) -> tuple[int, int]:
+    """What changes when a file's contents are written: its size and modification time.
+
+    Not its change time, which a rename or an unlink (a manager deleting an old checkpoint
+    while it is read, whose descriptor still reads the same bytes) changes too.
+    """
+    stat = os.fstat(fd)
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _changed(reader: BundleReader, entry: Entry, count: int) -> DataLossError:
+    """The error for a data file written to between the two passes (see the module docstring)."""
+    path = reader.data_path(entry.shard_id)
+    return DataLossError(
+        f"{path}: the data file changed while key {readable_key(entry.key)!r} was being restored into an existing "
+        f"variable; the {count} variable(s) restored in place in this call now hold whatever the files held: "
+        "restore again from a checkpoint nothing writes to",
+        path=path,
+        key=entry.key,
+    )
+
+
+def _pread(reader: BundleReader, fd: int, entry: Entry, buf: memoryview, start: int) -> None:
+    """Fill ``buf`` with the entry's bytes from ``start`` on; a file ending early raises DataLossError."""
+    done, size = 0, len(buf)
+    while done < size:
+        n = os.preadv(fd, [buf[done:]], entry.offset + start + done)
+        if n <= 0:
+            path = reader.data_path(entry.shard_id)
+            raise reader.damaged(
+                path, entry.key, f"{path}: unexpected end of file reading key {readable_key(entry.key)!r}"
+            )
+        done += n
