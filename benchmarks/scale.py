@@ -30,12 +30,13 @@ and reads its own arrays (it holds no second copy as in the standard workloads),
 what it loads into the arrays it saved from. A size is skipped, saying so, when the machine has less memory
 available or disk free than it needs (twice the size, plus 1 GiB).
 
-TensorFlow runs up to 200,000 variables and 4 GiB: each tf.Variable costs about 0.2 ms per phase (creation,
-save, restore), so one child at 1,000,000 variables would take about half an hour; and beyond 4 GiB its
-restore would hold 16 GiB next to the other engineers' work on this machine. ``--no-tf`` skips it all.
+TensorFlow runs up to 200,000 variables and 4 GiB: each tf.Variable costs about 0.25 ms per phase (creating,
+saving, restoring), so one child at 200,000 variables takes 7 minutes and one at 1,000,000 would take about 40;
+and beyond 4 GiB its restore would hold 16 GiB on a machine others share. ``--no-tf`` skips it all.
 
-Every child has a timeout (five times a generous estimate of its phases, at least a minute); a child that
-runs out of time, or fails, leaves its cells empty with the reason printed, and the run goes on.
+Every child has a timeout (about three times what its phases take here, at least a minute); a child that
+runs out of time, or fails, leaves its cells empty ("timed out", "failed") with the reason printed below the
+table, and the run goes on.
 
 Duration on the 2-core development VM with ``--rounds 1``: about 25 minutes with ``--no-tf``, about 35 with
 TensorFlow; ``--quick`` about 2 minutes (1 without TensorFlow); each further round adds as much again.
@@ -86,9 +87,14 @@ TENSOR_MIB = 64
 # TensorFlow's limits (see the module docstring).
 TF_MAX_VARIABLES = 200_000
 TF_MAX_BYTES = 4 * GiB
+# What each phase of TF 2.21 costs per variable at 200,000 variables on the development VM (creating them
+# 0.25 ms, a save 0.18 ms, a restore 0.27 ms; more per variable than at 2,000).
+TF_SECONDS_PER_VARIABLE = 0.25e-3
 
-# Generous costs per timed or untimed phase, for the timeouts: seconds per variable and per GiB.
-BUDGET = {"tensorflow": (1e-3, 8.0)}
+# Generous costs of one phase (creating the variables, a save, a restore), for the timeouts: seconds per
+# variable and per GiB, about three times what each takes on the development VM (TF 2.21: 0.2-0.3 ms per
+# variable at 200,000; the others under 8 µs; every contender about 1.3 s per GiB, os.sync() included).
+BUDGET = {"tensorflow": (0.8e-3, 4.0)}
 DEFAULT_BUDGET = (20e-6, 4.0)
 
 # The rows of the tables: (operation key, label); trackpoint has all four, the others write and read.
@@ -99,6 +105,8 @@ OPS = (
     ("first read", "first read (new objects)"),
 )
 UNITS = {"variables": "µs per variable", "bytes": "s per GiB"}
+# The key of a timed child's own peak resident set in its row (not a timed phase).
+PEAK_RSS = "peak_rss"
 # The memory target of issue 17: bytes per variable, plus one tensor or this much of small ones.
 TARGET_PER_VARIABLE = 200
 TARGET_SMALL = 4 * MiB
@@ -289,7 +297,10 @@ def run_child(
     if memory:
         return memory_row(spec, directory, memory_method)
     contender = make_contender(contender_name, spec, directory)
-    return time_phases(contender, repeats, asynchronous=False, first_save=True)
+    row = time_phases(contender, repeats, asynchronous=False, first_save=True)
+    # The child's whole peak, variables included: how many copies of the values it held at most.
+    row[PEAK_RSS] = [_proc_bytes("VmHWM")]
+    return row
 
 
 # -- the parent ------------------------------------------------------------------------------
@@ -299,10 +310,11 @@ def skip_reason(contender: str, spec: Spec) -> str | None:
     if contender != "tensorflow":
         return None
     if spec.count > TF_MAX_VARIABLES:
-        minutes = spec.count * 2e-4 * 9 / 60
+        minutes = spec.count * TF_SECONDS_PER_VARIABLE * 10 / 60
         return (
-            f"TensorFlow runs up to {TF_MAX_VARIABLES:,} variables: at about 0.2 ms per variable and phase, "
-            f"one child at {spec.count:,} would take about {minutes:.0f} minutes"
+            f"TensorFlow runs up to {TF_MAX_VARIABLES:,} variables: at about {TF_SECONDS_PER_VARIABLE * 1e3:g} ms "
+            f"per variable and phase (creating, saving, restoring), one child at {spec.count:,} would take about "
+            f"{minutes:.0f} minutes"
         )
     if spec.total > TF_MAX_BYTES:
         return (
@@ -333,15 +345,15 @@ def resources_reason(spec: Spec, directory: str) -> str | None:
 
 
 def child_timeout(contender: str, spec: Spec, repeats: int, memory: bool = False) -> float:
-    """Five times a generous estimate of one child: creating the variables, the warm-up, every phase
-    (trackpoint's first save and first read each make new objects first)."""
+    """A generous estimate of one child, at least a minute: creating the variables, the warm-up, every
+    phase (trackpoint's first save and first read each make new objects first)."""
     per_variable, per_gib = BUDGET.get(contender, DEFAULT_BUDGET)
     phase = spec.count * per_variable + spec.total / GiB * per_gib
     if memory:
         phases = 3
     else:
         phases = 1 + 3 + 2 * repeats + (4 * repeats if contender == "trackpoint" else 0)
-    return max(60.0, 5 * phase * phases)
+    return max(60.0, phase * phases)
 
 
 def run(args: argparse.Namespace, names: list[str], repeats: int, rounds: int) -> dict[str, Any]:
@@ -384,8 +396,13 @@ def new_row(spec: Spec, group: str) -> dict[str, Any]:
 
 
 def add_samples(row: dict[str, Any], group: str, samples: dict[str, dict[str, list[float]]]) -> None:
-    """Each contender's samples, medians and medians per unit (µs per variable, s per GiB)."""
+    """Each contender's samples, medians and medians per unit (µs per variable, s per GiB), and the
+    largest peak resident set of its children."""
     per = row["count"] / 1e6 if group == "variables" else row["bytes"] / GiB
+    samples = {contender: dict(ops) for contender, ops in samples.items()}
+    for contender, ops in samples.items():
+        if PEAK_RSS in ops:
+            row.setdefault("child_peak_rss", {})[contender] = max(ops.pop(PEAK_RSS))
     for contender, ops in medians(samples).items():
         if ops:
             row["contenders"][contender] = {
@@ -465,6 +482,10 @@ def progress_line(row: dict[str, Any], group: str) -> str:
         cells = ", ".join(f"{op} {result['median'][op]:.3f} s" for op, _ in OPS if op in result["median"])
         parts.append(f"{contender}: {cells}")
     parts += [f"{contender} skipped ({why})" for contender, why in row["skipped"].items()]
+    peaks = row.get("child_peak_rss", {})
+    if peaks:
+        copies = ", ".join(f"{contender} {peak / row['bytes']:.1f}" for contender, peak in peaks.items())
+        parts.append(f"children's peak RSS in copies of the values: {copies}")
     return f"{group} {row['label']} ({row['seconds']:.0f} s): " + "; ".join(parts)
 
 
@@ -518,7 +539,7 @@ def markdown_tables(results: dict[str, Any]) -> dict[str, str]:
             continue
         rows = _row_sizes(group, rows)
         contenders = dict.fromkeys(c for row in rows for c in (*row["contenders"], *row["skipped"]))
-        head = f"{rows[-1]['label']} / {rows[0]['label']}"
+        head = f"{rows[-1]['label']} / {rows[0]['label']}" if len(rows) > 1 else "largest / smallest"
         lines = [
             f"{_title(group, rows)}: {UNITS[group]} (median seconds in all)",
             "",
@@ -581,9 +602,10 @@ def markdown_tables(results: dict[str, Any]) -> dict[str, str]:
                 lines.append(f"| {name} | {why} | | | | |")
                 continue
             yes = {True: "yes", False: "no"}
+            # A peak below the largest tensor is nothing beyond it.
+            save, read = (size_text(max(0.0, memory[key])) for key in ("save_per_variable", "read_per_variable"))
             lines.append(
-                f"| {name} | {size_text(memory['mem_save'])} | {size_text(memory['save_per_variable'])} | "
-                f"{size_text(memory['mem_read'])} | {size_text(memory['read_per_variable'])} | "
+                f"| {name} | {size_text(memory['mem_save'])} | {save} | {size_text(memory['mem_read'])} | {read} | "
                 f"{yes[memory['save_within']]}, {yes[memory['read_within']]} |"
             )
         tables["memory"] = "\n".join(lines)
