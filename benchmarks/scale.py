@@ -24,11 +24,15 @@ reported as bytes per variable beyond the largest tensor, against issue 17's tar
 plus one tensor (or 4 MiB of small ones).
 
 Memory: no contender's child holds source arrays beside its variables (each variable's array is made
-directly, one at a time), so a child holds one copy of the checkpoint's values, two while a read holds the
-new ones (trackpoint's restore, all or nothing, safetensors' ``load_file``, TF): 16 GiB at 8 GiB. raw writes
-and reads its own arrays (it holds no second copy as in the standard workloads), safetensors+assign copies
-what it loads into the arrays it saved from. A size is skipped, saying so, when the machine has less memory
-available or disk free than it needs (twice the size, plus 1 GiB).
+directly, one at a time), so a child holds one copy of the checkpoint's values, two while a read into new
+memory holds the new ones (TF's restore, trackpoint's where it does not read in place): 16 GiB at 8 GiB.
+raw writes and reads its own arrays (it holds no second copy as in the standard workloads),
+safetensors+assign copies what it loads into the arrays it saved from. safetensors' ``load_file`` reads the
+whole file into memory and makes the arrays from it: three copies at its peak, 24 GiB at 8 GiB, which this
+24 GiB machine does not have. Each timed child reports its peak resident set (printed as copies of the
+values with the progress lines, in the JSON as ``child_peak_rss``). A contender is skipped at a size, saying
+so, when the machine has less memory available than its copies need plus 1 GiB, or less disk free than two
+copies plus 1 GiB (so both safetensors rows at 8 GiB).
 
 TensorFlow runs up to 200,000 variables and 4 GiB: each tf.Variable costs about 0.25 ms per phase (creating,
 saving, restoring), so one child at 200,000 variables takes 7 minutes and one at 1,000,000 would take about 40;
@@ -331,13 +335,24 @@ def _available_memory() -> int:
         return sys.maxsize
 
 
-def resources_reason(spec: Spec, directory: str) -> str | None:
-    """Why this machine cannot run the workload now: each child holds up to two copies, and trackpoint's
-    atomic save writes the new file beside the old one."""
-    need = 2 * spec.total + GiB
+# How many copies of the values a contender's child holds at its peak (its variables included), measured
+# at 1 GiB: safetensors' load_file reads the whole file into memory and makes the arrays from it, beside the
+# variables; a restore or load into new memory holds two; raw reads one tensor at a time.
+COPIES = {"safetensors": 3, "safetensors+assign": 3, "raw": 1, "raw+fsync": 1}
+
+
+def resources_reason(contender: str, spec: Spec, directory: str) -> str | None:
+    """Why this machine cannot run the contender on the workload now: memory for its copies of the values
+    (``COPIES``) and disk for two files (trackpoint's atomic save writes the new file beside the old one)."""
+    copies = COPIES.get(contender, 2)
+    need = copies * spec.total + GiB
     memory = _available_memory()
     if memory < need:
-        return f"needs about {size_text(need)} of memory, {size_text(memory)} available"
+        return (
+            f"needs about {size_text(need)} of memory ({copies} copies of the values at its peak), "
+            f"{size_text(memory)} available"
+        )
+    need = 2 * spec.total + GiB
     disk = shutil.disk_usage(directory).free
     if disk < need:
         return f"needs about {size_text(need)} of disk, {size_text(disk)} free"
@@ -361,8 +376,8 @@ def run(args: argparse.Namespace, names: list[str], repeats: int, rounds: int) -
     groups = workload_specs(args)
     print(
         f"scale: {rounds} round(s) x {repeats} repetitions per contender, medians; each timed phase after "
-        "os.sync(), the same warm-up for every contender. No child holds source arrays beside its variables "
-        "(at most two copies, during a read).\n"
+        "os.sync(), the same warm-up for every contender. No child holds source arrays beside its variables; "
+        "one is skipped where its peak (safetensors' load_file: three copies) would not fit in memory.\n"
     )
     start = time.perf_counter()
     out: dict[str, Any] = {"memory_method": args.memory_method, "groups": {}}
@@ -438,10 +453,9 @@ def run_workload(spec: Spec, group: str, names: list[str], repeats: int, rounds:
     row = new_row(spec, group)
     root = tempfile.mkdtemp(prefix=f"tp-scale-{spec.name}-")
     try:
-        reason = resources_reason(spec, root)
         runnable = []
         for contender in names:
-            why = reason or skip_reason(contender, spec)
+            why = skip_reason(contender, spec) or resources_reason(contender, spec, root)
             if why is None:
                 runnable.append(contender)
             else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -128,6 +129,24 @@ def test_the_workloads_are_the_issue_s_sizes(scale: ModuleType) -> None:
     assert tf == [True, True, False]
     tf = [scale.skip_reason("tensorflow", scale.Spec.parse(name)) is None for name in specs()["bytes"]]
     assert tf == [True, True, True, False]
+
+
+def test_a_contender_whose_peak_would_not_fit_is_skipped(
+    scale: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setattr(scale, "_available_memory", lambda: 22 << 30)
+    monkeypatch.setattr(scale.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(100 << 30, 0, 100 << 30))
+    largest, second = scale.Spec.parse("128x64MiB"), scale.Spec.parse("64x64MiB")
+    fits = {name: scale.resources_reason(name, largest, str(tmp_path)) is None for name in NO_TF}
+    assert fits == {
+        "trackpoint": True,
+        "safetensors": False,
+        "safetensors+assign": False,
+        "raw": True,
+        "raw+fsync": True,
+    }
+    assert "3 copies of the values" in scale.resources_reason("safetensors", largest, str(tmp_path))
+    assert all(scale.resources_reason(name, second, str(tmp_path)) is None for name in NO_TF)
 
 
 @pytest.mark.slow  # 24 child processes: about 8 s
