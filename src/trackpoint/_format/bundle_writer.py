@@ -8,6 +8,7 @@ the shape always present, the header ``{num_shards, version.producer=1}`` under 
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, BinaryIO
@@ -18,6 +19,7 @@ from trackpoint._format import atomic, naming, publish, slices, sstable, varint,
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import crc32c, mask
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
+from trackpoint._format.index_entries import IndexEntries, entry_head, entry_heads
 from trackpoint._format.keys import encode_key
 from trackpoint._format.temps import temp_path
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
@@ -54,49 +56,18 @@ def _shape_proto(shape: Sequence[int]) -> pb.TensorShapeProto:
 
 
 # One-byte tags of the fields written here (see trackpoint._format.wire).
-_DTYPE, _SHAPE, _SHARD_ID, _OFFSET, _SIZE, _CRC32C, _DIM, _DIM_SIZE = (
-    bytes((tag,))
-    for tag in (
-        wire.ENTRY_DTYPE,
-        wire.ENTRY_SHAPE,
-        wire.ENTRY_SHARD_ID,
-        wire.ENTRY_OFFSET,
-        wire.ENTRY_SIZE,
-        wire.ENTRY_CRC32C,
-        wire.SHAPE_DIM,
-        wire.DIM_SIZE,
-    )
+_SHARD_ID, _OFFSET, _SIZE, _CRC32C = (
+    bytes((tag,)) for tag in (wire.ENTRY_SHARD_ID, wire.ENTRY_OFFSET, wire.ENTRY_SIZE, wire.ENTRY_CRC32C)
 )
-
-
-def _dim(size: int) -> bytes:
-    inner = _DIM_SIZE + varint.encode(size) if size else b""
-    return _DIM + bytes((len(inner),)) + inner
-
-
-_HEADS: dict[tuple[int, tuple[int, ...]], bytes] = {}  # (dtype, shape) -> the entry's dtype and shape fields
-_MAX_HEADS = 4096
 
 
 def encode_entry(dtype: int, shape: Sequence[int], shard_id: int, offset: int, size: int, crc: int) -> bytes:
     """A serialized ``BundleEntryProto`` for a plain tensor, as protobuf would encode it.
 
-    Written by hand because saving many small variables spends its time building messages;
-    the tests check it against protobuf's encoding. Models repeat a few shapes, so the
-    dtype-and-shape part is built once per pair.
+    For the tensors a save writes one by one outside :meth:`ShardWriter.add_many`'s columns
+    (strings, slices); the tests check it against protobuf's encoding.
     """
-    head_key = (dtype, shape if type(shape) is tuple else tuple(shape))
-    head = _HEADS.get(head_key)
-    if head is None:
-        dims = b"".join(_dim(int(d)) for d in shape)
-        head = _DTYPE + varint.encode(dtype) + _SHAPE + varint.encode(len(dims)) + dims  # shape is always present
-        if len(_HEADS) < _MAX_HEADS:
-            _HEADS[head_key] = head
-    if offset and size and crc and not shard_id:  # the usual entry: one join, no list to grow
-        return b"".join(
-            (head, _OFFSET, varint.encode(offset), _SIZE, varint.encode(size), _CRC32C, crc.to_bytes(4, "little"))
-        )
-    out = [head]
+    out = [entry_head(dtype, shape)]
     if shard_id:
         out += [_SHARD_ID, varint.encode(shard_id)]
     if offset:
@@ -116,7 +87,7 @@ def header_bytes(num_shards: int) -> bytes:
 
 def write_index(
     prefix: str,
-    entries: Mapping[bytes, bytes | pb.BundleEntryProto],
+    entries: IndexEntries | Mapping[bytes, bytes | pb.BundleEntryProto],
     num_shards: int,
     data_files: Sequence[tuple[str, str]] = (),
     data_synced: Callable[[], None] | None = None,
@@ -128,11 +99,13 @@ def write_index(
     ``data_synced``, if given, is called before anything is published and must return only
     once the data files are durable (or raise).
     """
-    items = [(b"", header_bytes(num_shards))]
-    items += [(key, entries[key]) for key in sorted(entries)]
-    for i, (key, entry) in enumerate(items):
-        if not isinstance(entry, bytes):  # the full entry of a sliced tensor
-            items[i] = (key, entry.SerializeToString())
+    if not isinstance(entries, IndexEntries):
+        given = entries
+        entries = IndexEntries()
+        for key, entry in given.items():
+            entries.encoded[key] = entry if isinstance(entry, bytes) else entry.SerializeToString()
+    entries.encoded[b""] = header_bytes(num_shards)
+    keys, values = entries.sorted_columns()
     path = naming.index_filename(prefix)
 
     def commit(temp: str) -> None:
@@ -140,7 +113,7 @@ def write_index(
             data_synced()
         publish.publish(data_files, temp, path, num_shards)
 
-    atomic.write_file(path, sstable.build_table(items), commit)
+    atomic.write_file(path, sstable.build_table_columns(keys, values), commit)
 
 
 class ShardWriter:
@@ -154,7 +127,7 @@ class ShardWriter:
         self.path = path  # the final name; bytes go to temp_path until the bundle is published
         self.temp_path = temp_path(path)
         self.shard_id = shard_id
-        self.entries: dict[bytes, bytes] = {}  # key -> serialized BundleEntryProto
+        self.entries = IndexEntries()
         # full key -> (name, dtype, full shape, extents of each slice in write order)
         self.sliced: dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]] = {}
         # A large buffer: saving many small tensors otherwise costs a system call every 8 KiB.
@@ -180,43 +153,67 @@ class ShardWriter:
             buf = as_numeric_buffer(np.asarray(array), dtype)
             shape = buf.shape
             offset, size, crc = self._append(numeric_bytes_view(buf))
-        self.entries[key] = encode_entry(dtype.enum, shape, self.shard_id, offset, size, crc)
+        self.entries.encoded[key] = encode_entry(dtype.enum, shape, self.shard_id, offset, size, crc)
 
     def add(self, key: str, array: Any) -> None:
         """Append a whole tensor (numpy array, ``bytes``/``str`` scalar or object array of bytes)."""
         self._write(encode_key(key), key, array)
 
     def add_many(self, tensors: Iterable[tuple[str, Any]]) -> None:
-        """Append whole tensors in order; the same as :meth:`add` on each, faster for many small ones."""
+        """Append whole tensors in order; the same as :meth:`add` on each, faster for many small ones.
+
+        A plain tensor (numeric, native byte order, C-contiguous) is written from its own
+        buffer, and its entry is only a row of numbers until the index is written
+        (:class:`~trackpoint._format.index_entries.IndexEntries`).
+        """
         entries, sliced, shard_id = self.entries, self.sliced, self.shard_id
+        rows, encoded, heads, shard_ids, offsets, sizes, crcs = (
+            entries.rows,
+            entries.encoded,
+            entries.heads,
+            entries.shard_ids,
+            entries.offsets,
+            entries.sizes,
+            entries.crcs,
+        )
+        known_heads = entry_heads()
         write = self._file.write
         offset = self._offset
         try:
+            # One pass per tensor, every call in C but the head's: a save of many small
+            # tensors spends its time here (see PERFORMANCE.md, "The first save").
             for name, array in tensors:
                 dtype = _NUMPY_DTYPES.get(array.dtype) if type(array) is np.ndarray else None
-                key = encode_key(name)
-                view = None
-                if dtype is not None and key not in entries and key not in sliced:
+                key = name.encode("utf-8", "surrogateescape")  # encode_key, inlined
+                size = array.nbytes if dtype is not None else 0
+                plain = size and key not in rows and key not in encoded and key not in sliced
+                if plain and size >= _OVERLAP_BYTES and array.flags.c_contiguous:
+                    # A large tensor: checksummed on another thread while this one writes it
+                    # (both release the GIL), rather than one after the other.
+                    pending_crc = Background(functools.partial(crc32c, array), "trackpoint-crc")
+                    write(array)
+                    crc = pending_crc.result()
+                elif plain and size < _OVERLAP_BYTES:
                     try:
-                        view = memoryview(array).cast("B")
-                    except (TypeError, ValueError):
-                        pass  # not C-contiguous, or empty: the general path below
-                if view is None or dtype is None:
+                        write(array)  # refuses a buffer that is not C-contiguous, writing nothing
+                    except ValueError:
+                        plain = False
+                    else:
+                        crc = crc32c(array)
+                else:
+                    plain = False
+                if not plain:
                     self._offset = offset
                     self._write(key, name, array)  # anything unusual, errors included
                     offset = self._offset
                     continue
-                size = view.nbytes
-                if size >= _OVERLAP_BYTES:
-                    # A large tensor: checksummed on another thread while this one writes it
-                    # (both release the GIL), rather than one after the other.
-                    pending_crc = Background(functools.partial(crc32c, view), "trackpoint-crc")
-                    write(view)
-                    crc = pending_crc.result()
-                else:
-                    write(view)
-                    crc = crc32c(view)
-                entries[key] = encode_entry(dtype.enum, array.shape, shard_id, offset, size, mask(crc))
+                rows[key] = len(heads)
+                head = known_heads.get((dtype.enum, array.shape))  # type: ignore[union-attr]
+                heads.append(head if head is not None else entry_head(dtype.enum, array.shape))  # type: ignore[union-attr]
+                shard_ids.append(shard_id)
+                offsets.append(offset)
+                sizes.append(size)
+                crcs.append(crc)
                 offset += size
         finally:
             self._offset = offset
@@ -274,7 +271,7 @@ class ShardWriter:
         atomic.remove_quietly(self.temp_path)
 
 
-def merge_shards(shards: Sequence[ShardWriter]) -> dict[bytes, bytes | pb.BundleEntryProto]:
+def merge_shards(shards: Sequence[ShardWriter]) -> IndexEntries:
     """All entries of the shards, in shard order; slices of one key gathered into its full entry.
 
     The full entry of a sliced tensor takes the shard id of its first slice and lists the
@@ -286,25 +283,28 @@ def merge_shards(shards: Sequence[ShardWriter]) -> dict[bytes, bytes | pb.Bundle
     """
     if len(shards) == 1 and not shards[0].sliced:
         return shards[0].entries
-    entries: dict[bytes, bytes | pb.BundleEntryProto] = {}
+    entries = IndexEntries()
+    merged: dict[bytes, pb.BundleEntryProto] = {}
     full: dict[bytes, tuple[DType, tuple[int, ...]]] = {}
     for shard in shards:
-        for key, entry in shard.entries.items():
-            if key in entries:
+        for key in itertools.chain(shard.entries.rows, shard.entries.encoded):
+            if key in entries or key in merged:
                 raise InvalidArgumentError(f"{shard.path}: duplicate tensor keyed by {key!r} in merged shards")
-            entries[key] = entry
+        entries.extend(shard.entries)
         for key, (name, dtype, shape, parts) in shard.sliced.items():
-            merged = entries.get(key)
-            if merged is None:
-                merged = entries[key] = pb.BundleEntryProto(dtype=dtype.enum, shard_id=shard.shard_id)
-                merged.shape.CopyFrom(_shape_proto(shape))
+            entry = merged.get(key)
+            if entry is None and key not in entries:
+                entry = merged[key] = pb.BundleEntryProto(dtype=dtype.enum, shard_id=shard.shard_id)
+                entry.shape.CopyFrom(_shape_proto(shape))
                 full[key] = (dtype, shape)
-            elif not isinstance(merged, pb.BundleEntryProto) or full.get(key) != (dtype, shape):
+            elif entry is None or full.get(key) != (dtype, shape):
                 raise InvalidArgumentError(
                     f"{shard.path}: slices of {name!r} disagree with another shard's in "
                     "dtype or shape, or the key is also stored whole"
                 )
-            merged.slices.extend(slices.extents_to_proto(e) for e in parts)
+            entry.slices.extend(slices.extents_to_proto(e) for e in parts)
+    for key, entry in merged.items():
+        entries.encoded[key] = entry.SerializeToString()
     return entries
 
 

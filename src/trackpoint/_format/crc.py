@@ -7,7 +7,7 @@ from collections.abc import Callable
 import crc32c as _crc32c
 import numpy as np
 
-__all__ = ["MASK_DELTA", "crc32c", "crc32c_combine", "mask", "unmask", "unmask_all"]
+__all__ = ["MASK_DELTA", "crc32c", "crc32c_combine", "mask", "mask_all", "unmask", "unmask_all"]
 
 MASK_DELTA = 0xA282EAD8
 
@@ -28,6 +28,13 @@ def unmask(masked: int) -> int:
     """Invert :func:`mask`."""
     rot = (masked - MASK_DELTA) & 0xFFFFFFFF
     return ((rot >> 17) | (rot << 15)) & 0xFFFFFFFF
+
+
+def mask_all(crcs: np.ndarray) -> np.ndarray:
+    """:func:`mask` over a column of checksums (as ``uint64``)."""
+    crcs = crcs.astype(np.uint64)
+    rotated = ((crcs >> np.uint64(15)) | (crcs << np.uint64(17))) & np.uint64(0xFFFFFFFF)
+    return (rotated + np.uint64(MASK_DELTA)) & np.uint64(0xFFFFFFFF)
 
 
 def unmask_all(masked: np.ndarray) -> np.ndarray:

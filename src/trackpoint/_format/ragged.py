@@ -32,6 +32,7 @@ __all__ = [
     "exclusive_cumsum",
     "group_sums",
     "put_bytes",
+    "put_ranges",
     "put_strings",
     "put_varints",
     "record_starts",
@@ -122,9 +123,16 @@ def put_bytes(out: np.ndarray, at: np.ndarray, constant: bytes) -> None:
 
 def put_strings(out: np.ndarray, at: np.ndarray, strings: Strings) -> None:
     """Write string ``i`` at ``out[at[i]:]`` (empty strings write nothing)."""
-    total = len(strings.data)
+    put_ranges(out, at, strings.data, exclusive_cumsum(strings.lengths), strings.lengths)
+
+
+def put_ranges(out: np.ndarray, at: np.ndarray, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
+    """Write ``data[starts[i] : starts[i] + lengths[i]]`` at ``out[at[i]:]`` for every ``i``."""
+    total = int(lengths.sum())
     if not total:
         return
-    # Byte k of string i goes to at[i] + k: one ramp over all bytes, shifted per string.
-    shift = np.repeat(np.asarray(at, np.int64) - exclusive_cumsum(strings.lengths), strings.lengths)
-    out[shift + np.arange(total, dtype=np.int64)] = strings.data
+    # Byte k of range i goes from starts[i] + k to at[i] + k: one ramp over all bytes,
+    # shifted per range.
+    before = exclusive_cumsum(lengths)
+    ramp = np.arange(total, dtype=np.int64)
+    out[np.repeat(np.asarray(at, np.int64) - before, lengths) + ramp] = data[np.repeat(starts - before, lengths) + ramp]

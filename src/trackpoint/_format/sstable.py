@@ -19,9 +19,18 @@ import numpy as np
 
 from trackpoint._format import varint
 from trackpoint._format.crc import crc32c, mask, unmask
+from trackpoint._format.ragged import Strings, exclusive_cumsum, put_ranges, put_varints, varint_sizes
 from trackpoint.errors import DataLossError, InvalidArgumentError
 
-__all__ = ["BLOCK_SIZE", "RESTART_INTERVAL", "TABLE_MAGIC", "TableSpans", "build_table", "read_table_spans"]
+__all__ = [
+    "BLOCK_SIZE",
+    "RESTART_INTERVAL",
+    "TABLE_MAGIC",
+    "TableSpans",
+    "build_table",
+    "build_table_columns",
+    "read_table_spans",
+]
 
 BLOCK_SIZE = 262144
 RESTART_INTERVAL = 16
@@ -31,87 +40,6 @@ BLOCK_TRAILER_SIZE = 5
 _NO_COMPRESSION = 0
 _SNAPPY = 1
 _MAX_HANDLE_SIZE = 20
-
-
-class _BlockBuilder:
-    """Prefix-compressed entries followed by the restart array."""
-
-    def __init__(self, restart_interval: int) -> None:
-        self._interval = restart_interval
-        self._parts: list[bytes] = []
-        self._size = 0  # bytes in _parts
-        self._restarts = [0]
-        self._counter = 0
-        self._last_key = b""
-        self.empty = True
-
-    def add(self, key: bytes, value: bytes) -> None:
-        self.add_many([(key, value)], 0)
-
-    def add_many(
-        self,
-        items: list[tuple[bytes, bytes]],
-        start: int,
-        limit: int = 1 << 62,
-        huge: int = 1 << 62,
-        shared_prefixes: list[int] | None = None,
-    ) -> int:
-        """Add ``items[start]`` and those after it; return the index of the first one not added.
-
-        Stops once the block's size estimate reaches ``limit``, or before an entry of
-        ``huge`` bytes or more (other than the first), which the caller puts in a block of
-        its own. One loop over many entries rather than a call per entry: an index holds
-        one entry per tensor. ``shared_prefixes[i]``, if given, is the length of the prefix
-        item ``i``'s key shares with item ``i - 1``'s.
-        """
-        parts, restarts, interval, encode = self._parts, self._restarts, self._interval, varint.encode
-        append = parts.append
-        counter, last_key, size = self._counter, self._last_key, self._size
-        limit -= 4 * len(restarts) + 4  # the restart array grows by 4 bytes per restart, handled below
-        end = len(items)
-        i = start
-        try:
-            while i < end:
-                key, value = items[i]
-                key_len, value_len = len(key), len(value)
-                if i > start and key_len + value_len >= huge:
-                    break
-                i += 1
-                if counter == 0:  # the block's first entry
-                    shared = 0
-                elif counter < interval:
-                    if shared_prefixes is not None:
-                        shared = shared_prefixes[i - 1]  # i was advanced above
-                    else:
-                        shared = _shared_prefix(last_key, key)
-                else:
-                    restarts.append(size)
-                    limit -= 4
-                    counter = shared = 0
-                unshared = key_len - shared
-                if unshared < 0x80 and value_len < 0x80 and shared < 0x80:
-                    header = bytes((shared, unshared, value_len))
-                else:
-                    header = encode(shared) + encode(unshared) + encode(value_len)
-                append(header)
-                append(key[shared:] if shared else key)
-                append(value)
-                size += len(header) + unshared + value_len
-                last_key = key
-                counter += 1
-                if size >= limit:
-                    break
-        finally:
-            self._counter, self._last_key, self._size = counter, last_key, size
-            self.empty = self.empty and i == start
-        return i
-
-    def size_estimate(self) -> int:
-        return self._size + 4 * len(self._restarts) + 4
-
-    def finish(self) -> bytes:
-        tail = struct.pack(f"<{len(self._restarts) + 1}I", *self._restarts, len(self._restarts))
-        return b"".join(self._parts) + tail
 
 
 def _shared_prefix(a: bytes, b: bytes) -> int:
@@ -129,23 +57,33 @@ def _shared_prefix(a: bytes, b: bytes) -> int:
 _VECTOR_KEY_BYTES = 256  # keys are compared in numpy up to this length, longer ones in _shared_prefix
 
 
-def _shared_prefixes(keys: list[bytes]) -> list[int]:
+def _shared_prefixes(keys: list[bytes], column: Strings | None = None) -> np.ndarray:
     """``[0] + [shared prefix length of keys[i - 1] and keys[i]]``, for all keys at once.
 
-    The keys are laid out as the rows of a zero-padded byte matrix; each row's first
+    ``column``, if given, holds the same keys. The keys are laid out as the rows of a
+    zero-padded byte matrix; each row's first
     difference from the row above is an argmax. Keys longer than the matrix's width that
     agree over all of it are finished one by one.
     """
     n = len(keys)
     if n < 2:
-        return [0] * n
-    lengths = np.fromiter(map(len, keys), np.int64, n)
-    width = int(min(lengths.max(), _VECTOR_KEY_BYTES))
-    matrix = np.frombuffer(b"".join(k[:width].ljust(width, b"\0") for k in keys), np.uint8).reshape(n, width)
+        return np.zeros(n, np.int64)
+    column = Strings.of_bytes(keys) if column is None else column
+    lengths = column.lengths
+    longest = int(lengths.max())
+    width = min(longest, _VECTOR_KEY_BYTES)
+    matrix = np.zeros((n, width), np.uint8)
+    inside = np.arange(width) < lengths[:, None]
+    if longest <= width:
+        matrix[inside] = column.data  # row-major: each key's bytes fill its row from the left
+    else:  # only each key's first ``width`` bytes
+        within = np.arange(len(column.data)) - np.repeat(exclusive_cumsum(lengths), lengths)
+        matrix[inside] = column.data[within < width]
     differs = matrix[1:] != matrix[:-1]
     first = np.where(differs.any(axis=1), differs.argmax(axis=1), width)
     shared = np.minimum(first, np.minimum(lengths[1:], lengths[:-1]))
-    out = [0] + shared.tolist()
+    out = np.zeros(n, np.int64)
+    out[1:] = shared
     for i in np.flatnonzero(shared == width).tolist():  # equal over the whole width: look further
         out[i + 1] = _shared_prefix(keys[i], keys[i + 1])
     return out
@@ -180,6 +118,10 @@ def _encode_handle(offset: int, size: int) -> bytes:
 def build_table(items: Iterable[tuple[bytes, bytes]]) -> bytes:
     """Serialize strictly increasing ``(key, value)`` pairs as an SSTable.
 
+    Every entry's place is computed for all entries at once and the blocks are written
+    field by field (:mod:`trackpoint._format.ragged`): an index holds one entry per
+    tensor, and building them one at a time was a large part of a save of many small ones.
+
     Args:
         items: Keys must be strictly increasing in unsigned bytewise order.
 
@@ -187,55 +129,121 @@ def build_table(items: Iterable[tuple[bytes, bytes]]) -> bytes:
         The complete file contents, identical to what TensorFlow's TableBuilder writes.
 
     Raises:
-        ValueError: The keys are not strictly increasing.
+        InvalidArgumentError: The keys are not strictly increasing.
     """
-    out = bytearray()
-    data = _BlockBuilder(RESTART_INTERVAL)
-    index = _BlockBuilder(1)
-    pending_handle: bytes | None = None
+    items = list(items)
+    return build_table_columns([key for key, _ in items], Strings.of_bytes([value for _, value in items]))
+
+
+def build_table_columns(keys: list[bytes], values: Strings) -> bytes:
+    """:func:`build_table` of ``zip(keys, values)``, the values given as one column."""
+    if not all(map(bytes.__lt__, keys, keys[1:])):  # in C; the loop below only names the culprit
+        for before, key in itertools.pairwise(keys):
+            if key <= before:
+                raise InvalidArgumentError(f"table keys must be strictly increasing: {key!r} after {before!r}")
+    entries = _Entries(keys, values)
+    out: list[bytes] = []  # joined once at the end: no buffer grown and copied block by block
+    size = 0
 
     def write_block(contents: bytes) -> bytes:
-        handle = _encode_handle(len(out), len(contents))
-        out.extend(contents)
-        trailer_type = bytes((_NO_COMPRESSION,))
-        out.extend(trailer_type)
-        out.extend(struct.pack("<I", mask(crc32c(trailer_type, crc32c(contents)))))
+        nonlocal size
+        handle = _encode_handle(size, len(contents))
+        out.extend((contents, _BLOCK_TYPE, struct.pack("<I", mask(crc32c(_BLOCK_TYPE, crc32c(contents))))))
+        size += len(contents) + BLOCK_TRAILER_SIZE
         return handle
 
-    def flush() -> bytes | None:
-        nonlocal data
-        if data.empty:
-            return None
-        handle = write_block(data.finish())
-        data = _BlockBuilder(RESTART_INTERVAL)
-        return handle
+    separators: list[bytes] = []
+    handles: list[bytes] = []
+    blocks = entries.blocks()
+    for number, (start, end, shared) in enumerate(blocks):
+        handles.append(write_block(entries.block(start, end, shared, RESTART_INTERVAL)))
+        last = keys[end - 1]
+        separators.append(_shortest_separator(last, keys[end]) if number + 1 < len(blocks) else _short_successor(last))
+    metaindex_handle = write_block(_EMPTY_BLOCK)
+    index = _Entries(separators, Strings.of_bytes(handles))
+    index_handle = write_block(index.block(0, len(separators), np.zeros(len(separators), np.int64), 1))
+    out.append((metaindex_handle + index_handle).ljust(2 * _MAX_HANDLE_SIZE, b"\0"))
+    out.append(struct.pack("<II", TABLE_MAGIC & 0xFFFFFFFF, TABLE_MAGIC >> 32))
+    return b"".join(out)
 
-    items = list(items)
-    for (before, _), (key, _) in itertools.pairwise(items):
-        if key <= before:
-            raise InvalidArgumentError(f"table keys must be strictly increasing: {key!r} after {before!r}")
-    shared_prefixes = _shared_prefixes([key for key, _ in items])
-    i = 0
-    while i < len(items):
-        key, value = items[i]
-        if i and len(key) + len(value) >= 2 * BLOCK_SIZE:
-            pending_handle = flush() or pending_handle
-        if pending_handle is not None and i:
-            index.add(_shortest_separator(items[i - 1][0], key), pending_handle)
-            pending_handle = None
-        i = data.add_many(items, i, BLOCK_SIZE, 2 * BLOCK_SIZE, shared_prefixes)
-        if data.size_estimate() >= BLOCK_SIZE:
-            pending_handle = flush()
-    last_key = items[-1][0] if items else None
 
-    pending_handle = flush() or pending_handle
-    metaindex_handle = write_block(_BlockBuilder(RESTART_INTERVAL).finish())
-    if pending_handle is not None and last_key is not None:
-        index.add(_short_successor(last_key), pending_handle)
-    index_handle = write_block(index.finish())
-    footer = (metaindex_handle + index_handle).ljust(2 * _MAX_HANDLE_SIZE, b"\0")
-    out += footer + struct.pack("<II", TABLE_MAGIC & 0xFFFFFFFF, TABLE_MAGIC >> 32)
-    return bytes(out)
+_BLOCK_TYPE = bytes((_NO_COMPRESSION,))
+_EMPTY_BLOCK = struct.pack("<II", 0, 1)  # no entries: the restart array [0] and its length
+_WINDOW = 4096  # entries examined at a time when looking for a block's end
+
+
+class _Entries:
+    """A table's entries as columns, cut into data blocks as TF's TableBuilder cuts them.
+
+    A block ends after the entry that brings its size estimate (entries, restart array,
+    its length) to ``BLOCK_SIZE``; an entry of ``2 * BLOCK_SIZE`` bytes or more gets a
+    block of its own. Within a block every ``RESTART_INTERVAL``-th entry stores its whole
+    key; the others only what differs from the key before.
+    """
+
+    def __init__(self, keys: list[bytes], values: Strings) -> None:
+        self.keys = Strings.of_bytes(keys)
+        self.values = values
+        self.key_starts = exclusive_cumsum(self.keys.lengths)
+        self.value_starts = exclusive_cumsum(self.values.lengths)
+        self.shared = _shared_prefixes(keys, self.keys)
+        self.huge = self.keys.lengths + self.values.lengths >= 2 * BLOCK_SIZE
+
+    def _sizes(self, start: int, end: int, shared: np.ndarray) -> np.ndarray:
+        unshared = self.keys.lengths[start:end] - shared
+        value_lengths = self.values.lengths[start:end]
+        return varint_sizes(shared) + varint_sizes(unshared) + varint_sizes(value_lengths) + unshared + value_lengths
+
+    def _shared_in_block(self, start: int, end: int, interval: int) -> np.ndarray:
+        restart = np.arange(end - start) % interval == 0
+        return np.where(restart, 0, self.shared[start:end])
+
+    def blocks(self) -> list[tuple[int, int, np.ndarray]]:
+        """``(start, end, shared prefix lengths)`` of each data block, in order."""
+        n = len(self.keys.lengths)
+        blocks = []
+        start = 0
+        while start < n:
+            width = min(_WINDOW, n - start)
+            while True:
+                end = start + width
+                shared = self._shared_in_block(start, end, RESTART_INTERVAL)
+                restarts = np.arange(width) // RESTART_INTERVAL + 1
+                estimates = np.cumsum(self._sizes(start, end, shared)) + 4 * restarts + 4
+                full = np.flatnonzero(estimates >= BLOCK_SIZE)
+                cut = int(full[0]) + 1 if len(full) else width
+                huge = np.flatnonzero(self.huge[start + 1 : start + cut])
+                cut = int(huge[0]) + 1 if len(huge) else cut
+                if cut < width or end == n:
+                    break
+                width = min(2 * width, n - start)
+            blocks.append((start, start + cut, shared[:cut]))
+            start += cut
+        return blocks
+
+    def block(self, start: int, end: int, shared: np.ndarray, interval: int) -> bytes:
+        """The contents of a block of entries ``start:end`` with these shared prefix lengths,
+        a restart every ``interval`` entries."""
+        if start == end:
+            return _EMPTY_BLOCK
+        sizes = self._sizes(start, end, shared)
+        at = exclusive_cumsum(sizes)
+        size = int(sizes.sum())
+        restarts = at[::interval].astype("<u4")
+        out = np.empty(size + 4 * len(restarts) + 4, np.uint8)
+        unshared = self.keys.lengths[start:end] - shared
+        value_lengths = self.values.lengths[start:end]
+        put_varints(out, at, shared)
+        at = at + varint_sizes(shared)
+        put_varints(out, at, unshared)
+        at = at + varint_sizes(unshared)
+        put_varints(out, at, value_lengths)
+        at = at + varint_sizes(value_lengths)
+        put_ranges(out, at, self.keys.data, self.key_starts[start:end] + shared, unshared)
+        put_ranges(out, at + unshared, self.values.data, self.value_starts[start:end], value_lengths)
+        out[size : size + 4 * len(restarts)] = restarts.view(np.uint8)
+        out[size + 4 * len(restarts) :] = np.array([len(restarts)], "<u4").view(np.uint8)
+        return out.tobytes()
 
 
 def _decode_handle(buf: bytes | memoryview, pos: int, what: str) -> tuple[int, int, int]:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.variables import Variable
 
 __all__ = ["LiveGraph", "breadth_first", "children_with_attached"]
 
@@ -47,6 +48,9 @@ def breadth_first(root: Trackable, attached: Mapping[str, Trackable]) -> LiveGra
     children: list[dict[str, Trackable]] = []
     ids = {id(root): 0}
     for index, obj in enumerate(nodes):  # grows as it goes
+        if type(obj) is Variable and obj._tp is None and obj is not root:
+            children.append({})  # a plain variable that tracks nothing: no children to ask for
+            continue
         kids = children_with_attached(obj, root, attached)
         children.append(kids)
         for name, child in kids.items():

@@ -62,6 +62,7 @@ def make_layout(
     graph: Any,
     owners: list[Trackable],
     keys: list[str],
+    hooks: list[Trackable],
     weak_root: bool = False,
 ) -> SaveLayout | None:
     """The layout of a save just walked in ``epoch``; None (logged) when it could not be
@@ -74,7 +75,6 @@ def make_layout(
         log.debug("the save layout is not kept: %s", reason)
         return None
     only_variables = all(type(obj) is Variable for obj, _, _ in entries)
-    hooks = [obj for obj in objects if hasattr(obj, "_tp_after_save")]
     variables = [obj for obj, _, _ in entries] if only_variables and not hooks else None
     containers = [obj for obj in objects if isinstance(obj, (ListWrapper, DictWrapper))]
     return SaveLayout(epoch, entries, graph, list(owners), keys, variables, hooks, containers)  # type: ignore[arg-type]

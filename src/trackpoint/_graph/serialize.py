@@ -23,10 +23,14 @@ from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch
 from trackpoint._tracking.python_state import PythonState
 from trackpoint._tracking.slots import slot_variables
-from trackpoint._tracking.variables import Variable
+from trackpoint._tracking.variables import VARIABLE_VALUE, Variable
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["SerializedCheckpoint", "serialize"]
+
+_VARIABLE_NAMES = [VARIABLE_VALUE]  # shared by every plain variable's layout entry; never modified
+_VARIABLE_ATTRIBUTE = escape_local_name(VARIABLE_VALUE)
+_VARIABLE_KEY_SUFFIX = checkpoint_key("", _VARIABLE_ATTRIBUTE)
 
 
 class _GraphLists:
@@ -96,11 +100,9 @@ class SerializedCheckpoint:
         return [*zip(self.keys, self.arrays), (OBJECT_GRAPH_KEY, self._graph.encoded())], [*self.owners, None]
 
 
-def _after_save(objects: list[Trackable]) -> None:
-    for obj in objects:
-        after_save = getattr(obj, "_tp_after_save", None)
-        if after_save is not None:
-            after_save()  # lets grouped objects (split dependencies) check they were saved together
+def _after_save(hooks: list[Trackable]) -> None:
+    for obj in hooks:
+        obj._tp_after_save()  # type: ignore[attr-defined]  # grouped objects (split dependencies) check they were saved together
 
 
 def serialize(
@@ -157,7 +159,8 @@ def serialize(
         references.append([])
         path_strings.append(slot_variable_key(path_strings[var_id], path_strings[opt_id], slot_name))
 
-    tensors: list[tuple[str, Any]] = []
+    keys: list[str] = []
+    values: list[Any] = []
     owners: list[Trackable] = []
     python_tensors: list[tuple[str, Any]] = []
     python_owners: list[Trackable] = []
@@ -165,28 +168,49 @@ def serialize(
     entries: list[tuple[Trackable, list[str], list[str]]] = []
     python_entries: list[tuple[Trackable, list[str], list[str]]] = []
     for node_id, obj in enumerate(objects):
-        values = obj._serialize_to_tensors()
+        if type(obj) is Variable:
+            # Most nodes: one tensor under a name that needs no escaping, so its key is the
+            # path and a fixed suffix (the general branch below gives the same key).
+            key = path_strings[node_id] + _VARIABLE_KEY_SUFFIX
+            attributes.append([(_VARIABLE_ATTRIBUTE, obj._name, key)])
+            keys.append(key)
+            values.append(obj._value)
+            owners.append(obj)
+            entries.append((obj, _VARIABLE_NAMES, [key]))
+            continue
+        tensors = obj._serialize_to_tensors()
         node_attributes = []
-        if values:
+        if tensors:
             full_name = obj._checkpoint_full_name()
             is_python = isinstance(obj, PythonState)
-            target, target_owners = (python_tensors, python_owners) if is_python else (tensors, owners)
-            keys = []
-            for tensor_name, value in values.items():
+            node_keys = []
+            for tensor_name, value in tensors.items():
                 attribute_name = escape_local_name(tensor_name)
                 # TF 2.21 escapes the already escaped name again when forming the key.
                 key = checkpoint_key(path_strings[node_id], attribute_name)
                 node_attributes.append((attribute_name, full_name, key))
-                target.append((key, value))
-                target_owners.append(obj)
-                keys.append(key)
-            (python_entries if is_python else entries).append((obj, list(values), keys))
+                if is_python:
+                    python_tensors.append((key, value))
+                    python_owners.append(obj)
+                else:
+                    keys.append(key)
+                    values.append(value)
+                    owners.append(obj)
+                node_keys.append(key)
+            (python_entries if is_python else entries).append((obj, list(tensors), node_keys))
         attributes.append(node_attributes)
-    _after_save(objects)
+    hooks = _hooks(objects)
+    _after_save(hooks)
 
-    tensors.extend(python_tensors)
+    keys.extend(key for key, _ in python_tensors)
+    values.extend(value for _, value in python_tensors)
     owners.extend(python_owners)
-    keys = [key for key, _ in tensors]
     graph = _GraphLists(references, attributes, slot_refs)
-    layout = make_layout(epoch, objects, entries + python_entries, graph, owners, keys, weak_root)
-    return SerializedCheckpoint(keys, [value for _, value in tensors], owners, graph), layout
+    layout = make_layout(epoch, objects, entries + python_entries, graph, owners, keys, hooks, weak_root)
+    return SerializedCheckpoint(keys, values, owners, graph), layout
+
+
+def _hooks(objects: list[Trackable]) -> list[Trackable]:
+    """The objects with an after-save check, found by class: a model has many objects, few classes."""
+    classes = {cls for cls in set(map(type, objects)) if hasattr(cls, "_tp_after_save")}
+    return [obj for obj in objects if type(obj) in classes] if classes else []
