@@ -155,9 +155,7 @@ def test_both_entry_decoders_agree_with_protobuf(dtype, dims, shard, offset, siz
 def _entries(writer) -> dict[bytes, bytes]:
     """A shard writer's entries, serialized, by key."""
     keys, values = writer.entries.sorted_columns()
-    data = values.data.tobytes()
-    ends = np.cumsum(values.lengths).tolist()
-    return {key: data[end - n : end] for key, end, n in zip(keys, ends, values.lengths.tolist())}
+    return {keys.row(i): values.row(i) for i in range(len(keys))}
 
 
 @settings(max_examples=300, deadline=None)
@@ -198,7 +196,7 @@ def test_save_tensors_with_options(tmp_path) -> None:
 @given(tensor_dicts)
 def test_add_many_writes_what_add_writes(tmp_path_factory, tensors: dict[str, object]) -> None:
     """The batched fast path is byte for byte the per-tensor path, whatever the tensors."""
-    from trackpoint._format.bundle_writer import ShardWriter
+    from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_index
 
     directory = tmp_path_factory.mktemp("many")
     extra = {
@@ -217,5 +215,10 @@ def test_add_many_writes_what_add_writes(tmp_path_factory, tensors: dict[str, ob
     many.close()
     assert _entries(one) == _entries(many)
     assert pathlib.Path(one.temp_path).read_bytes() == pathlib.Path(many.temp_path).read_bytes()
-    with pytest.raises(tp.errors.InvalidArgumentError, match="duplicate"):
-        many.add_many([items[0]])
+    duplicated = ShardWriter(str(directory / "duplicated"), 0)
+    with pytest.raises(tp.errors.InvalidArgumentError, match="duplicate key"):  # when added, or when indexed
+        duplicated.add_many([*items, items[0]])
+        duplicated.close()
+        write_index(str(directory / "duplicated"), merge_shards([duplicated]), 1)
+    duplicated.abort()
+    assert not os.path.exists(str(directory / "duplicated.index"))

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from tests.format import reference_table
 from tests.format.bundle_helpers import read_table
 from trackpoint._format import sstable
+from trackpoint._format.ragged import Strings
 from trackpoint.errors import DataLossError, InvalidArgumentError
 
 keys = st.lists(st.binary(max_size=40), unique=True, max_size=300).map(sorted)
@@ -112,4 +113,15 @@ def test_shared_prefixes_match_pairwise(keys: list[bytes], common: bytes) -> Non
 
     for variant in (keys, sorted({common + k for k in keys})):  # long common prefixes past the vector width
         expected = [0] + [_shared_prefix(a, b) for a, b in itertools.pairwise(variant)] if variant else []
-        assert _shared_prefixes(variant).tolist() == expected
+        assert _shared_prefixes(Strings.of_bytes(variant)).tolist() == expected
+
+
+def test_chunked_layout_matches(monkeypatch) -> None:
+    """Keys compared and bytes copied a few at a time give the same table as all at once."""
+    from trackpoint._format import ragged
+
+    items = [(b"model/%05d/.ATTRIBUTES/VARIABLE_VALUE" % i, b"v" * (i % 7)) for i in range(3000)]
+    expected = reference_table.build_table(items)
+    monkeypatch.setattr(sstable, "_MATRIX_BYTES", 64)
+    monkeypatch.setattr(ragged, "_COPY_BYTES", 100)
+    assert sstable.build_table(items) == expected

@@ -6,7 +6,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
-from trackpoint._graph.encode_graph import encode_graph
+from trackpoint._graph.encode_graph import GraphColumns
+from trackpoint._graph.encode_graph import encode_graph as encode_columns
+
+
+def encode_graph(references: list, attributes: list, slots: list) -> bytes:
+    return encode_columns(GraphColumns.of_nodes(references, attributes, slots))
+
 
 # Strings of every kind the encoder must lay out: empty (left out), non-ASCII (byte and
 # character counts differ), and longer than 127 bytes (a two-byte length).

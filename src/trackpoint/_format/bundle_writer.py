@@ -8,7 +8,6 @@ the shape always present, the header ``{num_shards, version.producer=1}`` under 
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, BinaryIO
@@ -106,6 +105,11 @@ def write_index(
             entries.encoded[key] = entry if isinstance(entry, bytes) else entry.SerializeToString()
     entries.encoded[b""] = header_bytes(num_shards)
     keys, values = entries.sorted_columns()
+    entries.clear()  # its columns are in ``values`` now; the memory goes before the table is built
+    try:
+        table = sstable.build_table_columns(keys, values)
+    except InvalidArgumentError as exc:  # a key given twice
+        raise InvalidArgumentError(f"{prefix}: {exc}", path=prefix, key=exc.key) from None
     path = naming.index_filename(prefix)
 
     def commit(temp: str) -> None:
@@ -113,7 +117,7 @@ def write_index(
             data_synced()
         publish.publish(data_files, temp, path, num_shards)
 
-    atomic.write_file(path, sstable.build_table_columns(keys, values), commit)
+    atomic.write_file(path, table, commit)
 
 
 class ShardWriter:
@@ -142,8 +146,8 @@ class ShardWriter:
         return offset, size, mask(crc32c(buffer))
 
     def _write(self, key: bytes, name: str, array: Any) -> None:
-        if key in self.entries or key in self.sliced:
-            raise InvalidArgumentError(f"{self.path}: adding duplicate key {name!r}")
+        if key in self.entries.encoded or key in self.sliced:
+            raise InvalidArgumentError(f"{self.path}: adding duplicate key {name!r}", path=self.path, key=name)
         dtype = dtype_of(array, name)
         if dtype.is_string:
             shape = np.shape(array)
@@ -167,9 +171,8 @@ class ShardWriter:
         (:class:`~trackpoint._format.index_entries.IndexEntries`).
         """
         entries, sliced, shard_id = self.entries, self.sliced, self.shard_id
-        rows, encoded, heads, shard_ids, offsets, sizes, crcs = (
-            entries.rows,
-            entries.encoded,
+        names, heads, shard_ids, offsets, sizes, crcs = (
+            entries.names,
             entries.heads,
             entries.shard_ids,
             entries.offsets,
@@ -181,12 +184,12 @@ class ShardWriter:
         offset = self._offset
         try:
             # One pass per tensor, every call in C but the head's: a save of many small
-            # tensors spends its time here (see PERFORMANCE.md, "The first save").
+            # tensors spends its time here (see PERFORMANCE.md, "The first save"). A key
+            # given twice is found when the index is built.
             for name, array in tensors:
                 dtype = _NUMPY_DTYPES.get(array.dtype) if type(array) is np.ndarray else None
-                key = name.encode("utf-8", "surrogateescape")  # encode_key, inlined
                 size = array.nbytes if dtype is not None else 0
-                plain = size and key not in rows and key not in encoded and key not in sliced
+                plain = size and not (sliced and encode_key(name) in sliced)
                 if plain and size >= _OVERLAP_BYTES and array.flags.c_contiguous:
                     # A large tensor: checksummed on another thread while this one writes it
                     # (both release the GIL), rather than one after the other.
@@ -204,10 +207,10 @@ class ShardWriter:
                     plain = False
                 if not plain:
                     self._offset = offset
-                    self._write(key, name, array)  # anything unusual, errors included
+                    self._write(encode_key(name), name, array)  # anything unusual, errors included
                     offset = self._offset
                     continue
-                rows[key] = len(heads)
+                names.append(name)
                 head = known_heads.get((dtype.enum, array.shape))  # type: ignore[union-attr]
                 heads.append(head if head is not None else entry_head(dtype.enum, array.shape))  # type: ignore[union-attr]
                 shard_ids.append(shard_id)
@@ -237,7 +240,7 @@ class ShardWriter:
             return
         dtype = dtype_of(array, key)
         full_key = encode_key(key)
-        if full_key in self.entries:
+        if full_key in self.entries.encoded:  # stored whole as a plain row too: merge_shards finds it
             raise InvalidArgumentError(f"{self.path}: adding duplicate key {key!r}")
         previous = self.sliced.get(full_key)
         if previous is not None and previous[1:3] != (dtype, full_shape):
@@ -286,14 +289,18 @@ def merge_shards(shards: Sequence[ShardWriter]) -> IndexEntries:
     entries = IndexEntries()
     merged: dict[bytes, pb.BundleEntryProto] = {}
     full: dict[bytes, tuple[DType, tuple[int, ...]]] = {}
+    whole: set[bytes] = (
+        set()
+    )  # keys stored whole, to tell a slice of one apart (a key stored whole twice is found later)
     for shard in shards:
-        for key in itertools.chain(shard.entries.rows, shard.entries.encoded):
-            if key in entries or key in merged:
-                raise InvalidArgumentError(f"{shard.path}: duplicate tensor keyed by {key!r} in merged shards")
         entries.extend(shard.entries)
+        whole.update(shard.entries.encoded)
+        if shard.sliced:
+            whole.update(map(encode_key, shard.entries.names))
+    for shard in shards:
         for key, (name, dtype, shape, parts) in shard.sliced.items():
             entry = merged.get(key)
-            if entry is None and key not in entries:
+            if entry is None and key not in whole:
                 entry = merged[key] = pb.BundleEntryProto(dtype=dtype.enum, shard_id=shard.shard_id)
                 entry.shape.CopyFrom(_shape_proto(shape))
                 full[key] = (dtype, shape)

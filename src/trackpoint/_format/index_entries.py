@@ -2,21 +2,25 @@
 
 A save appends one ``BundleEntryProto`` per tensor. For a plain tensor (numeric, whole,
 C-contiguous) the entry differs from its neighbours only in its offset, size and
-checksum, so the writer records those numbers in lists and this module encodes every
-such entry at once, in key order, straight into the values of the index table
-(:func:`~trackpoint._format.sstable.build_table_columns`). Other entries (strings, sliced
-tensors) arrive encoded. See PERFORMANCE.md, "The first save".
+checksum, so the writer records its key (the ``str`` the save already holds), the
+shared dtype-and-shape bytes and three machine integers, about 40 bytes, and this module
+encodes every such entry at once, in key order, straight into the columns of the index
+table (:func:`~trackpoint._format.sstable.build_table_columns`). Other entries (strings,
+sliced tensors, the object graph) arrive encoded. See PERFORMANCE.md, "The first save".
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 
 import numpy as np
 
 from trackpoint._format import varint, wire
 from trackpoint._format.crc import mask_all
-from trackpoint._format.ragged import Strings, exclusive_cumsum, put_ranges, put_strings, put_varints, varint_sizes
+from trackpoint._format.keys import decode_key
+from trackpoint._format.ragged import Strings, exclusive_cumsum, put_ranges, put_varints, varint_sizes
+from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["IndexEntries", "entry_head", "entry_heads"]
 
@@ -51,72 +55,94 @@ def _dim(size: int) -> bytes:
 
 
 class IndexEntries:
-    """Every entry of an index, by key: plain tensors as columns, others encoded.
+    """Every entry of an index: plain tensors as columns, others encoded by key.
 
     Attributes:
-        rows: Key -> row of the plain columns (``heads``, ``shard_ids``, ``offsets``,
-            ``sizes``, ``crcs``: raw, unmasked CRC-32C).
+        names: The key of each plain row (as ``str``; encoded when the index is built).
+        heads: Its dtype and shape fields (:func:`entry_head`; shared between rows).
+        shard_ids, offsets, sizes, crcs: Its numbers (``crcs``: raw CRC-32C, masked in bulk).
         encoded: Key -> serialized entry, for everything else.
+
+    A key given twice is found when the entries are sorted (:meth:`sorted_columns`).
     """
 
     def __init__(self) -> None:
-        self.rows: dict[bytes, int] = {}
+        self.names: list[str] = []
         self.heads: list[bytes] = []
-        self.shard_ids: list[int] = []
-        self.offsets: list[int] = []
-        self.sizes: list[int] = []
-        self.crcs: list[int] = []
+        self.shard_ids = array("q")
+        self.offsets = array("Q")
+        self.sizes = array("Q")
+        self.crcs = array("Q")
         self.encoded: dict[bytes, bytes] = {}
 
-    def __contains__(self, key: bytes) -> bool:
-        return key in self.rows or key in self.encoded
-
     def __len__(self) -> int:
-        return len(self.rows) + len(self.encoded)
+        return len(self.names) + len(self.encoded)
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        fresh = IndexEntries()
+        self.names, self.heads, self.encoded = fresh.names, fresh.heads, fresh.encoded
+        self.shard_ids, self.offsets, self.sizes, self.crcs = fresh.shard_ids, fresh.offsets, fresh.sizes, fresh.crcs
 
     def extend(self, other: IndexEntries) -> None:
-        """Add the entries of ``other`` (no key may be in both)."""
-        base = len(self.heads)
-        self.rows.update((key, base + row) for key, row in other.rows.items())
+        """Add the entries of ``other``."""
+        self.names.extend(other.names)
         self.heads.extend(other.heads)
         self.shard_ids.extend(other.shard_ids)
         self.offsets.extend(other.offsets)
         self.sizes.extend(other.sizes)
         self.crcs.extend(other.crcs)
-        self.encoded.update(other.encoded)
+        for key, entry in other.encoded.items():
+            self._add_encoded(key, entry)
 
-    def sorted_columns(self) -> tuple[list[bytes], Strings]:
-        """The keys in order, and the serialized entry of each, end to end."""
-        row_keys = list(self.rows)  # in row order: rows are numbered as they are added
-        all_keys = row_keys + list(self.encoded)
-        # Saves add most keys nearly in order, so sorting the positions is quick.
-        order = np.array(sorted(range(len(all_keys)), key=all_keys.__getitem__), np.int64)
-        keys = [all_keys[i] for i in order.tolist()]
-        is_row = order < len(row_keys)
-        rows = np.array([self.rows[key] for key in row_keys], np.int64)[order[is_row]]
-        plain = self._encode_rows(rows)
-        if not self.encoded:
-            return keys, plain
-        # Splice the few encoded entries (strings, slices, the object graph) among the rows.
-        others = [all_keys[i] for i in order[~is_row].tolist()]
-        other_values = Strings.of_bytes([self.encoded[key] for key in others])
-        lengths = np.empty(len(keys), np.int64)
-        lengths[is_row] = plain.lengths
-        lengths[~is_row] = other_values.lengths
-        out = np.empty(int(lengths.sum()), np.uint8)
-        at = exclusive_cumsum(lengths)
-        put_strings(out, at[is_row], plain)
-        put_strings(out, at[~is_row], other_values)
-        return keys, Strings(out, lengths)
+    def _add_encoded(self, key: bytes, entry: bytes) -> None:
+        if key in self.encoded:
+            raise InvalidArgumentError(f"adding duplicate key {key!r}", key=decode_key(key))
+        self.encoded[key] = entry
+
+    def sorted_columns(self) -> tuple[Strings, Strings]:
+        """The keys in order and the serialized entry of each, as two columns.
+
+        A key added twice comes out twice (the table refuses it, naming it).
+        """
+        names, n = self.names, len(self.names)
+        encoded = sorted(self.encoded)
+        if encoded:  # one column of every key, encoded at once (surrogateescape gives back each key's bytes)
+            names = names + [key.decode("utf-8", "surrogateescape") for key in encoded]
+        keys = Strings.of(names, "surrogateescape")
+        order = _key_order(names, keys)
+        is_row = order < n
+        plain = self._encode_rows(order[is_row])
+        if not encoded:
+            return keys.reordered(order), plain
+        # The few encoded entries go among the rows: keep both in one column, pick in key order.
+        values = plain.joined(Strings.of_bytes([self.encoded[key] for key in encoded]))
+        positions = np.where(is_row, np.cumsum(is_row) - 1, len(plain) + np.cumsum(~is_row) - 1)
+        return keys.reordered(order), values.reordered(positions)
 
     def _encode_rows(self, rows: np.ndarray) -> Strings:
-        """The entries of these rows, in this order, as protobuf would serialize them."""
+        """The entries of these rows, in this order, as protobuf would serialize them.
+
+        A few thousand rows at a time: each round's columns are a dozen integers per row.
+        """
         heads = Strings.of_bytes(self.heads)
-        head_starts, head_lengths = exclusive_cumsum(heads.lengths)[rows], heads.lengths[rows]
-        shard_ids = np.array(self.shard_ids, np.int64)[rows]
-        offsets = np.array(self.offsets, np.uint64)[rows]
-        sizes = np.array(self.sizes, np.uint64)[rows]
-        crcs = mask_all(np.array(self.crcs, np.uint64)[rows])
+        columns = [
+            np.frombuffer(column, np.uint64 if column.typecode == "Q" else np.int64) if len(column) else np.zeros(0)
+            for column in (self.shard_ids, self.offsets, self.sizes, self.crcs)
+        ]
+        parts = [self._encode_some(heads, columns, rows[i : i + _ROWS]) for i in range(0, len(rows), _ROWS)]
+        if len(parts) == 1:
+            return parts[0]
+        return Strings(
+            np.concatenate([p.data for p in parts]) if parts else np.zeros(0, np.uint8),
+            np.concatenate([p.lengths for p in parts]) if parts else np.zeros(0, np.int64),
+        )
+
+    @staticmethod
+    def _encode_some(heads: Strings, columns: list[np.ndarray], rows: np.ndarray) -> Strings:
+        head_starts, head_lengths = heads.starts[rows], heads.lengths[rows]
+        shard_ids, offsets, sizes, crcs = (column[rows] for column in columns)
+        crcs = mask_all(crcs)
         # Fields after the head, each absent when 0 (proto3 leaves defaults out).
         numbers = [(wire.ENTRY_SHARD_ID, shard_ids), (wire.ENTRY_OFFSET, offsets), (wire.ENTRY_SIZE, sizes)]
         field_sizes = [np.where(values != 0, 1 + varint_sizes(values), 0) for _, values in numbers]
@@ -135,3 +161,22 @@ class IndexEntries:
         out[at[present]] = wire.ENTRY_CRC32C
         out[at[present, None] + np.arange(1, 5)] = crcs[present].astype("<u4").view(np.uint8).reshape(-1, 4)
         return Strings(out, lengths)
+
+
+_ROWS = 8192  # rows encoded per round
+
+
+def _key_order(names: list[str], keys: Strings) -> np.ndarray:
+    """The order of ``names`` (encoded as ``keys``) by their stored bytes.
+
+    Sorted as ``str`` where that is the same order: UTF-8 keeps code point order, except
+    for the lone surrogates that stand for undecodable bytes, so keys holding one are
+    sorted as bytes instead (slower; only keys read from damaged or foreign files).
+    """
+    if len(keys.data) != sum(map(len, names)):  # not all ASCII
+        try:
+            "".join(names).encode("utf-8")  # raises on a lone surrogate
+        except UnicodeEncodeError:
+            stored = [keys.row(i) for i in range(len(names))]
+            return np.array(sorted(range(len(names)), key=stored.__getitem__), np.int64)
+    return np.array(sorted(range(len(names)), key=names.__getitem__), np.int64)

@@ -42,29 +42,64 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Strings:
-    """A column of byte strings stored end to end.
+    """A column of byte strings: string ``i`` is ``data[starts[i] : starts[i] + lengths[i]]``.
+
+    Built end to end; :meth:`reordered` and :meth:`joined` give columns whose strings lie
+    anywhere in ``data`` (no bytes are moved).
 
     Attributes:
-        data: Every string's bytes, in order (uint8).
+        data: The strings' bytes (uint8).
         lengths: Each string's length in bytes (int64).
+        starts: Where each string begins in ``data`` (int64); end to end when not given.
     """
 
     data: np.ndarray
     lengths: np.ndarray
+    starts: np.ndarray = None  # type: ignore[assignment]  # filled in by __post_init__
+
+    def __post_init__(self) -> None:
+        if self.starts is None:
+            object.__setattr__(self, "starts", exclusive_cumsum(self.lengths))
+
+    def __len__(self) -> int:
+        return len(self.lengths)
 
     @classmethod
-    def of(cls, values: Sequence[str]) -> Strings:
+    def of(cls, values: Sequence[str], errors: str = "strict") -> Strings:
         """The UTF-8 encodings of ``values``, encoded with one join and one encode."""
-        data = "".join(values).encode("utf-8")
+        data = "".join(values).encode("utf-8", errors)
         lengths = np.fromiter(map(len, values), np.int64, len(values))
         if len(data) != int(lengths.sum()):  # some are not ASCII: byte lengths differ from char counts
-            lengths = np.fromiter((len(v.encode("utf-8")) for v in values), np.int64, len(values))
+            lengths = np.fromiter((len(v.encode("utf-8", errors)) for v in values), np.int64, len(values))
         return cls(np.frombuffer(data, np.uint8), lengths)
 
     @classmethod
     def of_bytes(cls, values: Sequence[bytes]) -> Strings:
         """``values`` as they are."""
         return cls(np.frombuffer(b"".join(values), np.uint8), np.fromiter(map(len, values), np.int64, len(values)))
+
+    def row(self, i: int) -> bytes:
+        """String ``i``."""
+        start = int(self.starts[i])
+        return self.data[start : start + int(self.lengths[i])].tobytes()
+
+    def reordered(self, order: np.ndarray) -> Strings:
+        """The strings ``order[0]``, ``order[1]``, ...: a view of the same bytes."""
+        return Strings(self.data, self.lengths[order], self.starts[order])
+
+    def joined(self, other: Strings) -> Strings:
+        """These strings, then ``other``'s."""
+        return Strings(
+            np.concatenate([self.data, other.data]),
+            np.concatenate([self.lengths, other.lengths]),
+            np.concatenate([self.starts, other.starts + len(self.data)]),
+        )
+
+    def packed(self) -> bytes:
+        """Every string, end to end."""
+        out = np.empty(int(self.lengths.sum()), np.uint8)
+        put_ranges(out, exclusive_cumsum(self.lengths), self.data, self.starts, self.lengths)
+        return out.tobytes()
 
 
 def exclusive_cumsum(values: np.ndarray) -> np.ndarray:
@@ -123,11 +158,29 @@ def put_bytes(out: np.ndarray, at: np.ndarray, constant: bytes) -> None:
 
 def put_strings(out: np.ndarray, at: np.ndarray, strings: Strings) -> None:
     """Write string ``i`` at ``out[at[i]:]`` (empty strings write nothing)."""
-    put_ranges(out, at, strings.data, exclusive_cumsum(strings.lengths), strings.lengths)
+    put_ranges(out, at, strings.data, strings.starts, strings.lengths)
 
 
 def put_ranges(out: np.ndarray, at: np.ndarray, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
-    """Write ``data[starts[i] : starts[i] + lengths[i]]`` at ``out[at[i]:]`` for every ``i``."""
+    """Write ``data[starts[i] : starts[i] + lengths[i]]`` at ``out[at[i]:]`` for every ``i``.
+
+    A few thousand ranges at a time: the index arrays cost 16 bytes per byte copied, so
+    they are kept to a few MiB whatever the number of ranges.
+    """
+    at = np.asarray(at, np.int64)
+    ends = np.cumsum(lengths)
+    first = 0
+    while first < len(lengths):
+        done = int(ends[first - 1]) if first else 0
+        last = max(int(np.searchsorted(ends, done + _COPY_BYTES, "right")), first + 1)
+        _put_ranges(out, at[first:last], data, starts[first:last], lengths[first:last])
+        first = last
+
+
+_COPY_BYTES = 1 << 18  # bytes copied per round of put_ranges
+
+
+def _put_ranges(out: np.ndarray, at: np.ndarray, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
     total = int(lengths.sum())
     if not total:
         return
@@ -135,4 +188,4 @@ def put_ranges(out: np.ndarray, at: np.ndarray, data: np.ndarray, starts: np.nda
     # shifted per range.
     before = exclusive_cumsum(lengths)
     ramp = np.arange(total, dtype=np.int64)
-    out[np.repeat(np.asarray(at, np.int64) - before, lengths) + ramp] = data[np.repeat(starts - before, lengths) + ramp]
+    out[np.repeat(at - before, lengths) + ramp] = data[np.repeat(starts - before, lengths) + ramp]

@@ -57,36 +57,58 @@ def _shared_prefix(a: bytes, b: bytes) -> int:
 _VECTOR_KEY_BYTES = 256  # keys are compared in numpy up to this length, longer ones in _shared_prefix
 
 
-def _shared_prefixes(keys: list[bytes], column: Strings | None = None) -> np.ndarray:
+def _shared_prefixes(keys: Strings) -> np.ndarray:
     """``[0] + [shared prefix length of keys[i - 1] and keys[i]]``, for all keys at once.
 
-    ``column``, if given, holds the same keys. The keys are laid out as the rows of a
-    zero-padded byte matrix; each row's first
-    difference from the row above is an argmax. Keys longer than the matrix's width that
-    agree over all of it are finished one by one.
+    The keys are laid out as the rows of a zero-padded byte matrix, a few thousand rows at
+    a time; each row's first difference from the row above is an argmax. Keys longer than
+    the matrix's width that agree over all of it are finished one by one.
     """
     n = len(keys)
-    if n < 2:
-        return np.zeros(n, np.int64)
-    column = Strings.of_bytes(keys) if column is None else column
-    lengths = column.lengths
-    longest = int(lengths.max())
-    width = min(longest, _VECTOR_KEY_BYTES)
-    matrix = np.zeros((n, width), np.uint8)
-    inside = np.arange(width) < lengths[:, None]
-    if longest <= width:
-        matrix[inside] = column.data  # row-major: each key's bytes fill its row from the left
-    else:  # only each key's first ``width`` bytes
-        within = np.arange(len(column.data)) - np.repeat(exclusive_cumsum(lengths), lengths)
-        matrix[inside] = column.data[within < width]
-    differs = matrix[1:] != matrix[:-1]
-    first = np.where(differs.any(axis=1), differs.argmax(axis=1), width)
-    shared = np.minimum(first, np.minimum(lengths[1:], lengths[:-1]))
     out = np.zeros(n, np.int64)
-    out[1:] = shared
-    for i in np.flatnonzero(shared == width).tolist():  # equal over the whole width: look further
-        out[i + 1] = _shared_prefix(keys[i], keys[i + 1])
+    if n < 2:
+        return out
+    width = int(min(max(keys.lengths.max(), 1), _VECTOR_KEY_BYTES))
+    rows = max(2, _MATRIX_BYTES // max(width, 1))
+    for first in range(0, n - 1, rows - 1):  # chunks overlap by a row: each row needs the one above
+        last = min(first + rows, n)
+        lengths = keys.lengths[first:last]
+        clipped = np.minimum(lengths, width)
+        matrix = np.zeros((last - first) * width, np.uint8)
+        put_ranges(matrix, np.arange(last - first, dtype=np.int64) * width, keys.data, keys.starts[first:last], clipped)
+        rows_of = matrix.reshape(-1, width)
+        differs = rows_of[1:] != rows_of[:-1]
+        found = np.where(differs.any(axis=1), differs.argmax(axis=1), width)
+        out[first + 1 : last] = np.minimum(found, np.minimum(lengths[1:], lengths[:-1]))
+    for i in np.flatnonzero(out == width).tolist():  # equal over the whole width: look further
+        if i:
+            out[i] = _shared_prefix(keys.row(i - 1), keys.row(i))
     return out
+
+
+_MATRIX_BYTES = 1 << 20  # bytes of the key matrix compared at a time
+
+
+def _check_increasing(keys: Strings, shared: np.ndarray) -> None:
+    """Raise unless every key is greater than the one before, bytewise.
+
+    After the shared prefix, either the earlier key ends there and the later goes on, or
+    both go on and the later's next byte is greater.
+    """
+    if len(keys) < 2:
+        return
+    before, after, common = keys.lengths[:-1], keys.lengths[1:], shared[1:]
+    ok = (common == before) & (after > before)
+    both = (common < before) & (common < after)
+    next_before = keys.data[np.where(both, keys.starts[:-1] + common, 0)]
+    next_after = keys.data[np.where(both, keys.starts[1:] + common, 0)]
+    ok |= both & (next_after > next_before)
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        previous, key = keys.row(i), keys.row(i + 1)
+        if key == previous:
+            raise InvalidArgumentError(f"adding duplicate key {key!r}", key=key.decode("utf-8", "surrogateescape"))
+        raise InvalidArgumentError(f"table keys must be strictly increasing: {key!r} after {previous!r}")
 
 
 def _shortest_separator(start: bytes, limit: bytes) -> bytes:
@@ -132,15 +154,13 @@ def build_table(items: Iterable[tuple[bytes, bytes]]) -> bytes:
         InvalidArgumentError: The keys are not strictly increasing.
     """
     items = list(items)
-    return build_table_columns([key for key, _ in items], Strings.of_bytes([value for _, value in items]))
+    return build_table_columns(
+        Strings.of_bytes([key for key, _ in items]), Strings.of_bytes([value for _, value in items])
+    )
 
 
-def build_table_columns(keys: list[bytes], values: Strings) -> bytes:
-    """:func:`build_table` of ``zip(keys, values)``, the values given as one column."""
-    if not all(map(bytes.__lt__, keys, keys[1:])):  # in C; the loop below only names the culprit
-        for before, key in itertools.pairwise(keys):
-            if key <= before:
-                raise InvalidArgumentError(f"table keys must be strictly increasing: {key!r} after {before!r}")
+def build_table_columns(keys: Strings, values: Strings) -> bytes:
+    """:func:`build_table` of the pairs ``(keys[i], values[i])``, given as two columns."""
     entries = _Entries(keys, values)
     out: list[bytes] = []  # joined once at the end: no buffer grown and copied block by block
     size = 0
@@ -157,10 +177,12 @@ def build_table_columns(keys: list[bytes], values: Strings) -> bytes:
     blocks = entries.blocks()
     for number, (start, end, shared) in enumerate(blocks):
         handles.append(write_block(entries.block(start, end, shared, RESTART_INTERVAL)))
-        last = keys[end - 1]
-        separators.append(_shortest_separator(last, keys[end]) if number + 1 < len(blocks) else _short_successor(last))
+        last = keys.row(end - 1)
+        separators.append(
+            _shortest_separator(last, keys.row(end)) if number + 1 < len(blocks) else _short_successor(last)
+        )
     metaindex_handle = write_block(_EMPTY_BLOCK)
-    index = _Entries(separators, Strings.of_bytes(handles))
+    index = _Entries(Strings.of_bytes(separators), Strings.of_bytes(handles))
     index_handle = write_block(index.block(0, len(separators), np.zeros(len(separators), np.int64), 1))
     out.append((metaindex_handle + index_handle).ljust(2 * _MAX_HANDLE_SIZE, b"\0"))
     out.append(struct.pack("<II", TABLE_MAGIC & 0xFFFFFFFF, TABLE_MAGIC >> 32))
@@ -181,13 +203,12 @@ class _Entries:
     key; the others only what differs from the key before.
     """
 
-    def __init__(self, keys: list[bytes], values: Strings) -> None:
-        self.keys = Strings.of_bytes(keys)
+    def __init__(self, keys: Strings, values: Strings) -> None:
+        self.keys = keys
         self.values = values
-        self.key_starts = exclusive_cumsum(self.keys.lengths)
-        self.value_starts = exclusive_cumsum(self.values.lengths)
-        self.shared = _shared_prefixes(keys, self.keys)
-        self.huge = self.keys.lengths + self.values.lengths >= 2 * BLOCK_SIZE
+        self.shared = _shared_prefixes(keys)
+        _check_increasing(keys, self.shared)
+        self.huge = keys.lengths + values.lengths >= 2 * BLOCK_SIZE
 
     def _sizes(self, start: int, end: int, shared: np.ndarray) -> np.ndarray:
         unshared = self.keys.lengths[start:end] - shared
@@ -239,8 +260,8 @@ class _Entries:
         at = at + varint_sizes(unshared)
         put_varints(out, at, value_lengths)
         at = at + varint_sizes(value_lengths)
-        put_ranges(out, at, self.keys.data, self.key_starts[start:end] + shared, unshared)
-        put_ranges(out, at + unshared, self.values.data, self.value_starts[start:end], value_lengths)
+        put_ranges(out, at, self.keys.data, self.keys.starts[start:end] + shared, unshared)
+        put_ranges(out, at + unshared, self.values.data, self.values.starts[start:end], value_lengths)
         out[size : size + 4 * len(restarts)] = restarts.view(np.uint8)
         out[size + 4 * len(restarts) :] = np.array([len(restarts)], "<u4").view(np.uint8)
         return out.tobytes()

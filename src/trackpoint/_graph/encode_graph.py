@@ -11,8 +11,7 @@ message, which the tests check.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,7 +28,7 @@ from trackpoint._format.ragged import (
 )
 from trackpoint._graph.node_bytes import HAS_VALUES_FIELD
 
-__all__ = ["encode_graph"]
+__all__ = ["GraphColumns", "encode_graph"]
 
 _NO_VALUES_FIELD = bytes((wire.NODE_HAS_VALUES, 0))  # has_checkpoint_values: BoolValue() present but empty
 
@@ -84,56 +83,92 @@ class _Records:
         out[at] = self.tag
         put_varints(out, at + 1, self.payloads)
         at = at + self.heads
-        for field in self.fields:
-            field.put(out, at)
-            at = at + field.sizes
+        for column in self.fields:
+            column.put(out, at)
+            at = at + column.sizes
 
 
-def _columns(per_node: Sequence[Sequence[tuple[Any, ...]]], width: int) -> tuple[np.ndarray, list[Sequence[Any]]]:
-    """How many records each node has, and the records' fields as columns."""
-    counts = np.fromiter(map(len, per_node), np.int64, len(per_node))
-    flat = [record for records in per_node for record in records]
-    columns: list[Sequence[Any]] = list(zip(*flat)) if flat else [()] * width
-    return counts, columns
+@dataclass
+class GraphColumns:
+    """A save's object graph as columns: each kind of record flat over all nodes, in node
+    order, with how many each node has.
 
-
-def encode_graph(
-    references: Sequence[Sequence[tuple[int, str]]],
-    attributes: Sequence[Sequence[tuple[str, str, str]]],
-    slots: Sequence[Sequence[tuple[int, str, int]]],
-) -> bytes:
-    """The serialized graph of nodes whose fields are given per node.
-
-    Args:
-        references: Per node, its children as ``(node_id, local_name)``.
-        attributes: Per node, its tensors as ``(name, full_name, checkpoint_key)``.
-        slots: Per node (an optimizer), ``(variable_node_id, slot_name, slot_node_id)``.
+    Attributes:
+        child_counts, child_ids, child_names: Children (``ObjectReference``).
+        attribute_counts, attribute_names, full_names, attribute_keys: Tensors (``SerializedTensor``).
+        slot_counts, slot_variables, slot_names, slot_ids: Slot variables an optimizer owns
+            (``SlotVariableReference``: the variable's node, the slot's name, the slot's node).
     """
-    counts, (ids, names) = _columns(references, 2)
+
+    child_counts: list[int] = field(default_factory=list)
+    child_ids: list[int] = field(default_factory=list)
+    child_names: list[str] = field(default_factory=list)
+    attribute_counts: list[int] = field(default_factory=list)
+    attribute_names: list[str] = field(default_factory=list)
+    full_names: list[str] = field(default_factory=list)
+    attribute_keys: list[str] = field(default_factory=list)
+    slot_counts: list[int] = field(default_factory=list)
+    slot_variables: list[int] = field(default_factory=list)
+    slot_names: list[str] = field(default_factory=list)
+    slot_ids: list[int] = field(default_factory=list)
+
+    @classmethod
+    def of_nodes(
+        cls,
+        references: Sequence[Sequence[tuple[int, str]]],
+        attributes: Sequence[Sequence[tuple[str, str, str]]],
+        slots: Sequence[Sequence[tuple[int, str, int]]],
+    ) -> GraphColumns:
+        """The columns of a graph given node by node (for tests and small graphs)."""
+        graph = cls()
+        for refs, tensors, slot_refs in zip(references, attributes, slots):
+            graph.child_counts.append(len(refs))
+            for node_id, name in refs:
+                graph.child_ids.append(node_id)
+                graph.child_names.append(name)
+            graph.attribute_counts.append(len(tensors))
+            for name, full_name, key in tensors:
+                graph.attribute_names.append(name)
+                graph.full_names.append(full_name)
+                graph.attribute_keys.append(key)
+            graph.slot_counts.append(len(slot_refs))
+            for variable, slot_name, slot in slot_refs:
+                graph.slot_variables.append(variable)
+                graph.slot_names.append(slot_name)
+                graph.slot_ids.append(slot)
+        return graph
+
+
+def encode_graph(graph: GraphColumns) -> bytes:
+    """The serialized ``TrackableObjectGraph``."""
+
+    def counts(values: list[int]) -> np.ndarray:
+        return np.fromiter(values, np.int64, len(values))
+
     children = _Records(
-        wire.NODE_CHILD, [_IntField(wire.REFERENCE_NODE_ID, ids), _StringField(wire.REFERENCE_NAME, names)], counts
+        wire.NODE_CHILD,
+        [_IntField(wire.REFERENCE_NODE_ID, graph.child_ids), _StringField(wire.REFERENCE_NAME, graph.child_names)],
+        counts(graph.child_counts),
     )
-    counts, (names, full_names, keys) = _columns(attributes, 3)
     tensors = _Records(
         wire.NODE_ATTRIBUTE,
         [
-            _StringField(wire.ATTRIBUTE_NAME, names),
-            _StringField(wire.ATTRIBUTE_FULL_NAME, full_names),
-            _StringField(wire.ATTRIBUTE_KEY, keys),
+            _StringField(wire.ATTRIBUTE_NAME, graph.attribute_names),
+            _StringField(wire.ATTRIBUTE_FULL_NAME, graph.full_names),
+            _StringField(wire.ATTRIBUTE_KEY, graph.attribute_keys),
         ],
-        counts,
+        counts(graph.attribute_counts),
     )
-    counts, (variables, slot_names, slot_ids) = _columns(slots, 3)
     slot_refs = _Records(
         wire.NODE_SLOT,
         [
-            _IntField(wire.SLOT_ORIGINAL_ID, variables),
-            _StringField(wire.SLOT_NAME, slot_names),
-            _IntField(wire.SLOT_NODE_ID, slot_ids),
+            _IntField(wire.SLOT_ORIGINAL_ID, graph.slot_variables),
+            _StringField(wire.SLOT_NAME, graph.slot_names),
+            _IntField(wire.SLOT_NODE_ID, graph.slot_ids),
         ],
-        counts,
+        counts(graph.slot_counts),
     )
-    marked = np.array(_checkpoint_values(references, attributes, slots), bool)
+    marked = np.array(_checkpoint_values(graph), bool)
     values_sizes = np.where(marked, len(HAS_VALUES_FIELD), len(_NO_VALUES_FIELD))
     payloads = children.per_node + tensors.per_node + slot_refs.per_node + values_sizes
     heads = 1 + varint_sizes(payloads)
@@ -150,11 +185,7 @@ def encode_graph(
     return out.tobytes()
 
 
-def _checkpoint_values(
-    references: Sequence[Sequence[tuple[int, str]]],
-    attributes: Sequence[Sequence[object]],
-    slots: Sequence[Sequence[object]],
-) -> list[bool]:
+def _checkpoint_values(graph: GraphColumns) -> list[bool]:
     """``has_checkpoint_values`` per node: nodes with values or slot references, and their ancestors.
 
     Passes over the nodes that have children, last to first, until nothing changes: ids
@@ -162,12 +193,18 @@ def _checkpoint_values(
     parents, or a slot variable, may take another). Only containers are visited, and a
     container stops at its first marked child.
     """
-    marked = [bool(a) or bool(s) for a, s in zip(attributes, slots)]
-    containers = [(node_id, refs) for node_id, refs in enumerate(references) if refs][::-1]
+    marked = [bool(a) or bool(s) for a, s in zip(graph.attribute_counts, graph.slot_counts)]
+    containers = []
+    start = 0
+    for node_id, count in enumerate(graph.child_counts):
+        if count:
+            containers.append((node_id, graph.child_ids[start : start + count]))
+            start += count
+    containers.reverse()
     changed = True
     while changed:
         changed = False
-        for node_id, refs in containers:
-            if not marked[node_id] and any(marked[child_id] for child_id, _ in refs):
+        for node_id, child_ids in containers:
+            if not marked[node_id] and any(marked[child_id] for child_id in child_ids):
                 marked[node_id] = changed = True
     return marked

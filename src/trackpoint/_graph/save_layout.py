@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.data_structures import DictWrapper, ListWrapper
@@ -34,7 +34,8 @@ class SaveLayout:
 
     Attributes:
         epoch: The structure epoch it was made in.
-        entries: ``(object, tensor names, checkpoint keys)`` in write order.
+        entries: In write order, a plain ``tp.Variable`` as itself, any other object as
+            ``(object, tensor names, checkpoint keys)``.
         graph: The object graph as plain lists (``serialize``'s), encoded once per layout.
         owners: The owner of each value, in order.
         keys: The key of each value, in order.
@@ -46,7 +47,7 @@ class SaveLayout:
     """
 
     epoch: int
-    entries: list[tuple[Trackable, list[str], list[str]]]
+    entries: list[Variable | tuple[Trackable, list[str], list[str]]]
     graph: Any
     owners: list[Trackable]
     keys: list[str]
@@ -58,7 +59,7 @@ class SaveLayout:
 def make_layout(
     epoch: int,
     objects: Sequence[Trackable],
-    entries: list[tuple[Trackable, list[str], list[str]]],
+    entries: list[Variable | tuple[Trackable, list[str], list[str]]],
     graph: Any,
     owners: list[Trackable],
     keys: list[str],
@@ -74,10 +75,11 @@ def make_layout(
     if reason is not None:
         log.debug("the save layout is not kept: %s", reason)
         return None
-    only_variables = all(type(obj) is Variable for obj, _, _ in entries)
-    variables = [obj for obj, _, _ in entries] if only_variables and not hooks else None
+    only_variables = all(type(entry) is Variable for entry in entries)
+    # All plain: the entries are the variables (one list for both).
+    variables = cast(list[Variable], entries) if only_variables and not hooks else None
     containers = [obj for obj in objects if isinstance(obj, (ListWrapper, DictWrapper))]
-    return SaveLayout(epoch, entries, graph, list(owners), keys, variables, hooks, containers)  # type: ignore[arg-type]
+    return SaveLayout(epoch, entries, graph, list(owners), keys, variables, hooks, containers)
 
 
 def reuse(layout: SaveLayout) -> list[Any] | None:
@@ -89,10 +91,11 @@ def reuse(layout: SaveLayout) -> list[Any] | None:
         return current_values(layout.variables)
     arrays: list[Any] = []
     if reason is None:
-        for obj, names, _ in layout.entries:
-            if type(obj) is Variable:
-                arrays.append(obj.read_value())
+        for entry in layout.entries:
+            if type(entry) is Variable:
+                arrays.append(entry.read_value())
                 continue
+            obj, names, _ = entry  # type: ignore[misc]
             tensors = obj._serialize_to_tensors()
             if len(tensors) != len(names) or list(tensors) != names:
                 reason = f"a {type(obj).__name__} now names its tensors {list(tensors)}, not {names}"

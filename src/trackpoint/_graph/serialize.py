@@ -9,13 +9,14 @@ tensor names. The graph message is encoded by :mod:`~trackpoint._graph.encode_gr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
-from trackpoint._graph.encode_graph import encode_graph
+from trackpoint._graph.encode_graph import GraphColumns, encode_graph
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, slot_variable_key
 from trackpoint._graph.live import breadth_first
 from trackpoint._graph.save_layout import SaveLayout, log, make_layout, reuse
@@ -34,30 +35,27 @@ _VARIABLE_KEY_SUFFIX = checkpoint_key("", _VARIABLE_ATTRIBUTE)
 
 
 class _GraphLists:
-    """The object graph as plain lists, encoded on first use.
+    """The object graph, as columns until it is first encoded, then as its bytes.
 
-    Per node: its child references, its attributes and the slot variables it owns. Saves
-    that reuse a layout share one instance, so the graph is encoded once per layout.
+    Saves that reuse a layout share one instance, so the graph is encoded once per layout
+    and the columns (most of a first save's memory) go once it is.
     """
 
-    __slots__ = ("_encoded", "attributes", "references", "slots")
+    __slots__ = ("_columns", "_encoded", "_lock")
 
-    def __init__(
-        self,
-        references: list[list[tuple[int, str]]],
-        attributes: list[list[tuple[str, str, str]]],
-        slots: list[list[tuple[int, str, int]]],
-    ) -> None:
-        self.references = references
-        self.attributes = attributes
-        self.slots = slots
+    def __init__(self, columns: GraphColumns) -> None:
+        self._columns: GraphColumns | None = columns
         self._encoded: bytes | None = None
+        self._lock = threading.Lock()  # an async save encodes on its writer thread
 
     def encoded(self) -> bytes:
         """The serialized ``TrackableObjectGraph``."""
-        if self._encoded is None:  # a race between two writer threads only computes it twice
-            self._encoded = encode_graph(self.references, self.attributes, self.slots)
-        return self._encoded
+        with self._lock:
+            if self._encoded is None:
+                assert self._columns is not None
+                self._encoded = encode_graph(self._columns)
+                self._columns = None
+            return self._encoded
 
 
 @dataclass(frozen=True)
@@ -95,9 +93,37 @@ class SerializedCheckpoint:
         ]
         return SerializedCheckpoint(self.keys, arrays, self.owners, self._graph)
 
-    def with_graph(self) -> tuple[list[tuple[str, Any]], list[Trackable | None]]:
+    def with_graph(self) -> tuple[Sequence[tuple[str, Any]], list[Trackable | None]]:
         """All tensors to write, the encoded object graph last, and their owners."""
-        return [*zip(self.keys, self.arrays), (OBJECT_GRAPH_KEY, self._graph.encoded())], [*self.owners, None]
+        return _Tensors(self.keys, self.arrays, (OBJECT_GRAPH_KEY, self._graph.encoded())), [*self.owners, None]
+
+
+class _Tensors(Sequence[tuple[str, Any]]):
+    """The ``(key, value)`` pairs of a save, then one more, paired only when asked for:
+    a tuple per tensor would be most of the memory a save of many small ones adds."""
+
+    def __init__(self, keys: list[str], values: list[Any], last: tuple[str, Any]) -> None:
+        self._keys, self._values, self._last = keys, values, last
+
+    def __len__(self) -> int:
+        return len(self._keys) + 1
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        yield from zip(self._keys, self._values)
+        yield self._last
+
+    @overload
+    def __getitem__(self, index: int) -> tuple[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[str, Any]]: ...
+    def __getitem__(self, index: int | slice) -> tuple[str, Any] | list[tuple[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if index == len(self._keys):
+            return self._last
+        return self._keys[index], self._values[index]
 
 
 def _after_save(hooks: list[Trackable]) -> None:
@@ -139,47 +165,69 @@ def serialize(
         log.debug("walking the objects: no previous save of them")
     walk = breadth_first(root, attached)
     ids = walk.ids
-    references = [[(ids[id(child)], name) for name, child in kids.items()] for kids in walk.children]
+    graph = GraphColumns(
+        child_counts=list(map(len, walk.children)),
+        child_ids=[ids[id(child)] for kids in walk.children if kids for child in kids.values()],
+        child_names=[name for kids in walk.children if kids for name in kids],
+    )
 
-    objects = list(walk.nodes)
+    nodes = walk.nodes
+    objects = list(nodes)
     path_strings = [""]  # escaped object paths, as checkpoint keys spell them
     for parent, name in zip(walk.parents[1:], walk.names[1:]):
         parent_path, escaped = path_strings[parent], escape_local_name(name)
         path_strings.append(f"{parent_path}/{escaped}" if parent_path else escaped)
-    slot_refs: list[list[tuple[int, str, int]]] = [[] for _ in objects]
-    for opt_id, slot_name, var_id, slot in slot_variables(walk.nodes):
+    del walk  # its children dicts: a name and a reference per object
+    slot_refs: dict[int, list[tuple[int, str, int]]] = {}
+    for opt_id, slot_name, var_id, slot in slot_variables(nodes):
         if id(slot) in ids:
             raise InvalidArgumentError(
                 f"slot variable {slot_name!r} of {path_strings[var_id]} is also tracked as a regular "
                 "dependency; TensorFlow cannot checkpoint that either"
             )
-        slot_refs[opt_id].append((var_id, slot_name, len(objects)))
+        slot_refs.setdefault(opt_id, []).append((var_id, slot_name, len(objects)))
         objects.append(slot)
-        slot_refs.append([])
-        references.append([])
+        graph.child_counts.append(0)
         path_strings.append(slot_variable_key(path_strings[var_id], path_strings[opt_id], slot_name))
+    graph.slot_counts = [0] * len(objects)
+    for opt_id, refs in sorted(slot_refs.items()):
+        graph.slot_counts[opt_id] = len(refs)
+        for var_id, slot_name, slot_id in refs:
+            graph.slot_variables.append(var_id)
+            graph.slot_names.append(slot_name)
+            graph.slot_ids.append(slot_id)
 
     keys: list[str] = []
     values: list[Any] = []
     owners: list[Trackable] = []
     python_tensors: list[tuple[str, Any]] = []
     python_owners: list[Trackable] = []
-    attributes: list[list[tuple[str, str, str]]] = []
-    entries: list[tuple[Trackable, list[str], list[str]]] = []
-    python_entries: list[tuple[Trackable, list[str], list[str]]] = []
+    counts, attribute_names, full_names, attribute_keys = (
+        graph.attribute_counts,
+        graph.attribute_names,
+        graph.full_names,
+        graph.attribute_keys,
+    )
+    # A plain variable's layout entry is the variable itself; any other object's is
+    # (object, tensor names, keys) (see save_layout).
+    entries: list[Variable | tuple[Trackable, list[str], list[str]]] = []
+    python_entries: list[Variable | tuple[Trackable, list[str], list[str]]] = []
     for node_id, obj in enumerate(objects):
         if type(obj) is Variable:
             # Most nodes: one tensor under a name that needs no escaping, so its key is the
             # path and a fixed suffix (the general branch below gives the same key).
             key = path_strings[node_id] + _VARIABLE_KEY_SUFFIX
-            attributes.append([(_VARIABLE_ATTRIBUTE, obj._name, key)])
+            counts.append(1)
+            attribute_names.append(_VARIABLE_ATTRIBUTE)
+            full_names.append(obj._name)
+            attribute_keys.append(key)
             keys.append(key)
             values.append(obj._value)
             owners.append(obj)
-            entries.append((obj, _VARIABLE_NAMES, [key]))
+            entries.append(obj)
             continue
         tensors = obj._serialize_to_tensors()
-        node_attributes = []
+        counts.append(len(tensors))
         if tensors:
             full_name = obj._checkpoint_full_name()
             is_python = isinstance(obj, PythonState)
@@ -188,7 +236,9 @@ def serialize(
                 attribute_name = escape_local_name(tensor_name)
                 # TF 2.21 escapes the already escaped name again when forming the key.
                 key = checkpoint_key(path_strings[node_id], attribute_name)
-                node_attributes.append((attribute_name, full_name, key))
+                attribute_names.append(attribute_name)
+                full_names.append(full_name)
+                attribute_keys.append(key)
                 if is_python:
                     python_tensors.append((key, value))
                     python_owners.append(obj)
@@ -198,16 +248,15 @@ def serialize(
                     owners.append(obj)
                 node_keys.append(key)
             (python_entries if is_python else entries).append((obj, list(tensors), node_keys))
-        attributes.append(node_attributes)
     hooks = _hooks(objects)
     _after_save(hooks)
 
     keys.extend(key for key, _ in python_tensors)
     values.extend(value for _, value in python_tensors)
     owners.extend(python_owners)
-    graph = _GraphLists(references, attributes, slot_refs)
-    layout = make_layout(epoch, objects, entries + python_entries, graph, owners, keys, hooks, weak_root)
-    return SerializedCheckpoint(keys, values, owners, graph), layout
+    lists = _GraphLists(graph)
+    layout = make_layout(epoch, objects, entries + python_entries, lists, owners, keys, hooks, weak_root)
+    return SerializedCheckpoint(keys, values, owners, lists), layout
 
 
 def _hooks(objects: list[Trackable]) -> list[Trackable]:
