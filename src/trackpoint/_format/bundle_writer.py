@@ -23,6 +23,7 @@ from trackpoint._format.keys import encode_key
 from trackpoint._format.temps import temp_path
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
 from trackpoint._format.threads import Background
+from trackpoint._format.writeback import WRITEBACK_BYTES, start_writeback
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["BundleWriter", "ShardWriter", "dtype_of", "header_bytes", "merge_shards", "write_index"]
@@ -137,12 +138,21 @@ class ShardWriter:
         # A large buffer: saving many small tensors otherwise costs a system call every 8 KiB.
         self._file: BinaryIO = open(self.temp_path, "wb", buffering=_WRITE_BUFFER)  # noqa: SIM115 - closed by close()
         self._offset = 0
+        self._written_back = 0  # bytes whose writeback has been started (see writeback)
+
+    def _start_writeback(self) -> None:
+        """Start writing back what was written since the last call (see :mod:`writeback`)."""
+        self._file.flush()
+        start_writeback(self._file.fileno(), self._written_back, self._offset - self._written_back)
+        self._written_back = self._offset
 
     def _append(self, buffer: bytes | memoryview) -> tuple[int, int, int]:
         offset = self._offset
         self._file.write(buffer)
         size = buffer.nbytes if isinstance(buffer, memoryview) else len(buffer)
         self._offset += size
+        if self._offset - self._written_back >= WRITEBACK_BYTES:
+            self._start_writeback()
         return offset, size, mask(crc32c(buffer))
 
     def _write(self, key: bytes, name: str, array: Any) -> None:
@@ -210,14 +220,17 @@ class ShardWriter:
                     self._write(encode_key(name), name, array)  # anything unusual, errors included
                     offset = self._offset
                     continue
+                offset += size
+                if offset - self._written_back >= WRITEBACK_BYTES:
+                    self._offset = offset
+                    self._start_writeback()
                 names.append(name)
                 head = known_heads.get((dtype.enum, array.shape))  # type: ignore[union-attr]
                 heads.append(head if head is not None else entry_head(dtype.enum, array.shape))  # type: ignore[union-attr]
                 shard_ids.append(shard_id)
-                offsets.append(offset)
+                offsets.append(offset - size)
                 sizes.append(size)
                 crcs.append(crc)
-                offset += size
         finally:
             self._offset = offset
 
