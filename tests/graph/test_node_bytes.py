@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import trackpoint as tp
 from trackpoint._format import varint
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
-from trackpoint._graph import coordinator, node_bytes, walk
+from trackpoint._graph import coordinator, walk
 from trackpoint._graph.node_bytes import split_nodes, variable_key
 
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=200)
@@ -139,11 +139,3 @@ def test_a_walk_reading_node_bytes_restores_what_a_walk_through_protobuf_does(tm
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     np.testing.assert_array_equal(with_bytes.vars[39].numpy(), np.full(3, 40.0, np.float32))
     assert getattr(with_bytes, "n" * 150).numpy().tolist() == [1.0, 1.0]
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.lists(nodes(), min_size=64, max_size=90), st.booleans())
-def test_keys_of_many_nodes_at_once_are_each_nodes_key(many: list, empty_last: bool) -> None:
-    raw = [node.SerializeToString() for node in many] + ([b""] if empty_last else [])
-    ids = list(range(len(raw)))[::-1]
-    assert node_bytes.variable_keys(raw, ids) == [variable_key(raw[i]) for i in ids]

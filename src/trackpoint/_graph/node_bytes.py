@@ -11,14 +11,10 @@ first, so the bytes are known to be well formed.
 
 from __future__ import annotations
 
-import itertools
-
-import numpy as np
 from google.protobuf.message import DecodeError
 
 from trackpoint._format import varint
 from trackpoint._format._proto.node_bytes_pb2 import GraphOfNodeBytes
-from trackpoint._format.ragged import Strings, exclusive_cumsum
 from trackpoint._format.wire import ATTRIBUTE_FULL_NAME, ATTRIBUTE_KEY, ATTRIBUTE_NAME, NODE_ATTRIBUTE, NODE_HAS_VALUES
 from trackpoint.errors import DataLossError
 
@@ -88,57 +84,8 @@ def variable_key(node: bytes) -> str | None:
 
 
 def variable_keys(nodes: list[bytes], ids: list[int]) -> list[str | None]:
-    """:func:`variable_key` of ``nodes[i]`` for each of ``ids`` (which the caller has checked).
-
-    Many nodes (a container of variables) are read at once: their bytes end to end, the
-    usual layout checked on all of them with numpy, the keys decoded in one call. Nodes
-    of any other layout go through :func:`variable_key`.
-    """
-    if len(ids) < _MANY:
-        return [variable_key(nodes[node_id]) for node_id in ids]
-    picked = [nodes[node_id] for node_id in ids]
-    lengths = np.fromiter(map(len, picked), np.int64, len(picked))
-    data = np.frombuffer(b"".join(picked), np.uint8)
-    starts = exclusive_cumsum(lengths)
-    last = np.maximum(lengths - 1, 0)
-
-    def at(offset: np.ndarray | int) -> np.ndarray:
-        """Byte ``offset`` of each node, clamped inside it (and inside the data, for empty
-        nodes: such a node fails the length checks whatever this gives)."""
-        if not len(data):
-            return np.zeros(len(picked), np.uint8)
-        return data[np.minimum(starts + np.minimum(offset, last), len(data) - 1)]
-
-    with_values = lengths >= 4
-    for k, byte in enumerate(HAS_VALUES_FIELD):
-        with_values &= at(lengths - 4 + k) == byte
-    end = lengths - 4 * with_values
-    usual = (end > 20) & (end < 0x82) & (at(0) == NODE_ATTRIBUTE) & (at(1) == end - 2) & (at(18) == ATTRIBUTE_FULL_NAME)
-    for k, byte in enumerate(_NAME_FIELD, start=2):
-        usual &= at(k) == byte
-    key_start = 22 + at(19).astype(np.int64)
-    usual &= (key_start <= end) & (at(key_start - 2) == ATTRIBUTE_KEY) & (at(key_start - 1) == end - key_start)
-    out: list[str | None] = [None] * len(picked)
-    rows = np.flatnonzero(usual)
-    keys = Strings(data, (end - key_start)[rows], (starts + key_start)[rows])
-    for row, key in zip(rows.tolist(), _decoded(keys)):
-        out[row] = key
-    for row in np.flatnonzero(~usual).tolist():
-        out[row] = variable_key(picked[row])
-    return out
-
-
-_MANY = 64  # nodes from which variable_keys reads them all at once
-
-
-def _decoded(keys: Strings) -> list[str]:
-    """Each of ``keys`` as ``str`` (UTF-8), decoded in one call when all are ASCII."""
-    packed = keys.packed()
-    text = packed.decode()
-    if len(text) != len(packed):  # some are not ASCII: character and byte offsets differ
-        return [keys.row(i).decode() for i in range(len(keys))]
-    ends = list(itertools.accumulate(keys.lengths.tolist()))
-    return [text[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+    """:func:`variable_key` of ``nodes[i]`` for each of ``ids`` (which the caller has checked)."""
+    return [variable_key(nodes[node_id]) for node_id in ids]
 
 
 def _variable_key_any_lengths(node: bytes, end: int) -> str | None:
