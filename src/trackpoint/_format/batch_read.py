@@ -170,8 +170,8 @@ class ReadPlan:
     def values(self, loader: Loader) -> Iterator[list[Any]]:
         """The values of every key, in order, one list per batch of ``loader``."""
         try:
-            if self.outs:
-                self.in_place.verify()  # type: ignore[union-attr]  # outs come from it
+            if self.in_place is not None and self.outs:
+                self.in_place.verify()  # every tensor read in place, before any value is handed out
             for index, (start, stop) in enumerate(loader.batches):
                 runs, fetched = loader.load(index)
                 yield self.finish(start, stop, runs, fetched)
