@@ -42,8 +42,10 @@ Every child has a timeout (about three times what its phases take here, at least
 runs out of time, or fails, leaves its cells empty ("timed out", "failed") with the reason printed below the
 table, and the run goes on.
 
-Duration on the 2-core development VM with ``--rounds 1``: about 25 minutes with ``--no-tf``, about 35 with
-TensorFlow; ``--quick`` about 2 minutes (1 without TensorFlow); each further round adds as much again.
+Duration on the 2-core development VM with ``--rounds 1`` (the default with --scale): 18 minutes with
+``--no-tf`` (measured: 7 of them for 1,000,000 variables, 5 for 8 GiB), about 30 with TensorFlow (its child at
+200,000 variables alone takes 7.5 minutes); ``--quick`` about a minute (half without TensorFlow). Each further
+round adds as much again.
 """
 
 from __future__ import annotations
@@ -676,9 +678,11 @@ def plot(results: dict[str, Any], path: str) -> str:
         axis.set_ylabel(UNITS[group])
         axis.set_title(_title(group, rows))
         axis.grid(True, which="both", alpha=0.3)
-        axis.legend(fontsize=8)
+    # One legend for both panels, below them: the lines are the same in each.
+    legend = {label: handle for axis in axes[0] for handle, label in zip(*axis.get_legend_handles_labels())}
+    figure.legend(legend.values(), legend.keys(), loc="lower center", ncol=5, fontsize=8, frameon=False)
     figure.suptitle("Time per variable and per GiB (flat is good): write, read, first save/read into new objects")
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.1, 1, 1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return f"plot written to {path}"
