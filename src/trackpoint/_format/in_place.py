@@ -15,16 +15,20 @@ the tensors it reads in place:
    read again from the same descriptor, now into its destination, without a checksum.
 
 Both passes split the bytes among ``ReadTuning.read_threads`` threads (file reads and crc32c
-release the GIL). The alternatives measured, and why these won, are in PERFORMANCE.md. Which
-arrays may be overwritten (nothing else holds them) is for the caller to say: this module only
-knows bytes and arrays.
+release the GIL). Checksumming an ``mmap`` of the data file instead of reading it into scratch
+measured a little faster, and is not used: a mapped file truncated meanwhile (``cp`` over it), or
+an I/O error of a network file system, raises SIGBUS, which kills the process, where ``pread``
+raises (:class:`~trackpoint.errors.DataLossError` for a file cut short). No way of copying measured faster than one
+``preadv`` per piece (see PERFORMANCE.md, "Restoring in place", for the alternatives and numbers).
+Which arrays may be overwritten (nothing else holds them) is for the caller to say: this module
+only knows bytes and arrays.
 
 The second pass trusts the file not to change after the first: the bytes copied are the bytes
 verified unless another process rewrites the data file in place during the restore (trackpoint
 never does: a save writes new files and renames them). Such a change is looked for once the
-copy is done (the file's size and times against those seen before the first pass) and raises
-:class:`~trackpoint.errors.DataLossError`; the variables copied into then hold what the file
-held, and must be restored again.
+copy is done (the file's size and modification time against those seen before the first
+pass) and raises :class:`~trackpoint.errors.DataLossError`; the variables copied into then
+hold what the file held, and must be restored again.
 """
 
 from __future__ import annotations

@@ -35,8 +35,9 @@ class ReadTuning:
         read_threads: Threads reading one large tensor.
         in_place_bytes: A restore reads a tensor this large or larger straight into the
             array it replaces, when nothing else holds that array (see
-            :mod:`~trackpoint._format.in_place`); smaller ones cost less read into new
-            memory. See PERFORMANCE.md, "Restoring in place".
+            :mod:`~trackpoint._format.in_place`); of many tensors, only those read on
+            their own (``parallel_read_bytes`` or more) are: smaller ones, read in runs,
+            cost no allocation of their own. See PERFORMANCE.md, "Restoring in place".
 
     Example:
         >>> ReadTuning(run_gap=0).run_gap, DEFAULT_TUNING.run_gap
