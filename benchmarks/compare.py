@@ -15,7 +15,8 @@ save returns, over several rounds of fresh processes (``--rounds``), after two u
 and a read (see run_child); ratios of trackpoint to each other contender; and trackpoint's peak
 extra memory (tracemalloc, beyond the variables) for a synchronous save and a restore.
 trackpoint's reads after the first replay its bindings (an evaluation loop's case, see
-``_graph/restore_record.py``), so its "first read" is also timed: into new objects, as a job starting up.
+``_graph/restore_record.py``), so its "first read" is also timed: into new objects, as a job starting up;
+likewise its "first save", by new objects through a new Checkpoint (no layout to reuse).
 
 safetensors and raw have no object graph, checksums or async mode. "safetensors" reads with
 ``load_file`` alone; "safetensors+assign" then copies each array into the model's own, as a
@@ -300,7 +301,7 @@ def run_child(
             return scale_module().run_child(contender_name, workload, repeats, memory, directory, memory_method)
         arrays = workloads(quick)[workload]
         contender = CONTENDERS[contender_name](arrays, directory, workload == "mixed")
-        row = time_phases(contender, repeats)
+        row = time_phases(contender, repeats, first_save=True)
         if contender_name == "trackpoint" and memory:
             del contender
             gc.collect()
@@ -419,6 +420,14 @@ def run_standard(
                 if op in results[other]
             )
             print(f"{'':<8} trackpoint/{other}: {ratios}")
+        print(
+            f"{'':<8} trackpoint first save (new objects, no layout to reuse): {ours['first save']:.3f} s; "
+            + " ".join(
+                f"/{other} write {ours['first save'] / results[other]['write']:.3f}x"
+                for other in ("safetensors", "raw+fsync", "tensorflow")
+                if other in results
+            )
+        )
         print(
             f"{'':<8} trackpoint first read (into new objects, nothing to replay): {ours['first read']:.3f} s; "
             + " ".join(
