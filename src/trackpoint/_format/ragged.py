@@ -44,8 +44,8 @@ __all__ = [
 class Strings:
     """A column of byte strings: string ``i`` is ``data[starts[i] : starts[i] + lengths[i]]``.
 
-    Built end to end; :meth:`reordered` and :meth:`joined` give columns whose strings lie
-    anywhere in ``data`` (no bytes are moved).
+    Built end to end; :meth:`reordered` gives a column of the same bytes in another order,
+    whose strings then lie anywhere in ``data``.
 
     Attributes:
         data: The strings' bytes (uint8).
@@ -94,12 +94,6 @@ class Strings:
             np.concatenate([self.lengths, other.lengths]),
             np.concatenate([self.starts, other.starts + len(self.data)]),
         )
-
-    def packed(self) -> bytes:
-        """Every string, end to end."""
-        out = np.empty(int(self.lengths.sum()), np.uint8)
-        put_ranges(out, exclusive_cumsum(self.lengths), self.data, self.starts, self.lengths)
-        return out.tobytes()
 
 
 def exclusive_cumsum(values: np.ndarray) -> np.ndarray:

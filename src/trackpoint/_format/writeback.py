@@ -11,8 +11,7 @@ done: the fsync still makes the save durable, only later.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
+import functools
 import sys
 from collections.abc import Callable
 
@@ -24,20 +23,20 @@ WRITEBACK_BYTES = 8 << 20
 _SYNC_FILE_RANGE_WRITE = 2
 
 
+@functools.cache
 def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """libc's ``sync_file_range``, looked up on first use (not at import: a save may never need it)."""
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes
+
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        function = libc.sync_file_range
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range  # the process's own libc
     except (OSError, AttributeError):
         return None
     function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     function.restype = ctypes.c_int
     return function
-
-
-_call = _sync_file_range()
 
 
 def start_writeback(fd: int, offset: int, length: int) -> None:
@@ -51,5 +50,6 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
         >>> start_writeback(fd, 0, 100)
         >>> os.close(fd); os.remove(path)
     """
-    if _call is not None and length > 0:
-        _call(fd, offset, length, _SYNC_FILE_RANGE_WRITE)  # a failure only leaves the work to fsync
+    call = _sync_file_range()
+    if call is not None and length > 0:
+        call(fd, offset, length, _SYNC_FILE_RANGE_WRITE)  # a failure only leaves the work to fsync

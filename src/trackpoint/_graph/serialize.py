@@ -29,7 +29,6 @@ from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["SerializedCheckpoint", "serialize"]
 
-_VARIABLE_NAMES = [VARIABLE_VALUE]  # shared by every plain variable's layout entry; never modified
 _VARIABLE_ATTRIBUTE = escape_local_name(VARIABLE_VALUE)
 _VARIABLE_KEY_SUFFIX = checkpoint_key("", _VARIABLE_ATTRIBUTE)
 
@@ -121,6 +120,8 @@ class _Tensors(Sequence[tuple[str, Any]]):
             return [self[i] for i in range(*index.indices(len(self)))]
         if index < 0:
             index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
         if index == len(self._keys):
             return self._last
         return self._keys[index], self._values[index]
