@@ -11,7 +11,23 @@ from trackpoint._graph.encode_graph import encode_graph as encode_columns
 
 
 def encode_graph(references: list, attributes: list, slots: list) -> bytes:
-    return encode_columns(GraphColumns.of_nodes(references, attributes, slots))
+    """The encoder's bytes for a graph given node by node."""
+    graph = GraphColumns()
+    for refs, tensors, slot_refs in zip(references, attributes, slots):
+        graph.child_counts.append(len(refs))
+        graph.child_ids.extend(node_id for node_id, _ in refs)
+        graph.child_names.extend(name for _, name in refs)
+        graph.attribute_counts.append(len(tensors))
+        for name, full_name, key in tensors:
+            graph.attribute_names.append(name)
+            graph.full_names.append(full_name)
+            graph.attribute_keys.append(key)
+        graph.slot_counts.append(len(slot_refs))
+        for variable, slot_name, slot in slot_refs:
+            graph.slot_variables.append(variable)
+            graph.slot_names.append(slot_name)
+            graph.slot_ids.append(slot)
+    return encode_columns(graph)
 
 
 # Strings of every kind the encoder must lay out: empty (left out), non-ASCII (byte and

@@ -112,32 +112,6 @@ class GraphColumns:
     slot_names: list[str] = field(default_factory=list)
     slot_ids: list[int] = field(default_factory=list)
 
-    @classmethod
-    def of_nodes(
-        cls,
-        references: Sequence[Sequence[tuple[int, str]]],
-        attributes: Sequence[Sequence[tuple[str, str, str]]],
-        slots: Sequence[Sequence[tuple[int, str, int]]],
-    ) -> GraphColumns:
-        """The columns of a graph given node by node (for tests and small graphs)."""
-        graph = cls()
-        for refs, tensors, slot_refs in zip(references, attributes, slots):
-            graph.child_counts.append(len(refs))
-            for node_id, name in refs:
-                graph.child_ids.append(node_id)
-                graph.child_names.append(name)
-            graph.attribute_counts.append(len(tensors))
-            for name, full_name, key in tensors:
-                graph.attribute_names.append(name)
-                graph.full_names.append(full_name)
-                graph.attribute_keys.append(key)
-            graph.slot_counts.append(len(slot_refs))
-            for variable, slot_name, slot in slot_refs:
-                graph.slot_variables.append(variable)
-                graph.slot_names.append(slot_name)
-                graph.slot_ids.append(slot)
-        return graph
-
 
 def encode_graph(graph: GraphColumns) -> bytes:
     """The serialized ``TrackableObjectGraph``."""
