@@ -4,21 +4,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from trackpoint._tracking.base import Trackable
-from trackpoint._tracking.variables import Variable
 
 __all__ = ["LiveGraph", "breadth_first", "children_with_attached"]
 
+_PLAIN_CHILDREN = Trackable._trackable_children
+_NO_CHILDREN: Mapping[str, Trackable] = MappingProxyType({})
 
-def children_with_attached(obj: Trackable, root: Trackable, attached: Mapping[str, Trackable]) -> dict[str, Trackable]:
-    """``obj``'s children; for the root, followed by the dependencies attached to it
-    (``Checkpoint(root, **kwargs)``) that it does not have itself."""
-    children = obj._trackable_children()
+
+def children_with_attached(
+    obj: Trackable, root: Trackable, attached: Mapping[str, Trackable]
+) -> Mapping[str, Trackable]:
+    """``obj``'s children, to read and not to keep; for the root, followed by the dependencies
+    attached to it (``Checkpoint(root, **kwargs)``) that it does not have itself.
+
+    An object whose class tracks children as ``Trackable`` does is read in place rather
+    than through ``_trackable_children``, which copies them: this runs once per object of
+    a walk, and most objects are leaves (variables) with none.
+    """
     if obj is root:
+        children = obj._trackable_children()
         for name, child in attached.items():
             children.setdefault(name, child)
-    return children
+        return children
+    if type(obj)._trackable_children is _PLAIN_CHILDREN:
+        state = obj._tp
+        return state["children"] if state is not None else _NO_CHILDREN
+    return obj._trackable_children()
 
 
 @dataclass(frozen=True)
@@ -36,7 +50,7 @@ class LiveGraph:
     nodes: list[Trackable]
     parents: list[int]
     names: list[str]
-    children: list[dict[str, Trackable]]
+    children: list[Mapping[str, Trackable]]
     ids: dict[int, int]
 
 
@@ -45,11 +59,11 @@ def breadth_first(root: Trackable, attached: Mapping[str, Trackable]) -> LiveGra
     nodes = [root]
     parents = [-1]
     names = [""]
-    children: list[dict[str, Trackable]] = []
+    children: list[Mapping[str, Trackable]] = []
     ids = {id(root): 0}
     for index, obj in enumerate(nodes):  # grows as it goes
-        if type(obj) is Variable and obj._tp is None and obj is not root:
-            children.append({})  # a plain variable that tracks nothing: no children to ask for
+        if obj._tp is None and type(obj)._trackable_children is _PLAIN_CHILDREN and obj is not root:
+            children.append(_NO_CHILDREN)  # a leaf: the test children_with_attached makes, without the call
             continue
         kids = children_with_attached(obj, root, attached)
         children.append(kids)

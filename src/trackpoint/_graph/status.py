@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,21 +191,8 @@ def _live_by_id(root: Trackable, attached: Mapping[str, Trackable], with_slots: 
     without the paths and the children's copies (a check's fast path)."""
     live = {id(root): root}
     objects = [root]
-    plain = Trackable._trackable_children
     for obj in objects:  # grows as it goes: breadth first
-        found = type(obj)._trackable_children
-        if obj is root:
-            children: Iterable[Trackable] = children_with_attached(obj, root, attached).values()
-        elif found is plain:
-            # Read the children in place instead of through the method, which copies them:
-            # most objects are leaves (variables), and this runs once per object.
-            state = obj._tp
-            if state is None:
-                continue
-            children = state["children"].values()
-        else:
-            children = obj._trackable_children().values()
-        for child in children:
+        for child in children_with_attached(obj, root, attached).values():
             key = id(child)
             if key not in live:
                 live[key] = child
