@@ -173,7 +173,7 @@ def _key_order(names: list[str], keys: Strings) -> np.ndarray:
     for the lone surrogates that stand for undecodable bytes, so keys holding one are
     sorted as bytes instead (slower; only keys read from damaged or foreign files).
     """
-    if len(keys.data) != sum(map(len, names)):  # not all ASCII
+    if np.any(keys.data >= 0x80):  # not all ASCII
         try:
             "".join(names).encode("utf-8")  # raises on a lone surrogate
         except UnicodeEncodeError:

@@ -175,8 +175,8 @@ def build_table_columns(keys: Strings, values: Strings) -> bytes:
     separators: list[bytes] = []
     handles: list[bytes] = []
     blocks = entries.blocks()
-    for number, (start, end, shared) in enumerate(blocks):
-        handles.append(write_block(entries.block(start, end, shared, RESTART_INTERVAL)))
+    for number, (start, end, shared, sizes) in enumerate(blocks):
+        handles.append(write_block(entries.block(start, end, shared, RESTART_INTERVAL, sizes)))
         last = keys.row(end - 1)
         separators.append(
             _shortest_separator(last, keys.row(end)) if number + 1 < len(blocks) else _short_successor(last)
@@ -219,8 +219,8 @@ class _Entries:
         restart = np.arange(end - start) % interval == 0
         return np.where(restart, 0, self.shared[start:end])
 
-    def blocks(self) -> list[tuple[int, int, np.ndarray]]:
-        """``(start, end, shared prefix lengths)`` of each data block, in order."""
+    def blocks(self) -> list[tuple[int, int, np.ndarray, np.ndarray]]:
+        """``(start, end, shared prefix lengths, entry sizes)`` of each data block, in order."""
         n = len(self.keys.lengths)
         blocks = []
         start = 0
@@ -230,7 +230,8 @@ class _Entries:
                 end = start + width
                 shared = self._shared_in_block(start, end, RESTART_INTERVAL)
                 restarts = np.arange(width) // RESTART_INTERVAL + 1
-                estimates = np.cumsum(self._sizes(start, end, shared)) + 4 * restarts + 4
+                sizes = self._sizes(start, end, shared)
+                estimates = np.cumsum(sizes) + 4 * restarts + 4
                 full = np.flatnonzero(estimates >= BLOCK_SIZE)
                 cut = int(full[0]) + 1 if len(full) else width
                 huge = np.flatnonzero(self.huge[start + 1 : start + cut])
@@ -238,16 +239,17 @@ class _Entries:
                 if cut < width or end == n:
                     break
                 width = min(2 * width, n - start)
-            blocks.append((start, start + cut, shared[:cut]))
+            blocks.append((start, start + cut, shared[:cut], sizes[:cut]))
             start += cut
         return blocks
 
-    def block(self, start: int, end: int, shared: np.ndarray, interval: int) -> bytes:
+    def block(self, start: int, end: int, shared: np.ndarray, interval: int, sizes: np.ndarray | None = None) -> bytes:
         """The contents of a block of entries ``start:end`` with these shared prefix lengths,
-        a restart every ``interval`` entries."""
+        a restart every ``interval`` entries (``sizes``: the entries' sizes, if known)."""
         if start == end:
             return _EMPTY_BLOCK
-        sizes = self._sizes(start, end, shared)
+        if sizes is None:
+            sizes = self._sizes(start, end, shared)
         at = exclusive_cumsum(sizes)
         size = int(sizes.sum())
         restarts = at[::interval].astype("<u4")
