@@ -420,22 +420,17 @@ def run_standard(
                 if op in results[other]
             )
             print(f"{'':<8} trackpoint/{other}: {ratios}")
-        print(
-            f"{'':<8} trackpoint first save (new objects, no layout to reuse): {ours['first save']:.3f} s; "
-            + " ".join(
-                f"/{other} write {ours['first save'] / results[other]['write']:.3f}x"
-                for other in ("safetensors", "raw+fsync", "tensorflow")
-                if other in results
-            )
-        )
-        print(
-            f"{'':<8} trackpoint first read (into new objects, nothing to replay): {ours['first read']:.3f} s; "
-            + " ".join(
-                f"/{other} read {ours['first read'] / results[other]['read']:.3f}x"
-                for other in ("safetensors", "safetensors+assign", "tensorflow")
-                if other in results
-            )
-        )
+        for phase, what, op, others in (
+            ("first save", "new objects, no layout to reuse", "write", ("safetensors", "raw+fsync", "tensorflow")),
+            (
+                "first read",
+                "into new objects, nothing to replay",
+                "read",
+                ("safetensors", "safetensors+assign", "tensorflow"),
+            ),
+        ):
+            ratios = " ".join(f"/{o} {op} {ours[phase] / results[o][op]:.3f}x" for o in others if o in results)
+            print(f"{'':<8} trackpoint {phase} ({what}): {ours[phase]:.3f} s; {ratios}")
         print(f"{'':<8} trackpoint async/sync save: {ours['async'] / ours['write']:.1%}")
         print(
             f"{'':<8} trackpoint peak extra memory: save {extra['mem_save'] / MiB:.1f} MiB "
