@@ -32,7 +32,7 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.state_file import resolve_prefix
 from trackpoint._format.text import printable
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint._graph.object_graph import node_paths, read_object_graph
+from trackpoint._graph.object_graph import node_paths, read_object_graph, tree_paths
 from trackpoint._tracking.base import Trackable
 from trackpoint.errors import InvalidArgumentError
 
@@ -192,20 +192,19 @@ class CheckpointView:
 
     def descendants(self) -> list[int]:
         """Node ids reachable from the root, breadth first, root first (slot nodes excluded)."""
-        return list(self._descendants_with_paths())
+        found = {0}
+        order = [0]
+        for node_id in order:  # grows as it goes: a breadth-first walk
+            for child in self._graph.nodes[node_id].children:
+                if child.node_id not in found:
+                    found.add(child.node_id)
+                    order.append(child.node_id)
+        return order
 
     def _descendants_with_paths(self) -> dict[int, str]:
         """``{node id: "root.a.b"}`` along the first path found breadth first (TF's private method of
         the same name, which TF's tests call; :meth:`paths` gives the readable ``(root).a.b``)."""
-        found = {0: "root"}
-        queue = deque([0])
-        while queue:
-            node_id = queue.popleft()
-            for child in self._graph.nodes[node_id].children:
-                if child.node_id not in found:
-                    found[child.node_id] = f"{found[node_id]}.{child.local_name}"
-                    queue.append(child.node_id)
-        return found
+        return tree_paths(self._graph, "root")
 
     def match(self, obj: Trackable) -> dict[int, Trackable]:
         """Map checkpoint node ids to ``obj``'s objects by local names along the edges.

@@ -88,3 +88,24 @@ def test_a_view_that_cannot_be_made_leaves_no_file_open(tmp_path) -> None:
         tp.CheckpointView(path)
     assert caught.value.__traceback__ is not None  # it holds the half-made view's frame ...
     assert _open_files_under(tmp_path) == []  # ... but not its open data file
+
+
+def test_a_deep_chain_costs_linear_memory_in_descendants_and_paths() -> None:
+    """A hostile 50,000-deep chain: the breadth-first walks keep paths short instead of building ~2.5 GB of
+    ever longer path strings (which took 10 s and gigabytes of fresh pages)."""
+    import pathlib
+    import tracemalloc
+
+    prefix = pathlib.Path(__file__).resolve().parents[1] / "corrupt" / "corpus" / "graph_deep_chain" / "ckpt"
+    with tp.CheckpointView(str(prefix)) as view:
+        tracemalloc.start()
+        try:
+            order = view.descendants()
+            paths = view._descendants_with_paths()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert len(order) == len(paths) == 50_001
+    assert order[:3] == [0, 1, 2] and paths[1].startswith("root.")
+    assert max(map(len, paths.values())) < 2_000
+    assert peak < 200 << 20

@@ -19,6 +19,7 @@ __all__ = [
     "parse_graph",
     "read_object_graph",
     "read_object_graph_bytes",
+    "tree_paths",
     "unescape",
 ]
 
@@ -88,9 +89,11 @@ def check_slot(
         raise DataLossError(f"{prefix}: node {node_id} has a slot reference outside the graph")
 
 
-def node_paths(graph: pb.TrackableObjectGraph) -> dict[int, str]:
-    """Readable paths ``(root).model.dense.kernel``; slots as ``<opt>'s state 'm' for <var>``."""
-    paths = {0: "(root)"}
+def tree_paths(graph: pb.TrackableObjectGraph, root: str) -> dict[int, str]:
+    """``{node id: root.a.b}`` for the nodes reachable along children, along the first path found breadth
+    first. A path longer than 512 characters is shortened in the middle: a hostile 50,000-deep chain would
+    otherwise cost quadratic memory (gigabytes of path strings)."""
+    paths = {0: root}
     count = len(graph.nodes)
     queue = deque([0])
     while queue:
@@ -98,10 +101,17 @@ def node_paths(graph: pb.TrackableObjectGraph) -> dict[int, str]:
         for child in graph.nodes[node_id].children:
             if child.node_id not in paths and 0 <= child.node_id < count:
                 parent = paths[node_id]
-                if len(parent) > _MAX_PATH_CHARS:  # a hostile chain must not cost quadratic memory
+                if len(parent) > _MAX_PATH_CHARS:
                     parent = parent[: _MAX_PATH_CHARS // 2] + "..."
                 paths[child.node_id] = f"{parent}.{child.local_name[:_MAX_PATH_CHARS]}"
                 queue.append(child.node_id)
+    return paths
+
+
+def node_paths(graph: pb.TrackableObjectGraph) -> dict[int, str]:
+    """Readable paths ``(root).model.dense.kernel``; slots as ``<opt>'s state 'm' for <var>``."""
+    paths = tree_paths(graph, "(root)")
+    count = len(graph.nodes)
     for node_id, node in enumerate(graph.nodes):
         for slot in node.slot_variables:
             if slot.slot_variable_node_id not in paths and 0 <= slot.slot_variable_node_id < count:
