@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 from trackpoint._tracking.base import Trackable
 
-__all__ = ["LiveGraph", "breadth_first", "children_with_attached"]
+__all__ = ["LiveGraph", "breadth_first", "by_id", "children_with_attached"]
 
 _PLAIN_CHILDREN = Trackable._trackable_children
 _NO_CHILDREN: Mapping[str, Trackable] = MappingProxyType({})
@@ -33,6 +33,28 @@ def children_with_attached(
         state = obj._tp
         return state["children"] if state is not None else _NO_CHILDREN
     return obj._trackable_children()
+
+
+def _is_leaf(obj: Trackable, root: Trackable) -> bool:
+    """The test :func:`children_with_attached` makes for a plain class with no children, without the call
+    (most objects of a walk are such leaves: variables)."""
+    return obj._tp is None and type(obj)._trackable_children is _PLAIN_CHILDREN and obj is not root
+
+
+def by_id(root: Trackable, attached: Mapping[str, Trackable]) -> dict[int, Trackable]:
+    """Every object reachable from ``root`` and its attached dependencies, by ``id()``: what
+    :func:`breadth_first` finds, without the paths and the children's copies (a check's fast path)."""
+    live = {id(root): root}
+    objects = [root]
+    for obj in objects:  # grows as it goes: breadth first
+        if _is_leaf(obj, root):
+            continue
+        for child in children_with_attached(obj, root, attached).values():
+            key = id(child)
+            if key not in live:
+                live[key] = child
+                objects.append(child)
+    return live
 
 
 @dataclass(frozen=True)
@@ -62,8 +84,8 @@ def breadth_first(root: Trackable, attached: Mapping[str, Trackable]) -> LiveGra
     children: list[Mapping[str, Trackable]] = []
     ids = {id(root): 0}
     for index, obj in enumerate(nodes):  # grows as it goes
-        if obj._tp is None and type(obj)._trackable_children is _PLAIN_CHILDREN and obj is not root:
-            children.append(_NO_CHILDREN)  # a leaf: the test children_with_attached makes, without the call
+        if _is_leaf(obj, root):
+            children.append(_NO_CHILDREN)
             continue
         kids = children_with_attached(obj, root, attached)
         children.append(kids)

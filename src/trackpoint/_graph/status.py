@@ -8,7 +8,7 @@ from typing import Any
 
 from trackpoint._format.naming import real_outside
 from trackpoint._graph.coordinator import RestoreCoordinator
-from trackpoint._graph.live import breadth_first, children_with_attached
+from trackpoint._graph.live import breadth_first, by_id
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.slots import slot_variables
 
@@ -187,18 +187,10 @@ def _source_notes(prefix: str, listed_by: str | None) -> tuple[str, ...]:
 
 
 def _live_by_id(root: Trackable, attached: Mapping[str, Trackable], with_slots: bool) -> dict[int, Trackable]:
-    """Every live object by id, as :func:`~trackpoint._graph.live.breadth_first` finds them but
-    without the paths and the children's copies (a check's fast path)."""
-    live = {id(root): root}
-    objects = [root]
-    for obj in objects:  # grows as it goes: breadth first
-        for child in children_with_attached(obj, root, attached).values():
-            key = id(child)
-            if key not in live:
-                live[key] = child
-                objects.append(child)
+    """Every live object by id (see :func:`~trackpoint._graph.live.by_id`), slot variables too when asked."""
+    live = by_id(root, attached)
     if with_slots:
-        for _, _, _, slot in slot_variables(objects):
+        for _, _, _, slot in slot_variables(list(live.values())):
             live.setdefault(id(slot), slot)
     return live
 
