@@ -1,0 +1,223 @@
+"""``tp.convert``: TF checkpoints to safetensors and back, streaming one tensor at a time.
+
+The direction follows ``src``: safetensors weights (a ``.safetensors`` file, a
+``.safetensors.index.json``, or a directory holding them) convert to a TF checkpoint at the
+prefix ``dst``; anything else is read as a TF checkpoint (a prefix, or a directory with a
+``checkpoint`` file) and converts to safetensors. See :mod:`.tf_names` for how TF keys are
+named, :mod:`.to_tf` for the object graph built from dotted names, :mod:`.names` for the rules
+(rename, only, drop, transpose) and :mod:`.hf_layout` for the sharded layout.
+
+Everything is planned from the index or the header first (names, conflicts, dtypes
+safetensors cannot hold) before a byte is written; then each tensor is read into one reused
+buffer and written out, so memory stays at the largest tensor (twice that for a transposed one).
+
+Example:
+    >>> import numpy as np, tempfile, os
+    >>> import trackpoint as tp
+    >>> from trackpoint.convert.convert import convert
+    >>> model = tp.Module(); model.dense = tp.Module(); model.dense.kernel = tp.Variable(np.ones((2, 3), np.float32))
+    >>> directory = tempfile.mkdtemp()
+    >>> path = tp.Checkpoint(model=model).save(directory + "/ckpt")
+    >>> result = convert(path, directory + "/hf", rename=[r"^model\\.="])
+    >>> [(row.source, row.name) for row in result.mapping], os.listdir(directory + "/hf")
+    ([('model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE', 'dense.kernel')], ['model.safetensors'])
+    >>> back = convert(directory + "/hf", directory + "/back/ckpt")
+    >>> tp.load_variable(directory + "/back/ckpt", "dense/kernel/.ATTRIBUTES/VARIABLE_VALUE").shape
+    (2, 3)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from trackpoint._format import atomic
+from trackpoint.convert import hf_layout, to_tf
+from trackpoint.convert.names import MappingRow, NameRules, RenameSpec, check_conflicts
+from trackpoint.convert.safetensors_format import SafetensorsWriter, safetensors_dtype
+from trackpoint.convert.tf_names import default_names
+from trackpoint.errors import InvalidArgumentError
+from trackpoint.reader import CheckpointReader, load_checkpoint
+
+__all__ = ["Conversion", "convert"]
+
+SINGLE_FILE = "model.safetensors"
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What :func:`convert` did (or, with ``dry_run``, would do).
+
+    Attributes:
+        direction: ``"tf->safetensors"`` or ``"safetensors->tf"``.
+        mapping: One row per converted tensor: source key, new name, dtype, shape, transposed.
+        skipped: ``(source key, reason)`` of tensors left out by ``skip_unsupported``.
+        files: The files written, the index last (empty for a dry run).
+    """
+
+    direction: str
+    mapping: tuple[MappingRow, ...]
+    skipped: tuple[tuple[str, str], ...] = ()
+    files: tuple[str, ...] = ()
+
+
+def convert(
+    src: str,
+    dst: str,
+    *,
+    keys: str = "path",
+    rename: RenameSpec | Iterable[RenameSpec] | Mapping[str, str] | None = None,
+    only: str | Iterable[str] | None = None,
+    drop: str | Iterable[str] | None = None,
+    transpose: str | Iterable[str] | None = None,
+    include_slots: bool = False,
+    include_save_counter: bool = False,
+    skip_unsupported: bool = False,
+    max_shard_size: int | str = hf_layout.DEFAULT_SHARD_SIZE,
+    save_counter: bool = True,
+    dry_run: bool = False,
+) -> Conversion:
+    """Convert a TF checkpoint to safetensors, or safetensors weights to a TF checkpoint.
+
+    Args:
+        src: A TF checkpoint (prefix, or directory with a ``checkpoint`` file), or safetensors
+            weights (a ``.safetensors`` file, a ``.safetensors.index.json``, or their directory).
+        dst: For a TF source, a ``.safetensors`` file name or a directory (created; the file is
+            ``model.safetensors``); shards are named ``model-00001-of-0000N.safetensors`` beside
+            ``model.safetensors.index.json``. For a safetensors source, the checkpoint prefix.
+        keys: TF source: ``"path"`` names tensors by object path (``model.dense.kernel``),
+            ``"tf"`` by their raw keys.
+        rename: ``'REGEX=REPLACEMENT'`` rules (or pairs, or a dict), applied in order.
+        only: Keep only tensors whose (source-side) name matches one of these patterns.
+        drop: Leave out tensors whose name matches one of these patterns.
+        transpose: Transpose the 2-D tensors whose name matches (``[in, out]`` ↔ ``[out, in]``).
+        include_slots: TF source: also convert optimizer slot variables.
+        include_save_counter: TF source: also convert the root's ``save_counter``.
+        skip_unsupported: Leave out (and report in :attr:`Conversion.skipped`) tensors the
+            destination cannot hold (strings, complex128, ...) instead of refusing.
+        max_shard_size: Largest safetensors shard, in bytes or like ``"500MB"`` (default 5 GB).
+        save_counter: Safetensors source: give the checkpoint a ``save_counter`` (0), so that
+            ``tf.train.Checkpoint(...).restore()`` passes ``assert_consumed()``; False for
+            ``read()``, which expects none (unless the weights hold one themselves).
+        dry_run: Plan only: return the mapping, write nothing.
+
+    Returns:
+        A :class:`Conversion` with the mapping table, what was skipped and the files written.
+
+    Raises:
+        InvalidArgumentError: Bad options, a name conflict (naming both sources), a
+            ``transpose`` of a tensor that is not 2-D, a name that cannot become an object path,
+            or tensors the destination cannot hold (without ``skip_unsupported``).
+        NotFoundError: ``src`` does not exist.
+        DataLossError: ``src`` is damaged.
+    """
+    rules = NameRules.make(rename=rename, only=only, drop=drop, transpose=transpose)
+    if hf_layout.is_safetensors_path(os.fspath(src)):
+        return to_tf.convert_to_tf(os.fspath(src), os.fspath(dst), rules, skip_unsupported, save_counter, dry_run)
+    shard_bytes = hf_layout.parse_size(max_shard_size)
+    with load_checkpoint(os.fspath(src)) as reader:
+        mapping, skipped = _plan_from_tf(reader, rules, keys, include_slots, include_save_counter, skip_unsupported)
+        if dry_run:
+            return Conversion("tf->safetensors", mapping, skipped)
+        files = _write_safetensors(reader, mapping, os.fspath(dst), shard_bytes)
+    return Conversion("tf->safetensors", mapping, skipped, files)
+
+
+def _plan_from_tf(
+    reader: CheckpointReader,
+    rules: NameRules,
+    keys: str,
+    include_slots: bool,
+    include_save_counter: bool,
+    skip_unsupported: bool,
+) -> tuple[tuple[MappingRow, ...], tuple[tuple[str, str], ...]]:
+    shapes = reader.get_variable_to_shape_map()
+    dtypes = reader.get_variable_to_dtype_map()
+    rows: list[MappingRow] = []
+    unsupported: list[tuple[str, str]] = []
+    for key, default in default_names(reader, keys, include_slots, include_save_counter):
+        shape = tuple(shapes[key])
+        applied = rules.apply(default, shape)
+        if applied is None:
+            continue
+        name, transposed = applied
+        dtype = dtypes[key]
+        if safetensors_dtype(dtype) is None:
+            what = "string" if dtype == np.dtype(object) else str(dtype)
+            unsupported.append((key, f"{what} tensors cannot be stored in safetensors"))
+            continue
+        rows.append(MappingRow(key, name, dtype, shape[::-1] if transposed else shape, transposed))
+    if unsupported and not skip_unsupported:
+        listed = ", ".join(f"{key!r} ({reason.split(' ')[0]})" for key, reason in unsupported[:8])
+        more = f" and {len(unsupported) - 8} more" if len(unsupported) > 8 else ""
+        raise InvalidArgumentError(
+            f"{reader.prefix}: {len(unsupported)} tensor(s) cannot be stored in safetensors: {listed}{more}. Pass "
+            "skip_unsupported=True (--skip-unsupported) to leave them out, or --drop them",
+            path=reader.prefix,
+            key=unsupported[0][0],
+        )
+    rows.sort(key=lambda row: row.name)
+    check_conflicts(rows)
+    return tuple(rows), tuple(unsupported)
+
+
+def _destination(dst: str) -> tuple[str, str]:
+    """``(directory, single-file name)`` of a safetensors destination."""
+    if dst.endswith(".safetensors"):
+        return os.path.dirname(dst) or ".", os.path.basename(dst)
+    return dst, SINGLE_FILE
+
+
+def _write_safetensors(
+    reader: CheckpointReader, mapping: tuple[MappingRow, ...], dst: str, shard_bytes: int
+) -> tuple[str, ...]:
+    directory, single = _destination(dst)
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise InvalidArgumentError(f"{dst}: exists and is not a directory; name a directory or a .safetensors file")
+    os.makedirs(directory, exist_ok=True)
+    nbytes = {row.name: math.prod(row.shape) * row.dtype.itemsize for row in mapping}
+    groups = hf_layout.plan_shards([(row.name, nbytes[row.name]) for row in mapping], shard_bytes)
+    names = hf_layout.shard_names(single, len(groups))
+    by_name = {row.name: row for row in mapping}
+    scratch = bytearray(max(nbytes.values(), default=0))
+    writers: list[SafetensorsWriter] = []
+    try:
+        for group, file_name in zip(groups, names):
+            rows = [by_name[name] for name in group]
+            writer = SafetensorsWriter(
+                os.path.join(directory, file_name),
+                [(row.name, row.dtype, row.shape) for row in rows],
+                {"format": "pt"},
+                publish=False,
+            )
+            writers.append(writer)
+            for info in writer.layout.values():  # in file order: the writes are sequential
+                row = by_name[info.name]
+                source_shape = row.shape[::-1] if row.transposed else row.shape
+                count = math.prod(source_shape)
+                value = (
+                    np.frombuffer(scratch, row.dtype, count).reshape(source_shape)
+                    if count
+                    else np.empty(source_shape, row.dtype)
+                )
+                reader.get_tensor(row.source, out=value)
+                writer.write(row.name, value.T if row.transposed else value)
+            writer.finish()
+        files = []
+        for writer in writers:  # every shard complete: now put them in place, the index last
+            os.replace(writer.temp, writer.path)
+            files.append(writer.path)
+        atomic.fsync_directory(directory)
+        if len(writers) > 1:
+            index = os.path.join(directory, single + ".index.json")
+            hf_layout.write_index(index, sum(nbytes.values()), {n: f for g, f in zip(groups, names) for n in g})
+            files.append(index)
+    except BaseException:
+        for writer in writers:
+            writer.abort()
+        raise
+    return tuple(files)

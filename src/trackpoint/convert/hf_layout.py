@@ -1,0 +1,191 @@
+"""Hugging Face's layout of safetensors weights: one file, or shards with an index.
+
+One file ``model.safetensors`` when everything fits in one shard; otherwise
+``model-00001-of-0000N.safetensors`` ... and ``model.safetensors.index.json`` holding
+``{"metadata": {"total_size": <bytes of all tensors>}, "weight_map": {name: file}}``. Tensors
+are given to shards in name order, a new shard started when the next tensor would overflow the
+current one (a tensor larger than the limit gets a shard of its own), as ``transformers`` does.
+
+Example:
+    >>> parse_size("500MB"), parse_size("2GiB"), parse_size(1024)
+    (500000000, 2147483648, 1024)
+    >>> shard_names("model.safetensors", 3)
+    ['model-00001-of-00003.safetensors', 'model-00002-of-00003.safetensors', 'model-00003-of-00003.safetensors']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trackpoint._format import atomic
+from trackpoint.convert.safetensors_format import SafetensorsFile
+from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
+
+__all__ = ["SafetensorsSource", "parse_size", "plan_shards", "shard_names", "write_index"]
+
+DEFAULT_SHARD_SIZE = 5_000_000_000  # "5GB", transformers' default
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+_UNITS.update({"KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40})
+_MAX_INDEX_BYTES = 256 << 20
+
+
+def parse_size(size: int | str) -> int:
+    """A shard size in bytes: an int, or ``"500MB"``/``"5GB"`` (powers of 10) and ``"2GiB"`` (of 2).
+
+    Raises:
+        InvalidArgumentError: Not a positive size.
+    """
+    if isinstance(size, int) and not isinstance(size, bool):
+        value = size
+    elif isinstance(size, str):
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", size)
+        unit = match.group(2).upper() if match else None
+        if match is None or unit not in _UNITS:
+            raise InvalidArgumentError(f"shard size {size!r}: write it as bytes or like '500MB', '5GB', '2GiB'")
+        value = int(float(match.group(1)) * _UNITS[unit])
+    else:
+        raise InvalidArgumentError(f"shard size {size!r}: give an int or a string like '5GB'")
+    if value <= 0:
+        raise InvalidArgumentError(f"shard size {size!r} must be positive")
+    return value
+
+
+def plan_shards(sizes: Sequence[tuple[str, int]], max_bytes: int) -> list[list[str]]:
+    """Names grouped into shards of at most ``max_bytes`` (one larger tensor alone), in the given order.
+
+    Example:
+        >>> plan_shards([("a", 6), ("b", 5), ("c", 20), ("d", 1)], 10)
+        [['a'], ['b'], ['c'], ['d']]
+        >>> plan_shards([("a", 4), ("b", 5), ("c", 1)], 10)
+        [['a', 'b', 'c']]
+    """
+    shards: list[list[str]] = [[]]
+    used = 0
+    for name, size in sizes:
+        if shards[-1] and used + size > max_bytes:
+            shards.append([])
+            used = 0
+        shards[-1].append(name)
+        used += size
+    return shards
+
+
+def shard_names(single: str, count: int) -> list[str]:
+    """File names of ``count`` shards for the single-file name ``single`` (``model.safetensors``)."""
+    if count == 1:
+        return [single]
+    stem = single.removesuffix(".safetensors")
+    return [f"{stem}-{i:05d}-of-{count:05d}.safetensors" for i in range(1, count + 1)]
+
+
+def write_index(path: str, total_size: int, weight_map: dict[str, str]) -> None:
+    """Write ``model.safetensors.index.json`` atomically."""
+    doc = {"metadata": {"total_size": total_size}, "weight_map": dict(sorted(weight_map.items()))}
+    atomic.write_file(path, (json.dumps(doc, indent=2) + "\n").encode())
+
+
+@dataclass
+class SafetensorsSource:
+    """The tensors of one safetensors file or of the shards an index names, each file open.
+
+    Args:
+        path: A ``.safetensors`` file, a ``.safetensors.index.json``, or a directory holding
+            ``model.safetensors.index.json`` or ``model.safetensors`` (or one ``*.safetensors``).
+
+    Raises:
+        NotFoundError: Nothing of the kind is there.
+        DataLossError: The index or a file is damaged, the index names a tensor its file
+            lacks, or a file holds a tensor the index does not list.
+        InvalidArgumentError: The index names a file outside its directory.
+    """
+
+    path: str
+
+    def __post_init__(self) -> None:
+        self.files: dict[str, SafetensorsFile] = {}
+        self.where: dict[str, SafetensorsFile] = {}  # tensor name -> its file
+        path = self.path
+        if os.path.isdir(path):
+            path = _pick_in_directory(path)
+        try:
+            if path.endswith(".json"):
+                self._open_index(path)
+            else:
+                opened = self.files[path] = SafetensorsFile(path)
+                self.where = dict.fromkeys(opened.tensors, opened)
+        except BaseException:
+            self.close()
+            raise
+        self.index_path = path
+
+    def _open_index(self, path: str) -> None:
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(_MAX_INDEX_BYTES + 1)
+        except FileNotFoundError as exc:
+            raise NotFoundError(f"{path}: no such safetensors index", path=path) from exc
+        if len(raw) > _MAX_INDEX_BYTES:
+            raise DataLossError(f"{path}: larger than {_MAX_INDEX_BYTES} bytes; not a safetensors index", path=path)
+        try:
+            doc = json.loads(raw)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise DataLossError(f"{path}: not valid JSON ({exc}); the index is damaged", path=path) from None
+        weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise DataLossError(f"{path}: no 'weight_map' of tensor name to file name; the index is damaged", path=path)
+        directory = os.path.dirname(path)
+        for file_name in sorted(set(weight_map.values())):
+            if os.path.basename(file_name) != file_name or file_name in ("", ".", ".."):
+                raise InvalidArgumentError(
+                    f"{path}: weight_map names the file {file_name!r} outside the index's directory; only plain "
+                    "file names beside the index are read",
+                    path=path,
+                )
+            self.files[file_name] = SafetensorsFile(os.path.join(directory, file_name))
+        for name, file_name in weight_map.items():
+            opened = self.files[file_name]
+            if name not in opened.tensors:
+                raise DataLossError(f"{path}: {name!r} is listed in {file_name}, which lacks it", path=path, key=name)
+            self.where[name] = opened
+        for file_name, opened in self.files.items():
+            extra = sorted(set(opened.tensors) - set(weight_map))
+            if extra:
+                raise DataLossError(
+                    f"{path}: {file_name} holds {extra[:3]} that the index does not list; the index is stale",
+                    path=path,
+                    key=extra[0],
+                )
+
+    def close(self) -> None:
+        """Close every file."""
+        for opened in self.files.values():
+            opened.close()
+
+
+def _pick_in_directory(directory: str) -> str:
+    for name in ("model.safetensors.index.json", "model.safetensors"):
+        if os.path.isfile(os.path.join(directory, name)):
+            return os.path.join(directory, name)
+    found = sorted(n for n in os.listdir(directory) if n.endswith((".safetensors", ".safetensors.index.json")))
+    if len(found) == 1:
+        return os.path.join(directory, found[0])
+    raise NotFoundError(
+        f"{directory}: no model.safetensors or model.safetensors.index.json"
+        + (f" (and several candidates: {found[:5]}; name one)" if found else ""),
+        path=directory,
+    )
+
+
+def is_safetensors_path(path: str) -> bool:
+    """Whether ``path`` names safetensors weights rather than a TF checkpoint."""
+    if path.endswith((".safetensors", ".safetensors.index.json")) or (path.endswith(".json") and os.path.isfile(path)):
+        return True
+    if os.path.isdir(path):
+        names = os.listdir(path)
+        has_tf = "checkpoint" in names or any(n.endswith(".index") for n in names)
+        return not has_tf and any(n.endswith((".safetensors", ".safetensors.index.json")) for n in names)
+    return False

@@ -1,0 +1,445 @@
+"""The safetensors file format, read and written here one tensor at a time.
+
+A file is an 8-byte little-endian header length ``N``, ``N`` bytes of JSON (``{name: {"dtype",
+"shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}``, padded with spaces to a
+multiple of 8), then the tensors' bytes: row-major, little-endian, packed with no gaps, offsets
+relative to the end of the header. The official writer orders tensors by dtype, widest
+first, then by name; :func:`plan_layout` does the same, so a file written here holds the bytes
+``safetensors.torch.save_file`` writes for the same tensors.
+
+The ``safetensors`` package is not used: its writer takes every tensor in memory at once and its
+numpy binding has no bfloat16. bfloat16 and float8 come from ``ml_dtypes``.
+
+Nothing in a file is trusted: :class:`SafetensorsFile` checks the whole header (length, JSON,
+dtypes, shapes, offsets in order, contiguous, inside the file, matching dtype × shape, names
+unique) before it reads or allocates anything.
+
+Example:
+    >>> import numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
+    >>> with SafetensorsWriter(path, [("w", np.dtype(np.float32), (2,))], {"format": "pt"}) as writer:
+    ...     writer.write("w", np.array([1.5, 2.5], np.float32))
+    >>> with SafetensorsFile(path) as f:
+    ...     f.metadata, f.read("w")
+    ({'format': 'pt'}, array([1.5, 2.5], dtype=float32))
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import ml_dtypes
+import numpy as np
+
+from trackpoint._format.atomic import fsync_directory, remove_quietly
+from trackpoint._format.temps import temp_path
+from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError, WriteError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time
+
+__all__ = [
+    "DTYPE_NAMES",
+    "SafetensorsFile",
+    "SafetensorsWriter",
+    "TensorInfo",
+    "plan_layout",
+    "safetensors_dtype",
+]
+
+# Widest first, as the official writer orders tensors (its Dtype enum, compared descending).
+_ORDER = ["BOOL", "U8", "I8", "F8_E5M2", "F8_E4M3", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64"]
+_ORDER += ["F64", "I64", "U64"]
+DTYPE_NAMES: dict[str, np.dtype] = {
+    "BOOL": np.dtype(bool),
+    "U8": np.dtype("u1"),
+    "I8": np.dtype("i1"),
+    "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn),
+    "I16": np.dtype("<i2"),
+    "U16": np.dtype("<u2"),
+    "F16": np.dtype("<f2"),
+    "BF16": np.dtype(ml_dtypes.bfloat16),
+    "I32": np.dtype("<i4"),
+    "U32": np.dtype("<u4"),
+    "F32": np.dtype("<f4"),
+    "C64": np.dtype("<c8"),
+    "F64": np.dtype("<f8"),
+    "I64": np.dtype("<i8"),
+    "U64": np.dtype("<u8"),
+}
+_BY_NUMPY = {dtype: name for name, dtype in DTYPE_NAMES.items()}
+_RANK = {name: rank for rank, name in enumerate(_ORDER)}
+# The official reader refuses headers above 100 MB; so do we, before reading one.
+MAX_HEADER_BYTES = 100_000_000
+_CHUNK = 16 << 20  # bytes per write when a tensor is not contiguous (a transpose): bounded extra memory
+
+
+def safetensors_dtype(dtype: np.dtype) -> str | None:
+    """The safetensors dtype name of a numpy dtype (``"F32"``, ``"BF16"``, ...), or None if it has none.
+
+    Example:
+        >>> import ml_dtypes, numpy as np
+        >>> safetensors_dtype(np.dtype(ml_dtypes.bfloat16)), safetensors_dtype(np.dtype(object))
+        ('BF16', None)
+    """
+    return _BY_NUMPY.get(np.dtype(dtype).newbyteorder("<") if np.dtype(dtype).byteorder == ">" else np.dtype(dtype))
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of a safetensors file, as its header describes it.
+
+    Attributes:
+        name: The tensor's name.
+        dtype: Its numpy dtype (little-endian).
+        shape: Its shape.
+        begin: Offset of its first byte from the start of the file.
+        end: Offset just past its last byte.
+    """
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+    @property
+    def nbytes(self) -> int:
+        """How many bytes the tensor takes."""
+        return self.end - self.begin
+
+
+def plan_layout(tensors: Iterable[tuple[str, np.dtype, Sequence[int]]]) -> list[TensorInfo]:
+    """Where each tensor goes, in the official writer's order: widest dtype first, then by name.
+
+    Offsets are relative to the data buffer (the header's length is not known yet).
+
+    Raises:
+        InvalidArgumentError: A dtype safetensors cannot hold, or a name given twice.
+
+    Example:
+        >>> import numpy as np
+        >>> [(t.name, t.begin, t.end) for t in plan_layout([("b", np.dtype("i1"), (3,)), ("a", np.dtype("f4"), ())])]
+        [('a', 0, 4), ('b', 4, 7)]
+    """
+    rows = []
+    seen: set[str] = set()
+    for name, dtype, shape in tensors:
+        code = safetensors_dtype(dtype)
+        if code is None:
+            raise InvalidArgumentError(f"tensor {name!r}: dtype {dtype} cannot be stored in a safetensors file")
+        if name in seen:
+            raise InvalidArgumentError(f"tensor {name!r} is given twice")
+        seen.add(name)
+        rows.append((code, name, tuple(int(d) for d in shape)))
+    rows.sort(key=lambda row: (-_RANK[row[0]], row[1]))
+    layout = []
+    offset = 0
+    for code, name, shape in rows:
+        size = math.prod(shape) * DTYPE_NAMES[code].itemsize
+        layout.append(TensorInfo(name, DTYPE_NAMES[code], shape, offset, offset + size))
+        offset += size
+    return layout
+
+
+def _header_bytes(layout: Sequence[TensorInfo], metadata: Mapping[str, str] | None) -> bytes:
+    doc: dict[str, object] = {}
+    if metadata:
+        doc["__metadata__"] = dict(metadata)
+    for info in layout:
+        doc[info.name] = {
+            "dtype": _BY_NUMPY[info.dtype],
+            "shape": list(info.shape),
+            "data_offsets": [info.begin, info.end],
+        }
+    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text
+
+
+class SafetensorsWriter:
+    """Write one safetensors file whose tensors are known up front, one tensor at a time.
+
+    The header is written first from ``tensors``' dtypes and shapes; each :meth:`write` then puts
+    one tensor's bytes at its place (any order). Bytes go to a temporary file beside ``path``;
+    :meth:`finish` checks every tensor was written, fsyncs and renames it into place, so a
+    reader sees the old file or the whole new one. :meth:`abort` (or leaving a ``with`` block
+    by an exception) removes the temporary file.
+
+    Args:
+        path: The final file name.
+        tensors: ``(name, numpy dtype, shape)`` of every tensor the file will hold.
+        metadata: The header's ``__metadata__`` (``str`` to ``str``), if any.
+        publish: False leaves the finished file under its temporary name (:attr:`temp`) for
+            the caller to rename, as a sharded write does once every shard is complete.
+
+    Raises:
+        InvalidArgumentError: A dtype safetensors cannot hold, a name given twice, or
+            metadata that is not ``str`` to ``str``.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        tensors: Iterable[tuple[str, np.dtype, Sequence[int]]],
+        metadata: Mapping[str, str] | None = None,
+        publish: bool = True,
+    ) -> None:
+        if metadata is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise InvalidArgumentError(f"{path}: safetensors metadata must map str to str, got {dict(metadata)!r}")
+        self.path = path
+        self.layout = {info.name: info for info in plan_layout(tensors)}
+        header = _header_bytes(list(self.layout.values()), metadata)
+        self._base = len(header)
+        self._pending = set(self.layout)
+        self._publish = publish
+        self.temp = temp_path(path)
+        try:
+            self._fd: int | None = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise WriteError(f"{path}: cannot create {self.temp}: {exc}", path=path) from exc
+        try:
+            self._pwrite(memoryview(header), 0)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _pwrite(self, data: memoryview, offset: int) -> None:
+        assert self._fd is not None
+        data = data.cast("B") if data.ndim != 1 or data.format != "B" else data
+        done = 0
+        while done < len(data):
+            try:
+                done += os.pwrite(self._fd, data[done:], offset + done)
+            except OSError as exc:
+                raise WriteError(f"{self.path}: writing {self.temp} failed: {exc}", path=self.path) from exc
+
+    def write(self, name: str, array: np.ndarray) -> None:
+        """Write one tensor's values (any memory layout: a transposed view is written in chunks).
+
+        Raises:
+            InvalidArgumentError: ``name`` is not one of the planned tensors, was written
+                already, or ``array``'s dtype or shape differ from the plan.
+        """
+        info = self.layout.get(name)
+        if info is None or name not in self._pending:
+            problem = "was written already" if info is not None else "is not among the tensors planned for it"
+            raise InvalidArgumentError(f"{self.path}: tensor {name!r} {problem}", path=self.path, key=name)
+        array = np.asarray(array)
+        if array.dtype.newbyteorder("<") != info.dtype or array.shape != info.shape:
+            raise InvalidArgumentError(
+                f"{self.path}: tensor {name!r} is {array.dtype}{list(array.shape)}, planned as "
+                f"{info.dtype}{list(info.shape)}",
+                path=self.path,
+                key=name,
+            )
+        offset = self._base + info.begin
+        if array.dtype.byteorder == ">":
+            array = array.astype(info.dtype)
+        if array.flags.c_contiguous:
+            if array.size:
+                self._pwrite(array.reshape(-1).view(np.uint8).data, offset)
+        else:
+            rows = max(1, _CHUNK // max(1, array[0].nbytes if array.ndim else 1))
+            for start in range(0, array.shape[0], rows):
+                chunk = np.ascontiguousarray(array[start : start + rows])
+                self._pwrite(chunk.reshape(-1).view(np.uint8).data, offset)
+                offset += chunk.nbytes
+        self._pending.discard(name)
+
+    def finish(self) -> None:
+        """Check every planned tensor was written, make the file durable and (with ``publish``) rename it.
+
+        Raises:
+            InvalidArgumentError: A planned tensor was never written (the file is removed).
+        """
+        try:
+            if self._pending:
+                missing = sorted(self._pending)
+                raise InvalidArgumentError(f"{self.path}: tensors never written: {missing[:5]}", path=self.path)
+            assert self._fd is not None
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+            if self._publish:
+                os.replace(self.temp, self.path)
+                fsync_directory(os.path.dirname(self.path))
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Give up: close and remove the temporary file."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        remove_quietly(self.temp)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if kind is None:
+            self.finish()
+        else:
+            self.abort()
+
+
+class SafetensorsFile:
+    """An open safetensors file: its header checked in full, tensors read one at a time.
+
+    Args:
+        path: The file.
+
+    Raises:
+        NotFoundError: No such file.
+        DataLossError: The header is damaged or hostile: its length beyond the file, not
+            JSON, an unknown dtype, offsets out of order, overlapping, leaving gaps, out of
+            range or not matching dtype × shape, a name given twice.
+
+    Example:
+        >>> import numpy as np, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.safetensors")
+        >>> with SafetensorsWriter(path, [("a", np.dtype("i8"), (3,))]) as w:
+        ...     w.write("a", np.arange(3))
+        >>> with SafetensorsFile(path) as f:
+        ...     list(f.tensors), f.tensors["a"].shape
+        (['a'], (3,))
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self._fd: int | None = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError as exc:
+            raise NotFoundError(f"{path}: no such safetensors file", path=path) from exc
+        except OSError as exc:
+            raise InvalidArgumentError(f"{path}: cannot open it: {exc}", path=path) from exc
+        try:
+            info = os.fstat(self._fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise InvalidArgumentError(f"{path}: not a regular file", path=path)
+            self.size = info.st_size
+            self.metadata, self.tensors = self._parse_header()
+        except BaseException:
+            self.close()
+            raise
+
+    def _damaged(self, message: str, key: str | None = None) -> DataLossError:
+        return DataLossError(
+            f"{self.path}: {message}; the file is damaged or not a safetensors file", path=self.path, key=key
+        )
+
+    def _pread(self, size: int, offset: int) -> bytes:
+        assert self._fd is not None
+        data = os.pread(self._fd, size, offset)
+        if len(data) != size:
+            raise self._damaged(f"unexpected end of file at byte {offset + len(data)}")
+        return data
+
+    def _parse_header(self) -> tuple[dict[str, str], dict[str, TensorInfo]]:
+        if self.size < 8:
+            raise self._damaged(f"only {self.size} bytes, fewer than the 8-byte header length")
+        (length,) = struct.unpack("<Q", self._pread(8, 0))
+        if length > MAX_HEADER_BYTES or 8 + length > self.size:
+            raise self._damaged(
+                f"header length {length} reaches beyond the file's {self.size} bytes or the 100 MB limit"
+            )
+        raw = self._pread(length, 8)
+        try:
+            doc = json.loads(raw.decode("utf-8"), object_pairs_hook=_refuse_duplicates)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise self._damaged(f"header is not valid JSON: {exc}") from None
+        if not isinstance(doc, dict):
+            raise self._damaged("header is not a JSON object")
+        metadata = doc.pop("__metadata__", None) or {}
+        if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+            raise self._damaged("__metadata__ is not a map of str to str")
+        base = 8 + length
+        tensors = [self._tensor(name, spec, base) for name, spec in doc.items()]
+        position = base
+        for info in sorted(tensors, key=lambda t: (t.begin, t.end)):
+            if info.begin != position:
+                problem = "overlaps the tensor before it" if info.begin < position else "leaves a gap before it"
+                raise self._damaged(f"tensor {info.name!r} {problem} (offsets out of order or overlapping)", info.name)
+            position = info.end
+        if position != self.size:
+            raise self._damaged(f"tensors end at byte {position} but the file has {self.size}")
+        return metadata, {info.name: info for info in tensors}
+
+    def _tensor(self, name: str, spec: object, base: int) -> TensorInfo:
+        if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
+            raise self._damaged(f"tensor {name!r}: entry is not {{dtype, shape, data_offsets}}", name)
+        dtype = DTYPE_NAMES.get(spec["dtype"]) if isinstance(spec["dtype"], str) else None
+        if dtype is None:
+            raise self._damaged(f"tensor {name!r}: unknown or unsupported dtype {spec['dtype']!r}", name)
+        shape, offsets = spec["shape"], spec["data_offsets"]
+        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+            raise self._damaged(f"tensor {name!r}: shape {shape!r} is not a list of non-negative integers", name)
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int and o >= 0 for o in offsets)):
+            raise self._damaged(f"tensor {name!r}: data_offsets {offsets!r} are not two non-negative integers", name)
+        begin, end = offsets
+        if begin > end or base + end > self.size:
+            raise self._damaged(f"tensor {name!r}: data_offsets {offsets} out of range of the file", name)
+        if math.prod(shape) * dtype.itemsize != end - begin:
+            raise self._damaged(
+                f"tensor {name!r}: {spec['dtype']}{shape} needs {math.prod(shape) * dtype.itemsize} bytes, "
+                f"data_offsets give {end - begin}",
+                name,
+            )
+        return TensorInfo(name, dtype, tuple(shape), base + begin, base + end)
+
+    def read(self, name: str, out: np.ndarray | None = None) -> np.ndarray:
+        """One tensor's values, into ``out`` when given (C-contiguous, of its dtype and shape).
+
+        Raises:
+            NotFoundError: No tensor of that name.
+            InvalidArgumentError: ``out`` does not fit.
+        """
+        info = self.tensors.get(name)
+        if info is None:
+            raise NotFoundError(f"{self.path}: no tensor {name!r}", path=self.path, key=name)
+        if out is None:
+            out = np.empty(info.shape, info.dtype)
+        elif out.dtype != info.dtype or out.shape != info.shape or not out.flags.c_contiguous:
+            raise InvalidArgumentError(f"{self.path}: tensor {name!r} does not fit the given array", path=self.path)
+        if info.nbytes:
+            assert self._fd is not None
+            view = out.reshape(-1).view(np.uint8).data
+            done = 0
+            while done < info.nbytes:
+                n = os.preadv(self._fd, [view[done:]], info.begin + done)
+                if n <= 0:
+                    raise self._damaged(f"tensor {name!r} is cut short", name)
+                done += n
+        return out
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _refuse_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result: dict[str, object] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"name {key!r} appears twice")
+        result[key] = value
+    return result

@@ -1,0 +1,182 @@
+"""Safetensors weights to a TF checkpoint whose object graph is built from the dotted names.
+
+Each ``.``-separated component of a name is a child object, breadth first from the root, each
+object's children in sorted order; the last component is a variable node with one
+``VARIABLE_VALUE`` attribute whose ``full_name`` is the whole dotted name. Keys are spelled by
+trackpoint's own key rules (``model.dense.kernel`` → ``model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE``,
+a ``/`` inside a component escaped to ``.S``). This is the graph ``tp.Checkpoint(model=...)`` writes
+for the same tree of ``tp.Module`` objects and ``tp.Variable(value, name=<dotted name>)``: the names'
+first components are the ``Checkpoint``'s keyword arguments (``tf.train.Checkpoint(model=module)``).
+
+``tf.train.Checkpoint.restore()`` creates a ``save_counter`` and ``assert_consumed()`` then wants
+one in the checkpoint, while ``read()`` creates none and wants none. So a ``save_counter`` (int64
+0) is added as the root's last child unless ``save_counter=False`` (or the weights hold one).
+
+A name with an empty component (``a..b``, ``.a``) or one that is both a tensor and the parent of
+another (``a`` and ``a.b``) cannot be an object path: refused, naming it, before anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from trackpoint._format._proto import trackable_object_graph_pb2 as pb
+from trackpoint._format.bundle_writer import BundleWriter
+from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name
+from trackpoint.convert.hf_layout import SafetensorsSource
+from trackpoint.convert.names import MappingRow, NameRules, check_conflicts
+from trackpoint.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from trackpoint.convert.convert import Conversion
+
+__all__ = ["build_graph", "convert_to_tf"]
+
+_COUNTER = "save_counter"
+
+
+@dataclass
+class _Node:
+    children: dict[str, _Node] = field(default_factory=dict)
+    tensor: str | None = None  # the dotted name of the variable this node holds
+
+
+def _tree(names: list[str]) -> _Node:
+    root = _Node()
+    for name in names:
+        parts = name.split(".")
+        if "" in parts:
+            raise InvalidArgumentError(
+                f"tensor {name!r} has an empty path component, so it cannot be an object path; --rename it"
+            )
+        node = root
+        for depth, part in enumerate(parts):
+            if node.tensor is not None:
+                raise InvalidArgumentError(
+                    f"{node.tensor!r} is a tensor and also the parent of {name!r}; an object cannot be both: "
+                    "--rename or --drop one"
+                )
+            node = node.children.setdefault(part, _Node())
+            if depth == len(parts) - 1:
+                if node.children:
+                    other = next(iter(node.children))
+                    raise InvalidArgumentError(
+                        f"{name!r} is a tensor and also the parent of {name + '.' + other!r}; an object cannot be "
+                        "both: --rename or --drop one"
+                    )
+                node.tensor = name
+    return root
+
+
+def build_graph(names: list[str], add_save_counter: bool) -> tuple[pb.TrackableObjectGraph, list[tuple[str, str]]]:
+    """The object graph for dotted ``names`` and ``[(name, checkpoint key)]`` in breadth-first order.
+
+    The ``save_counter`` added by ``add_save_counter`` appears in the list under that name.
+
+    Example:
+        >>> graph, keys = build_graph(["model.dense.kernel", "model.dense.bias"], add_save_counter=False)
+        >>> keys
+        [('model.dense.bias', 'model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE'), ('model.dense.kernel', 'model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE')]
+        >>> [c.local_name for c in graph.nodes[2].children]
+        ['bias', 'kernel']
+    """
+    root = _tree(names)
+    for node in _walk(root):
+        node.children = dict(sorted(node.children.items()))
+    if add_save_counter and _COUNTER not in root.children:
+        root.children[_COUNTER] = _Node(tensor=_COUNTER)
+    graph = pb.TrackableObjectGraph()
+    order: list[tuple[_Node, tuple[str, ...]]] = [(root, ())]
+    keys = []
+    for node, path in order:  # breadth first: grows as it goes
+        proto = graph.nodes.add()
+        for local, child in node.children.items():
+            proto.children.add(node_id=len(order), local_name=local)
+            order.append((child, (*path, local)))
+        if node.tensor is not None:
+            key = checkpoint_key("/".join(escape_local_name(p) for p in path), "VARIABLE_VALUE")
+            proto.attributes.add(name="VARIABLE_VALUE", full_name=node.tensor, checkpoint_key=key)
+            keys.append((node.tensor, key))
+        proto.has_checkpoint_values.value = True  # every node leads to a variable
+    return graph, keys
+
+
+def _walk(root: _Node) -> list[_Node]:
+    nodes = [root]
+    for node in nodes:
+        nodes.extend(node.children.values())
+    return nodes
+
+
+def convert_to_tf(
+    src: str, prefix: str, rules: NameRules, skip_unsupported: bool, save_counter: bool, dry_run: bool
+) -> Conversion:
+    """:func:`trackpoint.convert.convert` from safetensors (see there)."""
+    from trackpoint.convert.convert import Conversion
+
+    del skip_unsupported  # every safetensors dtype has a TF checkpoint counterpart
+    if os.path.isdir(prefix) or prefix.endswith(os.sep):
+        raise InvalidArgumentError(
+            f"{prefix}: give the TF checkpoint a prefix such as {os.path.join(prefix, 'ckpt')!r}, not a directory"
+        )
+    source = SafetensorsSource(src)
+    try:
+        rows = []
+        for name in sorted(source.where):
+            info = source.where[name].tensors[name]
+            applied = rules.apply(name, info.shape)
+            if applied is not None:
+                new, transposed = applied
+                rows.append(
+                    MappingRow(name, new, info.dtype, info.shape[::-1] if transposed else info.shape, transposed)
+                )
+        rows.sort(key=lambda row: row.name)
+        check_conflicts(rows)
+        graph, keys = build_graph([row.name for row in rows], save_counter)
+        if dry_run:
+            return Conversion("safetensors->tf", tuple(rows))
+        by_name = {row.name: row for row in rows}
+        _write(source, prefix, by_name, keys, graph)
+    finally:
+        source.close()
+    files = [prefix + ".index", prefix + ".data-00000-of-00001"]
+    return Conversion("safetensors->tf", tuple(rows), (), tuple(files[::-1]))
+
+
+def _write(
+    source: SafetensorsSource,
+    prefix: str,
+    by_name: dict[str, MappingRow],
+    keys: list[tuple[str, str]],
+    graph: pb.TrackableObjectGraph,
+) -> None:
+    largest = max((source.where[row.source].tensors[row.source].nbytes for row in by_name.values()), default=0)
+    scratch = bytearray(largest)
+    writer = BundleWriter(prefix)
+    try:
+        for name, key in keys:  # breadth first, as tf.train.Checkpoint writes values
+            row = by_name.get(name)
+            if row is None:  # the save_counter added here
+                writer.add(key, np.int64(0))
+                continue
+            info = source.where[row.source].tensors[row.source]
+            count = math.prod(info.shape)
+            value = (
+                np.frombuffer(scratch, info.dtype, count).reshape(info.shape)
+                if count
+                else np.empty(info.shape, info.dtype)
+            )
+            source.where[row.source].read(row.source, out=value)
+            if row.transposed:
+                value = np.ascontiguousarray(value.T)
+            writer.add_many([(key, value)])
+        writer.add(OBJECT_GRAPH_KEY, graph.SerializeToString())
+        writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
