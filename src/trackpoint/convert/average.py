@@ -1,0 +1,225 @@
+"""The element-wise (weighted) mean of checkpoints with the same layout, one tensor at a time.
+
+Floating-point tensors (float16/32/64, bfloat16, float8_*) are averaged in float64 and
+complex ones in complex128, then stored in their own dtype; every other tensor (integers
+such as ``save_counter`` or a step, bools, strings, the object graph) is taken from the last
+checkpoint, which also gives the result its object graph and data-file layout.
+
+Memory: the result tensor being built, plus 64 MiB at most. The inputs are read in chunks
+of a million elements (8 MiB of float64 accumulator), each input's checksum verified over its chunks; a
+tensor saved in slices or a big-endian checkpoint is read whole instead.
+
+Example:
+    >>> import numpy as np, os, tempfile
+    >>> import trackpoint as tp
+    >>> d = tempfile.mkdtemp()
+    >>> a = tp.save_tensors(os.path.join(d, "a"), {"w": np.float32([1, 2]), "step": np.int64(1)})
+    >>> b = tp.save_tensors(os.path.join(d, "b"), {"w": np.float32([3, 6]), "step": np.int64(2)})
+    >>> out = average([a, b], os.path.join(d, "mean"))
+    >>> print(tp.load_variable(out, "w"), tp.load_variable(out, "step"))
+    [2. 4.] 2
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from trackpoint._format import slices
+from trackpoint._format.bundle_reader import BundleReader, Entry
+from trackpoint._format.bundle_writer import BundleWriter
+from trackpoint._format.crc import crc32c, unmask
+from trackpoint._format.dtypes import DType, enum_name
+from trackpoint._format.keys import encode_key
+from trackpoint._format.state_file import resolve_prefix
+from trackpoint._format.tensors import numeric_bytes_view
+from trackpoint.convert.casting import family
+from trackpoint.errors import DataLossError, InvalidArgumentError
+
+__all__ = ["average", "weights_for"]
+
+_CHUNK_ELEMENTS = 1 << 20  # 8 MiB of float64 per accumulator chunk: with its temporaries, far below 64 MiB
+
+
+def weights_for(count: int, weights: Any) -> list[float]:
+    """The normalized weights of ``count`` checkpoints for a ``weights`` argument of :func:`average`.
+
+    ``None`` or ``"uniform"``: equal. ``("exponential", decay)``: an exponential moving
+    average over the checkpoints in order, started at the first: the last has weight
+    ``1 - decay``, the one before ``(1 - decay) * decay`` and so on, the first the rest
+    (``decay ** (count - 1)``). A list: one non-negative weight per checkpoint, normalized.
+
+    Example:
+        >>> weights_for(3, ("exponential", 0.5))
+        [0.25, 0.25, 0.5]
+
+    Raises:
+        InvalidArgumentError: A malformed weights argument.
+    """
+    if weights is None or weights == "uniform":
+        return [1.0 / count] * count
+    if isinstance(weights, tuple) and len(weights) == 2 and weights[0] == "exponential":
+        decay = weights[1]
+        if not isinstance(decay, (int, float)) or not 0.0 <= decay < 1.0:
+            raise InvalidArgumentError(f"average: the exponential decay must be a number in [0, 1), not {decay!r}")
+        out = [(1.0 - decay) * decay ** (count - 1 - i) for i in range(count)]
+        out[0] = decay ** (count - 1)
+        return out
+    if isinstance(weights, str) or not isinstance(weights, Sequence):
+        raise InvalidArgumentError(
+            f"average: weights {weights!r}: pass None, 'uniform', ('exponential', decay) or one number per checkpoint"
+        )
+    values = [float(w) for w in weights]
+    if len(values) != count or any(not np.isfinite(w) or w < 0 for w in values) or sum(values) <= 0:
+        raise InvalidArgumentError(
+            f"average: {len(values)} weights {values} for {count} checkpoints; give one finite, non-negative "
+            "weight per checkpoint, not all zero"
+        )
+    total = sum(values)
+    return [w / total for w in values]
+
+
+def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
+    """Write the element-wise weighted mean of ``checkpoints`` to the prefix ``out``.
+
+    Args:
+        checkpoints: Two or more checkpoint prefixes (or directories with a state file) of the
+            same layout: the same keys, each with the same dtype and shape.
+        out: The prefix to write; the write is atomic.
+        weights: See :func:`weights_for`.
+
+    Returns:
+        ``out``.
+
+    Raises:
+        InvalidArgumentError: The layouts differ (the message names the first difference), or
+            malformed weights.
+        DataLossError: A tensor is damaged.
+
+    Example:
+        >>> import numpy as np, os, tempfile
+        >>> import trackpoint as tp
+        >>> d = tempfile.mkdtemp()
+        >>> ps = [tp.save_tensors(os.path.join(d, f"c{i}"), {"w": np.float64([i])}) for i in range(3)]
+        >>> tp.load_variable(average(ps, os.path.join(d, "ema"), ("exponential", 0.5)), "w")
+        array([1.25])
+    """
+    if isinstance(checkpoints, str) or len(checkpoints) < 1:
+        raise InvalidArgumentError("average: pass a list of checkpoints, e.g. average([a, b, c], out)")
+    prefixes = [resolve_prefix(os.fspath(p)) for p in checkpoints]
+    out = os.fspath(out)
+    for p in prefixes:
+        if os.path.realpath(p) == os.path.realpath(out):
+            raise InvalidArgumentError(f"average: the output {out!r} is one of the inputs; write to a new prefix")
+    factors = weights_for(len(prefixes), weights)
+    with contextlib.ExitStack() as stack:
+        bundles = [stack.enter_context(BundleReader(p)) for p in prefixes]
+        layouts = [_layout(b) for b in bundles]
+        _check_same(prefixes, layouts)
+        last = layouts[-1]
+        used = sorted({e.shard_id for e in last.values()} | {0})
+        shard = {old: new for new, old in enumerate(used)}
+        writer = BundleWriter(out, len(used))
+        try:
+            for key, entry in last.items():
+                dtype = entry.dtype
+                if dtype is not None and _averaged(dtype):
+                    value: Any = _mean(bundles, [lay[key] for lay in layouts], dtype, factors)
+                else:
+                    value = bundles[-1].read(key)
+                writer.add(key, value, shard[entry.shard_id])
+                del value
+            writer.finish()
+        except BaseException:
+            writer.abort()
+            raise
+    return out
+
+
+def _averaged(dtype: DType) -> bool:
+    return family(dtype) == "float" or dtype.name.startswith("complex")
+
+
+def _layout(bundle: BundleReader) -> dict[str, Entry]:
+    """``{key: entry}`` of the tensors a reader lists (slices through their full entries)."""
+    entries = bundle.entries()
+    hidden = {slices.encode_slice_key(e.key, slices.extents_from_proto(p)) for e in entries for p in e.slices}
+    return {e.key: e for e in entries if encode_key(e.key) not in hidden}
+
+
+def _check_same(prefixes: list[str], layouts: list[dict[str, Entry]]) -> None:
+    first = layouts[0]
+    for prefix, layout in zip(prefixes[1:], layouts[1:]):
+        for key in sorted(set(first) ^ set(layout)):
+            where, other = (prefixes[0], prefix) if key in first else (prefix, prefixes[0])
+            raise InvalidArgumentError(
+                f"average: {where} holds {key!r} and {other} does not; average only checkpoints of the same "
+                "layout (rewrite one with tp.rewrite first)",
+                key=key,
+            )
+        for key, entry in first.items():
+            other_entry = layout[key]
+            if (entry.dtype_enum, entry.shape) != (other_entry.dtype_enum, other_entry.shape):
+                raise InvalidArgumentError(
+                    f"average: {key!r} is {enum_name(entry.dtype_enum)}{list(entry.shape)} in {prefixes[0]} but "
+                    f"{enum_name(other_entry.dtype_enum)}{list(other_entry.shape)} in {prefix}; average only "
+                    "checkpoints of the same layout",
+                    key=key,
+                )
+
+
+def _mean(bundles: list[BundleReader], entries: list[Entry], dtype: DType, factors: list[float]) -> np.ndarray:
+    """The weighted mean of one tensor over the inputs, accumulated chunk by chunk."""
+    shape = entries[-1].shape
+    result = np.empty(shape, dtype.numpy)
+    flat = result.reshape(-1)
+    acc_dtype = np.complex128 if dtype.name.startswith("complex") else np.float64
+    streams = [_Stream(b, e, dtype) for b, e in zip(bundles, entries)]
+    step = _CHUNK_ELEMENTS
+    for start in range(0, flat.size, step):
+        stop = min(start + step, flat.size)
+        acc = np.zeros(stop - start, acc_dtype)
+        for stream, factor in zip(streams, factors):
+            acc += stream.chunk(start, stop).astype(acc_dtype) * factor
+        flat[start:stop] = acc.astype(dtype.numpy)
+    for stream in streams:
+        stream.done()
+    return result
+
+
+class _Stream:
+    """One input tensor read in element ranges, in order, its checksum verified at the end."""
+
+    def __init__(self, bundle: BundleReader, entry: Entry, dtype: DType) -> None:
+        self.bundle, self.entry, self.dtype = bundle, entry, dtype
+        self.whole: np.ndarray | None = None
+        if entry.is_sliced or bundle.big_endian:
+            self.whole = np.asarray(bundle.read(entry.key)).reshape(-1)  # assembled, byte order fixed
+            return
+        bundle.checked(entry)  # offset and size inside the file, before anything is read
+        self.fd = bundle.shard_fd(entry.shard_id, entry.key)[0]
+        self.crc = 0
+
+    def chunk(self, start: int, stop: int) -> np.ndarray:
+        if self.whole is not None:
+            return self.whole[start:stop]
+        itemsize = self.dtype.itemsize
+        out = np.empty(stop - start, self.dtype.numpy)
+        view = numeric_bytes_view(out) if out.size else memoryview(b"")
+        done, size = 0, (stop - start) * itemsize
+        while done < size:
+            n = os.preadv(self.fd, [view[done:]], self.entry.offset + start * itemsize + done)
+            if n <= 0:
+                path = self.bundle.data_path(self.entry.shard_id)
+                raise DataLossError(f"{path}: unexpected end of file reading {self.entry.key!r}", key=self.entry.key)
+            done += n
+        self.crc = crc32c(view, self.crc)
+        return out
+
+    def done(self) -> None:
+        if self.whole is None and self.crc != unmask(self.entry.crc32c):
+            raise self.bundle.checksum_mismatch(self.entry.shard_id, self.entry.key)

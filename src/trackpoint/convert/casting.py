@@ -1,0 +1,101 @@
+"""Dtype casts for ``rewrite``: which tensors a cast rule changes, and refusing casts that lose data.
+
+The rule: a cast names a target dtype of one family, floating point (float16/32/64,
+bfloat16, float8_*) or integer (int8-64, uint8-64), and changes the tensors of that family
+only. A float cast rounds to the nearest value of the target (that is what a precision
+change means) but refuses a finite value that would become infinite; an integer cast
+refuses any value outside the target's range. Ints never become floats nor floats ints, and
+bool, complex and string tensors are never cast: each would change values silently.
+
+Example:
+    >>> import numpy as np
+    >>> target = target_dtype("float16", "w")
+    >>> cast_value(np.array([1.0, 2.5], np.float32), target, "w", "ckpt")
+    array([1. , 2.5], dtype=float16)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trackpoint._format.dtypes import DTYPES, DType, from_numpy
+from trackpoint.errors import InvalidArgumentError
+
+__all__ = ["applies", "cast_value", "family", "target_dtype"]
+
+_FLOATS = {"float16", "float32", "float64", "bfloat16"} | {
+    d.name for d in DTYPES.values() if d.name.startswith("float8")
+}
+_INTS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+_BY_NAME = {d.name: d for d in DTYPES.values()}
+_BY_NAME["half"] = _BY_NAME["float16"]
+_BY_NAME["float"] = _BY_NAME["float32"]
+_BY_NAME["double"] = _BY_NAME["float64"]
+
+
+def family(dtype: DType) -> str:
+    """``"float"``, ``"int"`` or ``"other"`` (bool, complex, string)."""
+    if dtype.name in _FLOATS:
+        return "float"
+    return "int" if dtype.name in _INTS else "other"
+
+
+def target_dtype(spec: Any, rule: str) -> DType:
+    """The dtype a cast rule names (a TF/numpy name such as ``"bfloat16"``, or a numpy dtype).
+
+    Raises:
+        InvalidArgumentError: Not a dtype, or one no cast may produce.
+    """
+    dtype: DType | None
+    if isinstance(spec, str):
+        dtype = _BY_NAME.get(spec.strip().lower().removeprefix("tf.").removeprefix("np."))
+    else:
+        try:
+            dtype = from_numpy(np.dtype(spec))
+        except TypeError:
+            dtype = None
+    if dtype is None or family(dtype) == "other":
+        raise InvalidArgumentError(
+            f"cast {rule!r}: {spec!r} is not a dtype a cast may produce; name a floating-point dtype "
+            f"({', '.join(sorted(_FLOATS))}) or an integer dtype ({', '.join(sorted(_INTS))})"
+        )
+    return dtype
+
+
+def applies(source: DType, target: DType) -> bool:
+    """Whether a cast to ``target`` changes a tensor of ``source``: same family, other dtype."""
+    return family(source) == family(target) and source.enum != target.enum
+
+
+def cast_value(value: Any, target: DType, key: str, prefix: str) -> np.ndarray:
+    """``value`` cast to ``target``, or an error naming the first value the cast would lose.
+
+    Raises:
+        InvalidArgumentError: A finite float would overflow to infinity, or an integer does not fit.
+    """
+    array = np.asarray(value)
+    if family(target) == "float":
+        with np.errstate(over="ignore"):
+            out = array.astype(target.numpy)
+        lost = np.isfinite(array.astype(np.float64)) & ~np.isfinite(out.astype(np.float64))
+        if lost.any():
+            where = tuple(int(i) for i in np.argwhere(lost)[0])
+            raise InvalidArgumentError(
+                f"{prefix}: casting {key!r} to {target.name} would turn {int(lost.sum())} finite value(s) "
+                f"into infinity (first: {array[where]!r} at {list(where)}); cast to a wider dtype "
+                "(float32, bfloat16) or leave this tensor out of the cast",
+                path=prefix,
+                key=key,
+            )
+        return out
+    info = np.iinfo(target.numpy)
+    if array.size and (int(array.min()) < info.min or int(array.max()) > info.max):
+        raise InvalidArgumentError(
+            f"{prefix}: casting {key!r} to {target.name} would change values outside [{info.min}, {info.max}] "
+            f"(the tensor holds {int(array.min())}..{int(array.max())}); cast to a wider integer dtype",
+            path=prefix,
+            key=key,
+        )
+    return array.astype(target.numpy)

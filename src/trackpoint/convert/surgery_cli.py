@@ -1,0 +1,181 @@
+"""The ``rewrite``, ``average`` and ``merge`` subcommands: their arguments and what they run.
+
+``trackpoint.cli`` declares each :data:`COMMANDS` entry with its own ``_command`` helper, then
+lets the entry add its arguments. This module uses the public API only.
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="trackpoint average")
+    >>> AVERAGE.add_arguments(parser)
+    >>> parser.parse_args(["a", "b", "-o", "out", "--ema", "0.9"]).ema
+    0.9
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import trackpoint as tp
+
+__all__ = ["AVERAGE", "COMMANDS", "MERGE", "REWRITE", "Command", "parse_add", "parse_pair"]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, help texts, arguments and what runs it (given the CLI's printer)."""
+
+    name: str
+    run: Callable[[argparse.Namespace, Callable[[str], None]], int]
+    summary: str
+    description: str
+    examples: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+
+    def bind(self, out: Callable[[str], None]) -> Callable[[argparse.Namespace], int]:
+        """:attr:`run` printing through ``out``: what ``argparse`` calls with the parsed arguments."""
+        return lambda args: self.run(args, out)
+
+
+def parse_pair(text: str, option: str) -> tuple[str, str]:
+    """``LEFT=RIGHT`` split at the last ``=`` (paths hold no ``=`` a key would not escape).
+
+    Example:
+        >>> parse_pair("model/encoder=model/backbone/encoder", "--rename")
+        ('model/encoder', 'model/backbone/encoder')
+    """
+    left, sep, right = text.rpartition("=")
+    if not sep or not right:
+        raise tp.errors.InvalidArgumentError(
+            f"{option} {text!r}: write it as LEFT=RIGHT, e.g. {option} model/w=model/v"
+        )
+    return left, right
+
+
+def parse_add(text: str) -> tuple[str, np.ndarray]:
+    """``PATH=FILE.npy`` or ``PATH=DTYPE:JSON`` (``model/scale=float32:[1,2]``) as ``(path, array)``.
+
+    Example:
+        >>> parse_add("step=int64:7")
+        ('step', array(7))
+    """
+    path, sep, spec = text.partition("=")
+    if not sep or not path or not spec:
+        raise tp.errors.InvalidArgumentError(
+            f"--add {text!r}: write PATH=FILE.npy or PATH=DTYPE:VALUE, e.g. --add model/scale=float32:[1,1]"
+        )
+    if spec.endswith(".npy") and os.path.isfile(spec):
+        try:
+            return path, np.load(spec, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise tp.errors.InvalidArgumentError(f"--add {text!r}: cannot read {spec} as a .npy array: {exc}") from exc
+    dtype, colon, value = spec.partition(":")
+    try:
+        if not colon:
+            raise ValueError("no DTYPE:VALUE")
+        return path, np.asarray(json.loads(value), dtype=np.dtype(dtype))
+    except (ValueError, TypeError) as exc:
+        raise tp.errors.InvalidArgumentError(
+            f"--add {text!r}: {exc}; give an existing FILE.npy or DTYPE:JSON such as float32:[1,2] or int64:0"
+        ) from exc
+
+
+def _add_rewrite(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("src", help="the checkpoint to read: a prefix, or a directory with a 'checkpoint' file")
+    parser.add_argument("dst", help="the prefix to write (not the source)")
+    parser.add_argument("--rename", action="append", default=[], metavar="OLD=NEW", help="move an object (repeatable)")
+    parser.add_argument("--drop", action="append", default=[], metavar="PATH", help="drop an object or slots")
+    parser.add_argument(
+        "--add", action="append", default=[], metavar="PATH=VALUE", help="add a variable: FILE.npy or DTYPE:JSON"
+    )
+    parser.add_argument("--cast", action="append", default=[], metavar="PATH=DTYPE", help="cast floats or ints")
+
+
+def _run_rewrite(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    written = tp.rewrite(
+        args.src,
+        args.dst,
+        rename=[parse_pair(r, "--rename") for r in args.rename],
+        drop=args.drop,
+        add=dict(parse_add(a) for a in args.add),
+        cast=dict(parse_pair(c, "--cast") for c in args.cast),
+    )
+    return _report(written, out)
+
+
+def _report(written: str, out: Callable[[str], None]) -> int:
+    with tp.load_checkpoint(written) as reader:
+        out(f"wrote {written}: {len(reader.get_variable_to_shape_map())} tensors")
+    return 0
+
+
+def _add_average(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoints", nargs="+", help="checkpoints of one layout, oldest first")
+    parser.add_argument("-o", "--output", required=True, help="the prefix to write")
+    weights = parser.add_mutually_exclusive_group()
+    weights.add_argument("--ema", type=float, metavar="DECAY", help="exponential moving average with this decay")
+    weights.add_argument("--weights", metavar="W1,W2,...", help="one weight per checkpoint (normalized)")
+
+
+def _run_average(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    weights: Any = None
+    if args.ema is not None:
+        weights = ("exponential", args.ema)
+    elif args.weights is not None:
+        try:
+            weights = [float(w) for w in args.weights.split(",")]
+        except ValueError as exc:
+            raise tp.errors.InvalidArgumentError(f"--weights {args.weights!r}: {exc}; write e.g. 1,1,2") from exc
+    return _report(tp.average(args.checkpoints, args.output, weights), out)
+
+
+def _add_merge(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("parts", nargs="+", help="the part prefixes, in order (e.g. ck_temp/part-00000-of-00002)")
+    parser.add_argument("-o", "--output", required=True, help="the merged checkpoint's prefix")
+
+
+def _run_merge(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    return _report(tp.merge(args.parts, args.output), out)
+
+
+REWRITE = Command(
+    "rewrite",
+    _run_rewrite,
+    "rename, move, drop, add or cast variables, keeping the object graph consistent",
+    "Write a changed copy of a checkpoint: move objects and subtrees (--rename), drop objects or optimizer "
+    "slots (--drop; '.OPTIMIZER_SLOT/m' drops slot m of every variable), add variables (--add), cast float or "
+    "int dtypes (--cast). Rules apply in that order: drop (source paths), rename, add, cast (result paths). "
+    "The object graph, keys and slot references stay consistent, so TensorFlow restores the result into "
+    "the changed objects. Without an object graph (TF1), paths are keys and apply to the keys below them.",
+    "  trackpoint rewrite run/ckpt-3 out/ckpt --rename model/encoder=model/backbone/encoder\n"
+    "  trackpoint rewrite run/ckpt-3 out/ckpt --drop optimizer --cast model=bfloat16\n"
+    "  trackpoint rewrite run/ckpt-3 out/ckpt --drop .OPTIMIZER_SLOT/m --add model/scale=float32:[1,1]",
+    _add_rewrite,
+)
+AVERAGE = Command(
+    "average",
+    _run_average,
+    "the element-wise mean of checkpoints of one layout",
+    "Average checkpoints of one layout (same keys, dtypes, shapes): floats accumulate in float64, every other "
+    "tensor (steps, strings, the object graph) comes from the last checkpoint. Uniform weights by default.",
+    "  trackpoint average run/ckpt-8 run/ckpt-9 run/ckpt-10 -o avg/ckpt\n"
+    "  trackpoint average run/ckpt-8 run/ckpt-9 run/ckpt-10 -o ema/ckpt --ema 0.9",
+    _add_average,
+)
+MERGE = Command(
+    "merge",
+    _run_merge,
+    "merge per-task bundle parts into one checkpoint (TF's MergeBundles)",
+    "Merge bundles written as separate parts (the <prefix>_temp/part-* a multi-device save leaves when its "
+    "merge did not finish) into one checkpoint, as TensorFlow's MergeBundles does; data files are copied "
+    "unchanged, the parts are left as they are.",
+    "  trackpoint merge ck_temp/part-00000-of-00002 ck_temp/part-00001-of-00002 -o ck",
+    _add_merge,
+)
+COMMANDS = (REWRITE, AVERAGE, MERGE)
