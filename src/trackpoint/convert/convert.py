@@ -119,12 +119,22 @@ def convert(
     if hf_layout.is_safetensors_path(os.fspath(src)):
         return to_tf.convert_to_tf(os.fspath(src), os.fspath(dst), rules, skip_unsupported, save_counter, dry_run)
     shard_bytes = hf_layout.parse_size(max_shard_size)
-    with load_checkpoint(os.fspath(src)) as reader:
+    with _open_tf(os.fspath(src)) as reader:
         mapping, skipped = _plan_from_tf(reader, rules, keys, include_slots, include_save_counter, skip_unsupported)
         if dry_run:
             return Conversion("tf->safetensors", mapping, skipped)
         files = _write_safetensors(reader, mapping, os.fspath(dst), shard_bytes)
     return Conversion("tf->safetensors", mapping, skipped, files)
+
+
+def _open_tf(src: str) -> CheckpointReader:
+    """The TF checkpoint at ``src``: a prefix (``model/`` included, whose index is ``model/.index``),
+    its ``.index`` file, or a directory with a ``checkpoint`` file."""
+    if src.endswith(".index") and os.path.isfile(src):
+        return CheckpointReader(src[: -len(".index")])
+    if os.path.isfile(src + ".index"):
+        return CheckpointReader(src)
+    return load_checkpoint(src)
 
 
 def _plan_from_tf(

@@ -16,8 +16,9 @@ Left out unless asked for:
 TF1 name-based checkpoints have no graph: a key's ``/`` become ``.`` (``dense/kernel`` becomes
 ``dense.kernel``) and every tensor is kept: their optimizer slots (``dense/kernel/Adam``) and
 ``global_step`` cannot be told apart from weights reliably, so ``drop`` them by pattern. A key of
-an object-based checkpoint that no node of its graph names gets the TF1 name too, so that no
-value is lost silently.
+an object-based checkpoint that no node of its graph names (a lookup table's ``table-keys``) is
+named from its key by :func:`name_from_key`, so that no value is lost silently; so are the keys
+of a graph-less part spelled the TF2 way, whose slots and ``save_counter`` are left out as above.
 
 Example:
     >>> import numpy as np, tempfile
@@ -32,24 +33,44 @@ Example:
 from __future__ import annotations
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
-from trackpoint._graph.keys import OBJECT_GRAPH_KEY
+from trackpoint._graph.keys import OBJECT_ATTRIBUTES, OBJECT_GRAPH_KEY, OPTIMIZER_SLOTS, unescape_local_name
 from trackpoint._graph.object_graph import parse_graph, unescape
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.reader import CheckpointReader
 
 __all__ = ["default_names", "name_from_key"]
 
+_COUNTER_KEY = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
 _MAX_NAME_CHARS = 1 << 16  # a hostile deep chain must not build huge names; no real path comes near
 
 
 def name_from_key(key: str) -> str:
-    """A TF1 (name-based) key as a dotted name: ``dense/kernel`` → ``dense.kernel``.
+    """A key no object graph names, as a dotted name.
+
+    A TF1 key's ``/`` become ``.``. A key spelled the TF2 way (``<path>/.ATTRIBUTES/<attribute>``,
+    as in a per-device part of a save, or a value stored beside its graph node's attribute) gets
+    the object path its key spells, unescaped, and the attribute's name unless it is
+    ``VARIABLE_VALUE``; ``/.OPTIMIZER_SLOT/`` reads ``.OPTIMIZER_SLOT.``.
 
     Example:
         >>> name_from_key("bert/encoder/layer_0/kernel")
         'bert.encoder.layer_0.kernel'
+        >>> name_from_key("net/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE")
+        'net.dense.kernel.OPTIMIZER_SLOT.optimizer.m'
+        >>> name_from_key("lookup/.ATTRIBUTES/table-keys")
+        'lookup.table-keys'
     """
-    return key.replace("/", ".")
+    path, marker, attribute = key.rpartition(f"/{OBJECT_ATTRIBUTES}/")
+    if not marker:
+        return key.replace("/", ".")
+    parts = [OPTIMIZER_SLOTS.lstrip(".") if p == OPTIMIZER_SLOTS else unescape_local_name(p) for p in path.split("/")]
+    if attribute != "VARIABLE_VALUE":
+        parts.append(unescape_local_name(attribute))
+    return ".".join(parts)
+
+
+def _is_slot_key(key: str) -> bool:
+    return f"/{OPTIMIZER_SLOTS}/" in key
 
 
 def default_names(
@@ -80,6 +101,10 @@ def default_names(
             raise InvalidArgumentError(f"{reader.prefix}: {OBJECT_GRAPH_KEY} is not a scalar string")
         graph = parse_graph(raw, reader.prefix)
         names, excluded = _graph_names(graph, include_slots, include_save_counter)
+    else:  # no graph; keys spelled the TF2 way still say which are slots and the counter
+        for key in available:
+            if (_is_slot_key(key) and not include_slots) or (key == _COUNTER_KEY and not include_save_counter):
+                excluded.add(key)
     result = []
     for key in available:
         if key in excluded:

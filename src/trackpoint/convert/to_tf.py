@@ -12,8 +12,11 @@ first components are the ``Checkpoint``'s keyword arguments (``tf.train.Checkpoi
 one in the checkpoint, while ``read()`` creates none and wants none. So a ``save_counter`` (int64
 0) is added as the root's last child unless ``save_counter=False`` (or the weights hold one).
 
-A name with an empty component (``a..b``, ``.a``) or one that is both a tensor and the parent of
-another (``a`` and ``a.b``) cannot be an object path: refused, naming it, before anything is written.
+A name with an empty component (``linear..weight``, from the TF1 key ``linear//weight``) gets an
+empty local name there, as that key has. A name that is both a tensor and the parent of others (``dense.kernel``
+and ``dense.kernel.Adam``, as TF1 keys converted to safetensors give) becomes a node holding both a
+value and children: the checkpoint is faithful, but no ``tf.Variable`` has children, so restore such
+a checkpoint into TF objects only after ``drop``-ing or ``rename``-ing one side.
 """
 
 from __future__ import annotations
@@ -49,27 +52,10 @@ class _Node:
 def _tree(names: list[str]) -> _Node:
     root = _Node()
     for name in names:
-        parts = name.split(".")
-        if "" in parts:
-            raise InvalidArgumentError(
-                f"tensor {name!r} has an empty path component, so it cannot be an object path; --rename it"
-            )
         node = root
-        for depth, part in enumerate(parts):
-            if node.tensor is not None:
-                raise InvalidArgumentError(
-                    f"{node.tensor!r} is a tensor and also the parent of {name!r}; an object cannot be both: "
-                    "--rename or --drop one"
-                )
+        for part in name.split("."):
             node = node.children.setdefault(part, _Node())
-            if depth == len(parts) - 1:
-                if node.children:
-                    other = next(iter(node.children))
-                    raise InvalidArgumentError(
-                        f"{name!r} is a tensor and also the parent of {name + '.' + other!r}; an object cannot be "
-                        "both: --rename or --drop one"
-                    )
-                node.tensor = name
+        node.tensor = name
     return root
 
 
