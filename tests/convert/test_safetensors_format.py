@@ -1,0 +1,209 @@
+"""The safetensors format as trackpoint reads and writes it, checked against the ``safetensors`` library."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import struct
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import trackpoint as tp
+from trackpoint.convert.safetensors_format import SafetensorsFile, SafetensorsWriter
+
+safetensors = pytest.importorskip("safetensors")
+torch = pytest.importorskip("torch")
+from safetensors.numpy import load_file as np_load
+from safetensors.numpy import save_file as np_save
+from safetensors.torch import load_file as torch_load
+from safetensors.torch import save_file as torch_save
+
+_RNG = np.random.default_rng(0)
+
+
+def _numpy_tensors() -> dict[str, np.ndarray]:
+    return {
+        "f64": _RNG.standard_normal((2, 3)),
+        "f32": _RNG.standard_normal(5).astype(np.float32),
+        "f16": _RNG.standard_normal((3, 1)).astype(np.float16),
+        "i64": np.arange(4, dtype=np.int64),
+        "i32": np.int32(7) * np.ones((2, 2), np.int32),
+        "i16": np.array([-3, 3], np.int16),
+        "i8": np.array([-1, 2, 3], np.int8),
+        "u8": np.array([255, 0], np.uint8),
+        "u16": np.array([65535], np.uint16),
+        "u32": np.array([1, 2], np.uint32),
+        "u64": np.array([2**63], np.uint64),
+        "bool": np.array([True, False, True]),
+        "c64": np.array([1 + 2j], np.complex64),
+        "scalar": np.array(1.5, np.float32),
+        "empty": np.zeros((0, 3), np.float32),
+    }
+
+
+_UINT = {1: np.uint8, 2: np.int16, 4: np.int32}
+
+
+def _to_torch(value: np.ndarray) -> object:
+    """The torch tensor of the same dtype and bits (torch.from_numpy knows no ml_dtypes)."""
+    torch_dtype = {"bfloat16": torch.bfloat16, "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}
+    bits = torch.from_numpy(np.ascontiguousarray(value).view(_UINT[value.itemsize]))
+    return bits.view(torch_dtype.get(value.dtype.name, torch.float32))
+
+
+def _bits(tensor: object) -> bytes:
+    return tensor.contiguous().view(torch.uint8).numpy().tobytes()
+
+
+def _write(path: str, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> None:
+    with SafetensorsWriter(path, [(k, v.dtype, v.shape) for k, v in tensors.items()], metadata) as writer:
+        for name, value in tensors.items():
+            writer.write(name, value)
+
+
+def test_numpy_dtypes_written_here_are_the_bytes_the_library_writes_and_it_reads_them(tmp_path) -> None:
+    tensors = _numpy_tensors()
+    ours, theirs = str(tmp_path / "ours.safetensors"), str(tmp_path / "theirs.safetensors")
+    _write(ours, tensors, {"format": "pt"})
+    np_save(tensors, theirs, metadata={"format": "pt"})
+    with open(ours, "rb") as a, open(theirs, "rb") as b:
+        assert a.read() == b.read()
+    loaded = np_load(ours)
+    assert sorted(loaded) == sorted(tensors)
+    for name, value in tensors.items():
+        assert loaded[name].dtype == value.dtype and np.array_equal(loaded[name], value)
+
+
+def test_bfloat16_and_float8_round_trip_through_torch(tmp_path) -> None:
+    tensors = {
+        "bf16": np.array([1.0, -2.5, 3.140625], ml_dtypes.bfloat16),
+        "e4m3": np.array([0.5, -448.0], ml_dtypes.float8_e4m3fn),
+        "e5m2": np.array([[1.5, 2.0]], ml_dtypes.float8_e5m2),
+        "w": np.ones((2, 2), np.float32),
+    }
+    ours = str(tmp_path / "ours.safetensors")
+    _write(ours, tensors)
+    loaded = torch_load(ours)
+    assert loaded["bf16"].dtype == torch.bfloat16 and loaded["e4m3"].dtype == torch.float8_e4m3fn
+    assert loaded["e5m2"].dtype == torch.float8_e5m2
+    for name, value in tensors.items():  # compare the bits: torch and numpy disagree on bfloat16 arithmetic
+        assert _bits(loaded[name]) == value.tobytes() and tuple(loaded[name].shape) == value.shape
+    theirs = str(tmp_path / "theirs.safetensors")
+    torch_save({name: _to_torch(value) for name, value in tensors.items()}, theirs)
+    with open(ours, "rb") as a, open(theirs, "rb") as b:
+        assert a.read() == b.read()
+    with SafetensorsFile(theirs) as f:
+        for name, value in tensors.items():
+            back = f.read(name)
+            assert back.dtype == value.dtype and back.tobytes() == value.tobytes()
+
+
+def test_files_the_library_writes_are_read_here(tmp_path) -> None:
+    tensors = _numpy_tensors()
+    path = str(tmp_path / "lib.safetensors")
+    np_save(tensors, path, metadata={"k": "v"})
+    with SafetensorsFile(path) as f:
+        assert f.metadata == {"k": "v"}
+        assert set(f.tensors) == set(tensors)
+        for name, value in tensors.items():
+            back = f.read(name, out=np.empty(value.shape, value.dtype))
+            assert back.dtype == value.dtype and np.array_equal(back, value)
+
+
+def test_a_transposed_view_is_written_as_its_transpose(tmp_path) -> None:
+    kernel = _RNG.standard_normal((300, 70)).astype(np.float32)
+    path = str(tmp_path / "t.safetensors")
+    with SafetensorsWriter(path, [("w", kernel.dtype, (70, 300))]) as writer:
+        writer.write("w", kernel.T)
+    assert np.array_equal(np_load(path)["w"], kernel.T)
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path) -> None:
+    path = str(tmp_path / "m.safetensors")
+    _write(path, {"a": np.ones(2, np.float32)})
+    before = pathlib.Path(path).read_bytes()
+    with pytest.raises(RuntimeError), SafetensorsWriter(path, [("a", np.dtype("f4"), (2,))]) as writer:
+        writer.write("a", np.zeros(2, np.float32))
+        raise RuntimeError("interrupted")
+    with pytest.raises(tp.errors.InvalidArgumentError, match="never written"):
+        SafetensorsWriter(path, [("a", np.dtype("f4"), (2,)), ("b", np.dtype("f4"), ())]).finish()
+    assert pathlib.Path(path).read_bytes() == before
+    assert os.listdir(tmp_path) == ["m.safetensors"]
+
+
+def test_the_writer_refuses_what_the_plan_does_not_hold(tmp_path) -> None:
+    path = str(tmp_path / "m.safetensors")
+    with pytest.raises(tp.errors.InvalidArgumentError, match="cannot be stored"):
+        SafetensorsWriter(path, [("s", np.dtype(object), ())])
+    writer = SafetensorsWriter(path, [("a", np.dtype("f4"), (2,))])
+    with pytest.raises(tp.errors.InvalidArgumentError, match="planned as float32"):
+        writer.write("a", np.zeros(3, np.float32))
+    with pytest.raises(tp.errors.InvalidArgumentError, match="not among the tensors"):
+        writer.write("b", np.zeros(2, np.float32))
+    writer.abort()
+    assert os.listdir(tmp_path) == []
+
+
+def _raw_file(path: str, header: bytes | dict, data: bytes) -> str:
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw + data)
+    return path
+
+
+_F32 = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+HOSTILE = {
+    "length_beyond_file": (None, b""),
+    "not_json": (b"{not json", b""),
+    "not_an_object": (b"[1, 2]", b""),
+    "unknown_dtype": ({"w": {"dtype": "F128", "shape": [1], "data_offsets": [0, 16]}}, bytes(16)),
+    "size_not_dtype_times_shape": ({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, bytes(8)),
+    "offsets_out_of_range": ({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}, bytes(8)),
+    "offsets_reversed": ({"w": {"dtype": "F32", "shape": [0], "data_offsets": [8, 0]}}, bytes(8)),
+    "overlapping": ({"w": _F32, "v": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, bytes(8)),
+    "gap": ({"w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, bytes(8)),
+    "trailing_bytes": ({"w": _F32}, bytes(12)),
+    "negative_dim": ({"w": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, bytes(8)),
+    "duplicate_name": (b'{"w": ' + json.dumps(_F32).encode() + b', "w": ' + json.dumps(_F32).encode() + b"}", bytes(8)),
+    "bad_metadata": ({"__metadata__": {"a": 1}, "w": _F32}, bytes(8)),
+    "missing_field": ({"w": {"dtype": "F32", "shape": [2]}}, bytes(8)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_header_raises_data_loss_naming_the_file(tmp_path, case: str) -> None:
+    header, data = HOSTILE[case]
+    path = str(tmp_path / f"{case}.safetensors")
+    if header is None:
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", 1 << 40) + b"{}")
+    else:
+        _raw_file(path, header, data)
+    with pytest.raises(tp.errors.DataLossError) as caught:
+        SafetensorsFile(path)
+    assert path in str(caught.value) and caught.value.path == path
+    if case in ("unknown_dtype", "size_not_dtype_times_shape", "offsets_out_of_range", "negative_dim"):
+        assert "'w'" in str(caught.value) and caught.value.key == "w"
+
+
+def test_a_file_cut_short_after_opening_raises_data_loss(tmp_path) -> None:
+    path = str(tmp_path / "m.safetensors")
+    _write(path, {"w": np.ones(1000, np.float32)})
+    with SafetensorsFile(path) as f:
+        os.truncate(path, os.path.getsize(path) - 100)
+        with pytest.raises(tp.errors.DataLossError, match="'w' is cut short"):
+            f.read("w")
+    with pytest.raises(tp.errors.DataLossError, match="out of range of the file"):
+        SafetensorsFile(path)
+
+
+def test_a_missing_file_or_tensor_is_not_found(tmp_path) -> None:
+    with pytest.raises(tp.errors.NotFoundError):
+        SafetensorsFile(str(tmp_path / "nope.safetensors"))
+    path = str(tmp_path / "m.safetensors")
+    _write(path, {"w": np.ones(1, np.float32)})
+    with SafetensorsFile(path) as f, pytest.raises(tp.errors.NotFoundError, match="no tensor 'x'"):
+        f.read("x")
