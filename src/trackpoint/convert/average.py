@@ -35,9 +35,9 @@ from trackpoint._format.bundle_writer import BundleWriter
 from trackpoint._format.crc import crc32c, unmask
 from trackpoint._format.dtypes import DType, enum_name
 from trackpoint._format.keys import encode_key
-from trackpoint._format.state_file import resolve_prefix
 from trackpoint._format.tensors import numeric_bytes_view
 from trackpoint.convert.casting import family
+from trackpoint.convert.rewrite import source_prefix
 from trackpoint.errors import DataLossError, InvalidArgumentError
 
 __all__ = ["average", "weights_for"]
@@ -110,7 +110,7 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
     """
     if isinstance(checkpoints, str) or len(checkpoints) < 1:
         raise InvalidArgumentError("average: pass a list of checkpoints, e.g. average([a, b, c], out)")
-    prefixes = [resolve_prefix(os.fspath(p)) for p in checkpoints]
+    prefixes = [source_prefix(p) for p in checkpoints]
     out = os.fspath(out)
     for p in prefixes:
         if os.path.realpath(p) == os.path.realpath(out):

@@ -287,6 +287,9 @@ class GraphEdit:
         new_parent, new_name = self._make_parents(new, what)
         children = self.nodes[parent].children
         index = next(i for i, c in enumerate(children) if c.local_name == name)
+        if new_parent == parent:  # renamed in place: it keeps its position among its siblings
+            children[index].local_name = new_name
+            return
         del children[index]
         self.nodes[new_parent].children.add(node_id=moved, local_name=new_name)
 

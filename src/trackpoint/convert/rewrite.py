@@ -33,11 +33,14 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from trackpoint._format import slices
 from trackpoint._format.bundle_reader import BundleReader
@@ -50,7 +53,7 @@ from trackpoint.convert import casting
 from trackpoint.convert.graph_edit import GraphEdit, tf_paths
 from trackpoint.errors import InvalidArgumentError, NotFoundError
 
-__all__ = ["rewrite"]
+__all__ = ["rewrite", "source_prefix"]
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ def rewrite(
         >>> tp.list_variables(out)
         [('enc/w', [2])]
     """
-    prefix = resolve_prefix(os.fspath(src))
+    prefix = source_prefix(src)
     dst = os.fspath(dst)
     renames = _pairs(rename)
     drops = _strings(drop, "drop")
@@ -114,7 +117,7 @@ def rewrite(
             f"rewrite: the destination {dst!r} is the source checkpoint; write to a new prefix", path=dst
         )
     for path, value in adds.items():
-        dtype_of(value, f"add {path!r}")
+        _check_value(path, value)
     with BundleReader(prefix) as bundle:
         entries = {e.key: e for e in bundle.entries()}
         visible = [key for key in entries if key not in _slice_keys(entries)]
@@ -125,6 +128,27 @@ def rewrite(
             items, graph_bytes = _plan_graph(prefix, graph, visible, renames, drops, adds, casts, entries)
         _write(bundle, dst, items, graph_bytes)
     return dst
+
+
+def source_prefix(src: str) -> str:
+    """The prefix of the checkpoint ``src`` names: itself when ``src.index`` exists (even a prefix
+    ending in ``/``, as ``Saver.save(sess, "model/")`` writes ``model/.index``), else through
+    a directory's ``checkpoint`` state file."""
+    path = os.fspath(src)
+    if isinstance(path, str) and os.path.isfile(path + ".index"):
+        return path
+    return resolve_prefix(path)
+
+
+def _check_value(path: str, value: Any) -> None:
+    """Refuse an added value no checkpoint can hold before anything is written."""
+    if dtype_of(value, f"add {path!r}").is_string and not isinstance(value, (bytes, str)):
+        for element in np.asarray(value, dtype=object).reshape(-1):
+            if not isinstance(element, (bytes, str)):
+                raise InvalidArgumentError(
+                    f"add {path!r}: a string tensor's element of type {type(element).__name__} is not bytes or str; "
+                    "pass a numeric array or strings"
+                )
 
 
 def _pairs(rename: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> list[tuple[str, str]]:
@@ -233,41 +257,73 @@ def _plan_graph(
     for path in adds:
         edit.add(path)
     new_graph, key_map = edit.rebuild()
-    tracked = {a.checkpoint_key for node in graph.nodes for a in node.attributes}
-    for old in key_map:
-        if not old.startswith("\0add:") and old not in entries:
-            raise NotFoundError(
-                f"{prefix}: the object graph names key {old!r}, which the checkpoint does not hold; the "
-                "checkpoint is damaged (`trackpoint verify` it)",
-                path=prefix,
-                key=old,
-            )
+    # An attribute's values: the tensor under its key, and for a saveable of several tensors (a
+    # lookup table's "-keys" and "-values") those under its key and a "-suffix".
+    stored = sorted(k for k in keys if k != OBJECT_GRAPH_KEY)
+    parts: dict[str, list[str]] = {}
+    attribute_keys = {a.checkpoint_key for node in graph.nodes for a in node.attributes}
+    for node in graph.nodes:
+        for attr in node.attributes:
+            found = [
+                k
+                for k in _stored_under(stored, attr.checkpoint_key)
+                if k == attr.checkpoint_key or k not in attribute_keys
+            ]
+            if not found and attr.checkpoint_key in key_map:
+                raise NotFoundError(
+                    f"{prefix}: the object graph names key {attr.checkpoint_key!r}, which the checkpoint does not "
+                    "hold; it is damaged (`trackpoint verify` it) or one part of a multi-device save (merge the "
+                    "parts first: `trackpoint merge`)",
+                    path=prefix,
+                    key=attr.checkpoint_key,
+                )
+            parts[attr.checkpoint_key] = found
+    tracked = {k for found in parts.values() for k in found}
     untracked = [k for k in keys if k not in tracked and k != OBJECT_GRAPH_KEY]
     # Each cast rule: the keys of the object it names, its descendants and their slots (result paths).
     targets = _cast_targets(prefix, new_graph, casts)
     items: list[_Item] = []
     source_of = {new: old for old, new in key_map.items()}
     seen: set[str] = set(untracked)
+    base_of: dict[str, str] = {}  # result key -> its attribute's key, which the cast rules name
     for node in new_graph.nodes:
         for attr in node.attributes:
-            key = attr.checkpoint_key
-            if key in seen:
-                raise InvalidArgumentError(
-                    f"{prefix}: two values would be stored under {key!r}; rename one of them", path=prefix, key=key
-                )
-            seen.add(key)
-            old = source_of[key]
-            rules = [t for p, t in casts.items() if key in targets[p]]
-            if old.startswith("\0add:"):
-                value = adds[old[len("\0add:") :]]
-                items.append(_Item(key, None, value, _cast_for(key, dtype_of(value, key), rules)))
+            base = attr.checkpoint_key
+            old_base = source_of[base]
+            rules = [t for p, t in casts.items() if base in targets[p]]
+            pairs: list[tuple[str, str | None]]
+            if old_base.startswith("\0add:"):
+                value = adds[old_base[len("\0add:") :]]
+                pairs = [(base, None)]
             else:
-                entry = entries[old]
-                items.append(_Item(key, old, cast=_cast_for(key, entry.dtype, rules), shard_id=entry.shard_id))
+                pairs = [(base + old[len(old_base) :], old) for old in parts[old_base]]
+            for key, source in pairs:
+                if key in seen:
+                    raise InvalidArgumentError(
+                        f"{prefix}: two values would be stored under {key!r}; rename one of them", path=prefix, key=key
+                    )
+                seen.add(key)
+                base_of[key] = base
+                if source is None:
+                    items.append(_Item(key, None, value, _cast_for(key, dtype_of(value, key), rules)))
+                else:
+                    entry = entries[source]
+                    items.append(_Item(key, source, cast=_cast_for(key, entry.dtype, rules), shard_id=entry.shard_id))
     for key in untracked:
         items.append(_Item(key, key, shard_id=entries[key].shard_id))
-    _check_casts(prefix, casts, items, entries, lambda item, p: item.key in targets[p])
+    _check_casts(prefix, casts, items, entries, lambda item, p: base_of.get(item.key) in targets[p])
     return items, new_graph.SerializeToString()
+
+
+def _stored_under(stored: list[str], key: str) -> list[str]:
+    """The keys of ``stored`` (sorted) that are ``key`` or ``key-<suffix>``."""
+    start = bisect.bisect_left(stored, key)
+    found = [key] if start < len(stored) and stored[start] == key else []
+    start = bisect.bisect_left(stored, key + "-")
+    while start < len(stored) and stored[start].startswith(key + "-"):
+        found.append(stored[start])
+        start += 1
+    return found
 
 
 def _cast_targets(prefix: str, graph: Any, casts: Mapping[str, DType]) -> dict[str, set[str]]:
