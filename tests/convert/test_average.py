@@ -1,0 +1,166 @@
+"""``tp.average``: float64 means of float tensors, the rest from the last checkpoint, layouts checked."""
+
+from __future__ import annotations
+
+import pathlib
+import tracemalloc
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import trackpoint as tp
+from trackpoint import cli
+from trackpoint.convert import average as average_module
+
+DTYPES = [np.float16, np.float32, np.float64, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, np.complex64]
+
+
+def _three(tmp_path: pathlib.Path) -> tuple[list[str], list[dict[str, object]]]:
+    rng = np.random.default_rng(0)
+    values = [
+        {
+            **{f"f{i}": rng.normal(size=(3, 5)).astype(dtype) for i, dtype in enumerate(DTYPES)},
+            "step": np.int64(10 * (n + 1)),
+            "flags": np.array([n % 2 == 0, True]),
+            "name": f"run-{n}".encode(),
+            "empty": np.zeros((0, 4), np.float32),
+        }
+        for n in range(3)
+    ]
+    paths = [tp.save_tensors(str(tmp_path / f"c{n}"), v) for n, v in enumerate(values)]
+    return paths, values
+
+
+def _expected(values: list[dict[str, object]], key: str, weights: list[float]) -> np.ndarray:
+    dtype = np.asarray(values[0][key]).dtype
+    wide = np.complex128 if dtype.kind == "c" else np.float64
+    total = sum(np.asarray(v[key]).astype(wide) * w for v, w in zip(values, weights))
+    return np.asarray(total).astype(dtype)
+
+
+@pytest.mark.parametrize(
+    ("weights", "factors"),
+    [
+        (None, [1 / 3] * 3),
+        ("uniform", [1 / 3] * 3),
+        (("exponential", 0.9), [0.81, 0.09, 0.1]),
+        ([1, 1, 2], [0.25, 0.25, 0.5]),
+    ],
+)
+def test_floats_are_averaged_in_float64_and_the_rest_comes_from_the_last(tmp_path, weights, factors) -> None:
+    paths, values = _three(tmp_path)
+    np.testing.assert_allclose(average_module.weights_for(3, weights), factors, rtol=1e-12)
+    factors = average_module.weights_for(3, weights)  # the exact float64 weights, to compare bytes
+    out = tp.average(paths, str(tmp_path / "mean"), weights)
+    reader = tp.load_checkpoint(out)
+    for i, dtype in enumerate(DTYPES):
+        got = reader.get_tensor(f"f{i}")
+        assert got.dtype == np.dtype(dtype)
+        assert got.tobytes() == _expected(values, f"f{i}", factors).tobytes(), dtype
+    assert reader.get_tensor("step") == 30
+    np.testing.assert_array_equal(reader.get_tensor("flags"), [True, True])
+    assert reader.get_tensor("name") == b"run-2"
+    assert reader.get_tensor("empty").shape == (0, 4)
+    assert tp.verify_checkpoint(out) == []
+
+
+def test_the_accumulator_is_filled_chunk_by_chunk(tmp_path, monkeypatch) -> None:
+    """Chunks of 7 elements over tensors of 15 and 1,000: every boundary lands somewhere new."""
+    monkeypatch.setattr(average_module, "_CHUNK_ELEMENTS", 7)
+    rng = np.random.default_rng(1)
+    values = [{"a": rng.normal(size=1000).astype(np.float32), "b": rng.normal(size=(3, 5))} for _ in range(2)]
+    paths = [tp.save_tensors(str(tmp_path / f"c{n}"), v) for n, v in enumerate(values)]
+    reader = tp.load_checkpoint(tp.average(paths, str(tmp_path / "mean")))
+    for key in ("a", "b"):
+        assert reader.get_tensor(key).tobytes() == _expected(values, key, [0.5, 0.5]).tobytes()
+
+
+def test_sliced_tensors_are_averaged_whole(tmp_path) -> None:
+    rng = np.random.default_rng(2)
+    policy = tp.sharding.MaxShardSizePolicy(max_shard_size=64)
+    options = tp.CheckpointOptions(experimental_sharding_callback=policy)
+    values = [{"big": rng.normal(size=(10, 4)).astype(np.float32), "b": np.ones(2)} for _ in range(2)]
+    paths = [tp.save_tensors(str(tmp_path / f"c{n}"), v, options) for n, v in enumerate(values)]
+    assert len(tp.load_checkpoint(paths[0])._bundle.entry("big").slices) > 1  # the policy did slice it
+    reader = tp.load_checkpoint(tp.average(paths, str(tmp_path / "mean")))
+    assert reader.get_tensor("big").tobytes() == _expected(values, "big", [0.5, 0.5]).tobytes()
+
+
+def test_an_averaged_training_checkpoint_keeps_its_graph(tmp_path) -> None:
+    paths = []
+    for n in range(3):
+        module = tp.Module()
+        module.w = tp.Variable(np.full(3, float(n), np.float32))
+        checkpoint = tp.Checkpoint(model=module)
+        checkpoint.save_counter.assign(n + 1)
+        paths.append(checkpoint.write(str(tmp_path / "run" / f"ckpt-{n + 1}")))
+    out = tp.average(paths, str(tmp_path / "avg"))
+    module = tp.Module()
+    module.w = tp.Variable(np.zeros(3, np.float32))
+    checkpoint = tp.Checkpoint(model=module)
+    _ = checkpoint.save_counter  # created on first use, as in TF
+    checkpoint.read(out).assert_consumed()
+    np.testing.assert_array_equal(module.w.numpy(), [1.0, 1.0, 1.0])
+    assert int(checkpoint.save_counter.numpy()) == 3  # an int: from the last checkpoint
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"extra": np.ones(1)}, r"c1 holds 'extra' and .*c0 does not"),
+        ({"w": np.ones(3, np.float64)}, r"'w' is DT_FLOAT\[3\] in .*c0 but DT_DOUBLE\[3\] in .*c1"),
+        ({"w": np.ones(4, np.float32)}, r"'w' is DT_FLOAT\[3\] in .*c0 but DT_FLOAT\[4\] in .*c1"),
+    ],
+)
+def test_a_layout_difference_is_named_and_nothing_is_written(tmp_path, change, message) -> None:
+    a = tp.save_tensors(str(tmp_path / "c0"), {"w": np.ones(3, np.float32)})
+    b = tp.save_tensors(str(tmp_path / "c1"), {"w": np.ones(3, np.float32), **change})
+    with pytest.raises(tp.errors.InvalidArgumentError, match=message):
+        tp.average([a, b], str(tmp_path / "out" / "mean"))
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("weights", [("exponential", 1.0), ("exponential", "x"), [1, 2], [1, -1, 1], [0, 0, 0], "x"])
+def test_malformed_weights_are_refused(tmp_path, weights) -> None:
+    paths, _ = _three(tmp_path)
+    with pytest.raises(tp.errors.InvalidArgumentError, match="average: "):
+        tp.average(paths, str(tmp_path / "out"), weights)
+
+
+def test_a_damaged_input_is_reported_and_nothing_is_published(tmp_path) -> None:
+    paths = [tp.save_tensors(str(tmp_path / f"c{n}"), {"w": np.arange(10, dtype=np.float32)}) for n in range(2)]
+    data = tmp_path / "c1.data-00000-of-00001"
+    raw = bytearray(data.read_bytes())
+    raw[5] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    with pytest.raises(tp.errors.DataLossError, match="checksum mismatch for key 'w'"):
+        tp.average(paths, str(tmp_path / "mean"))
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("mean")) == []
+
+
+@pytest.mark.slow
+def test_memory_stays_at_the_result_tensor_plus_a_bounded_buffer(tmp_path) -> None:
+    size = 12 << 20  # 48 MiB of float32 per checkpoint
+    paths = [tp.save_tensors(str(tmp_path / f"c{n}"), {"w": np.full(size, n, np.float32)}) for n in range(3)]
+    tracemalloc.start()
+    try:
+        out = tp.average(paths, str(tmp_path / "mean"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # Reading each input whole and accumulating in float64 would take 48 + 48 + 96 MiB and more.
+    assert peak < size * 4 + (40 << 20), peak / 2**20
+    assert float(tp.load_variable(out, "w")[-1]) == 1.0
+
+
+def test_cli_average(tmp_path, capsys) -> None:
+    paths = [tp.save_tensors(str(tmp_path / f"c{n}"), {"w": np.float64([n])}) for n in range(3)]
+    out = str(tmp_path / "ema")
+    assert cli.main(["average", *paths, "-o", out, "--ema", "0.5"]) == 0
+    assert f"wrote {out}: 1 tensors" in capsys.readouterr().out
+    assert tp.load_variable(out, "w")[0] == 0.25 * 0 + 0.25 * 1 + 0.5 * 2
+    assert cli.main(["average", *paths, "-o", str(tmp_path / "w"), "--weights", "0,0,1"]) == 0
+    assert tp.load_variable(str(tmp_path / "w"), "w")[0] == 2.0
+    assert cli.main(["average", *paths, "-o", str(tmp_path / "bad"), "--weights", "1,x,1"]) == 1
+    assert "--weights '1,x,1'" in capsys.readouterr().err
