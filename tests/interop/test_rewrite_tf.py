@@ -110,3 +110,29 @@ def test_tf_reads_a_name_based_checkpoint_renamed_by_key(tmp_path) -> None:
     np.testing.assert_array_equal(reader.get_tensor("encoder/layer/kernel"), np.ones((2, 2), np.float32))
     assert reader.get_variable_to_dtype_map()["global_step"] == tf.int32
     assert reader.get_tensor("global_step") == 7
+
+
+def test_merge_writes_the_files_tf_merge_v2_checkpoints_writes(tmp_path) -> None:
+    """Parts written by TF's SaveV2 (one sliced tensor across both), merged by TF and by trackpoint."""
+    import shutil
+
+    big = np.arange(40, dtype=np.float32).reshape(10, 4)
+    parts = {
+        "part-00000-of-00002": (["w", "big"], ["", "10 4 0,4:-"], [np.ones(3, np.float32), big[:4]]),
+        "part-00001-of-00002": (["big", "step"], ["10 4 4,6:-", ""], [big[4:], np.int64(7)]),
+    }
+    prefixes = []
+    for name, (names, specs, values) in parts.items():
+        prefix = str(tmp_path / "tf_temp" / name)
+        tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=specs, tensors=values)
+        prefixes.append(prefix)
+    shutil.copytree(tmp_path / "tf_temp", tmp_path / "ours_temp")
+    tf.raw_ops.MergeV2Checkpoints(
+        checkpoint_prefixes=prefixes, destination_prefix=str(tmp_path / "tf" / "ckpt"), delete_old_dirs=True
+    )
+    ours = tp.merge([str(tmp_path / "ours_temp" / name) for name in parts], str(tmp_path / "ours" / "ckpt"))
+    theirs = sorted(os.listdir(tmp_path / "tf"))
+    assert theirs == sorted(os.listdir(tmp_path / "ours"))
+    for filename in theirs:
+        assert (tmp_path / "tf" / filename).read_bytes() == (tmp_path / "ours" / filename).read_bytes(), filename
+    np.testing.assert_array_equal(tf.train.load_checkpoint(ours).get_tensor("big"), big)
