@@ -205,6 +205,7 @@ def test_a_failed_cast_leaves_an_existing_destination_as_it_was(tmp_path) -> Non
         ({"rename": {"model": "model/inner/model"}}, tp.errors.InvalidArgumentError, r"own subtree"),
         ({"rename": {"model/head": "model/step"}}, tp.errors.InvalidArgumentError, r"'model/step' already exists"),
         ({"rename": {"": "x"}}, tp.errors.InvalidArgumentError, r"root cannot be moved"),
+        ({"rename": {"model": "model"}}, tp.errors.InvalidArgumentError, r"already there"),
         ({"rename": {"model//head": "x"}}, tp.errors.InvalidArgumentError, r"not an object path"),
         ({"add": {"model/.ATTRIBUTES": np.ones(1)}}, tp.errors.InvalidArgumentError, r"not an object path"),
         ({"add": {"model/head": np.ones(1)}}, tp.errors.InvalidArgumentError, r"'model/head' already exists"),
@@ -221,6 +222,17 @@ def test_bad_rules_raise_naming_the_path_and_write_nothing(tmp_path, rules, erro
     with pytest.raises(error, match=message):
         tp.rewrite(src, str(tmp_path / "out" / "ckpt"), **rules)
     assert not (tmp_path / "out").exists()
+
+
+def test_the_root_edge_of_a_rooted_checkpoint_stays(tmp_path) -> None:
+    net = Net()
+    src = tp.Checkpoint(root=net, opt=tp.Module()).write(str(tmp_path / "rooted"))
+    for rules in ({"drop": ["root"]}, {"rename": {"root": "x"}}):
+        with pytest.raises(tp.errors.InvalidArgumentError, match="'root' is the root itself"):
+            tp.rewrite(src, str(tmp_path / "out" / "x"), **rules)
+    out = tp.rewrite(src, str(tmp_path / "ok"), rename={"encoder": "backbone/encoder"})
+    assert_consistent(out)
+    assert "backbone/encoder/w/.ATTRIBUTES/VARIABLE_VALUE" in tp.load_checkpoint(out).get_variable_to_shape_map()
 
 
 def test_the_source_is_never_the_destination(tmp_path) -> None:

@@ -174,18 +174,22 @@ def _check_same(prefixes: list[str], layouts: list[dict[str, Entry]]) -> None:
 
 def _mean(bundles: list[BundleReader], entries: list[Entry], dtype: DType, factors: list[float]) -> np.ndarray:
     """The weighted mean of one tensor over the inputs, accumulated chunk by chunk."""
-    shape = entries[-1].shape
-    result = np.empty(shape, dtype.numpy)
+    result = np.empty(entries[-1].shape, dtype.numpy)
     flat = result.reshape(-1)
-    acc_dtype = np.complex128 if dtype.name.startswith("complex") else np.float64
+    wide = np.complex128 if dtype.name.startswith("complex") else np.float64
     streams = [_Stream(b, e, dtype) for b, e in zip(bundles, entries)]
-    step = _CHUNK_ELEMENTS
+    step = max(1, min(_CHUNK_ELEMENTS, flat.size))
+    # Three chunk buffers for the whole tensor, shared by the inputs: no allocation per chunk.
+    raw, term, acc = np.empty(step, dtype.numpy), np.empty(step, wide), np.empty(step, wide)
     for start in range(0, flat.size, step):
-        stop = min(start + step, flat.size)
-        acc = np.zeros(stop - start, acc_dtype)
+        n = min(step, flat.size - start)
+        total, part = acc[:n], term[:n]
+        total.fill(0)
         for stream, factor in zip(streams, factors):
-            acc += stream.chunk(start, stop).astype(acc_dtype) * factor
-        flat[start:stop] = acc.astype(dtype.numpy)
+            part[...] = stream.chunk(start, start + n, raw[:n])
+            part *= factor
+            total += part
+        flat[start : start + n] = total
     for stream in streams:
         stream.done()
     return result
@@ -204,11 +208,11 @@ class _Stream:
         self.fd = bundle.shard_fd(entry.shard_id, entry.key)[0]
         self.crc = 0
 
-    def chunk(self, start: int, stop: int) -> np.ndarray:
+    def chunk(self, start: int, stop: int, out: np.ndarray) -> np.ndarray:
+        """Elements ``start:stop``, read into ``out`` (unless the tensor was read whole)."""
         if self.whole is not None:
             return self.whole[start:stop]
         itemsize = self.dtype.itemsize
-        out = np.empty(stop - start, self.dtype.numpy)
         view = numeric_bytes_view(out) if out.size else memoryview(b"")
         done, size = 0, (stop - start) * itemsize
         while done < size:

@@ -260,6 +260,14 @@ class GraphEdit:
                 return child.node_id
         return None
 
+    def _movable(self, path: str, what: str) -> int:
+        """The node at ``path``, unless it is the root reached again (TF's ``root`` edge of a
+        ``Checkpoint(root=...)``): the root stays the root."""
+        node_id = self.find(path, what)
+        if node_id == 0:
+            raise InvalidArgumentError(f"{self.prefix}: {what}: {path!r} is the root itself, which stays in place")
+        return node_id
+
     def move(self, old: str, new: str) -> None:
         """Move the object at ``old`` (and its subtree) to ``new``, creating parents of ``new`` as needed.
 
@@ -269,17 +277,20 @@ class GraphEdit:
         """
         what = f"rename {old!r} -> {new!r}"
         parent, name = self._parent_of(old, what)
-        moved = self.find(old, what)
-        new_names = split_path(new, what)
+        moved = self._movable(old, what)
+        new_names, old_names = split_path(new, what), split_path(old, what)
+        if new_names == old_names:
+            raise InvalidArgumentError(f"{self.prefix}: {what}: the object is already there; name another path")
         # Inside the subtree by name, or by a shared node that also hangs below it.
-        inside = new_names[: len(split_path(old, what))] == split_path(old, what)
+        inside = new_names[: len(old_names)] == old_names
+        below = self._reachable(moved)
         probe = 0
         for part in new_names[:-1]:
             nxt = self._walk_one(probe, part)
             if nxt is None:
                 break
             probe = nxt
-            inside = inside or probe in self._reachable(moved)
+            inside = inside or probe in below
         if inside:
             raise InvalidArgumentError(
                 f"{self.prefix}: {what}: cannot move an object into its own subtree; move it beside or above itself"
@@ -312,7 +323,7 @@ class GraphEdit:
                 del self.nodes[owner].slot_variables[index]
             return
         self._parent_of(path, what)  # refuses the root
-        target = self.find(path, what)
+        target = self._movable(path, what)
         for node in self.nodes:
             keep = [c for c in node.children if c.node_id != target]
             if len(keep) != len(node.children):

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -377,12 +378,14 @@ def _write(bundle: BundleReader, dst: str, items: list[_Item], graph_bytes: byte
     directory = os.path.dirname(os.path.abspath(dst))
     made = not os.path.isdir(directory)
     writer = BundleWriter(dst, len(used))
+    buffer = _ReadBuffer(bundle)
     try:
         for item in items:
-            value = bundle.read(item.source) if item.source is not None else item.value
+            value = buffer.read(item.source) if item.source is not None else item.value
             if item.cast is not None:
                 value = casting.cast_value(value, item.cast, item.key, bundle.prefix)
-            writer.add(item.key, value, shard[item.shard_id])
+            # add_many checksums a large tensor while it writes it; the buffer is free again after.
+            writer.add_many([(item.key, value)], shard[item.shard_id])
             del value
         if graph_bytes is not None:
             writer.add(OBJECT_GRAPH_KEY, graph_bytes)
@@ -393,3 +396,25 @@ def _write(bundle: BundleReader, dst: str, items: list[_Item], graph_bytes: byte
             with contextlib.suppress(OSError):
                 os.rmdir(directory)  # only if empty: it held nothing before
         raise
+
+
+class _ReadBuffer:
+    """Reads numeric tensors into one reused buffer (as large as the largest), so that copying a
+    checkpoint does not fault in fresh pages for every tensor; a value is valid until the next read."""
+
+    def __init__(self, bundle: BundleReader) -> None:
+        self.bundle = bundle
+        self.memory = bytearray()
+
+    def read(self, key: str) -> Any:
+        entry = self.bundle.entry(key)
+        dtype = self.bundle.checked(entry)
+        count = math.prod(entry.shape)
+        if dtype.is_string or not count:
+            return self.bundle.read_checked(entry, dtype)
+        size = count * dtype.itemsize
+        if len(self.memory) < size:
+            self.memory = bytearray()  # the old one goes first: memory holds one tensor, not two
+            self.memory = bytearray(size)
+        out = np.frombuffer(self.memory, dtype=dtype.numpy, count=count).reshape(entry.shape)
+        return self.bundle.read_checked(entry, dtype, out)
