@@ -89,22 +89,20 @@ def parse_add(text: str) -> tuple[str, np.ndarray]:
 def _add_rewrite(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("src", help="the checkpoint to read: a prefix, or a directory with a 'checkpoint' file")
     parser.add_argument("dst", help="the prefix to write (not the source)")
-    parser.add_argument("--rename", action="append", default=[], metavar="OLD=NEW", help="move an object (repeatable)")
-    parser.add_argument("--drop", action="append", default=[], metavar="PATH", help="drop an object or slots")
-    parser.add_argument(
-        "--add", action="append", default=[], metavar="PATH=VALUE", help="add a variable: FILE.npy or DTYPE:JSON"
-    )
-    parser.add_argument("--cast", action="append", default=[], metavar="PATH=DTYPE", help="cast floats or ints")
+    parser.add_argument("--rename", action="append", metavar="OLD=NEW", help="move an object (repeatable)")
+    parser.add_argument("--drop", action="append", metavar="PATH", help="drop an object or slots")
+    parser.add_argument("--add", action="append", metavar="PATH=VALUE", help="add a variable: FILE.npy or DTYPE:JSON")
+    parser.add_argument("--cast", action="append", metavar="PATH=DTYPE", help="cast floats or ints")
 
 
 def _run_rewrite(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     written = tp.rewrite(
         args.src,
         args.dst,
-        rename=[parse_pair(r, "--rename") for r in args.rename],
-        drop=args.drop,
-        add=dict(parse_add(a) for a in args.add),
-        cast=dict(parse_pair(c, "--cast") for c in args.cast),
+        rename=[parse_pair(r, "--rename") for r in args.rename or ()],
+        drop=args.drop or (),
+        add=dict(parse_add(a) for a in args.add or ()),
+        cast=dict(parse_pair(c, "--cast") for c in args.cast or ()),
     )
     return _report(written, out)
 
