@@ -136,3 +136,28 @@ def test_merge_writes_the_files_tf_merge_v2_checkpoints_writes(tmp_path) -> None
     for filename in theirs:
         assert (tmp_path / "tf" / filename).read_bytes() == (tmp_path / "ours" / filename).read_bytes(), filename
     np.testing.assert_array_equal(tf.train.load_checkpoint(ours).get_tensor("big"), big)
+
+
+def test_tf_restores_a_renamed_keras_model_and_optimizer(tmp_path) -> None:
+    """Keras 3 under TF: the weights are reached first through the optimizer, and stay named so."""
+    keras = pytest.importorskip("keras")
+
+    def build():
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dense(2)])
+        return model, keras.optimizers.Adam(0.01)
+
+    model, optimizer = build()
+    model.compile(optimizer=optimizer, loss="mse")
+    model.fit(np.ones((8, 3)), np.ones((8, 2)), epochs=2, verbose=0)
+    src = tf.train.Checkpoint(model=model, optimizer=optimizer).write(str(tmp_path / "src"))
+    out = tp.rewrite(src, str(tmp_path / "out"), rename={"model": "net", "optimizer": "training/adam"})
+    assert tp.verify_checkpoint(out) == []
+    fresh, fresh_optimizer = build()
+    fresh_optimizer.build(fresh.trainable_variables)
+    checkpoint = tf.train.Checkpoint(net=fresh, training=tf.Module())
+    checkpoint.training.adam = fresh_optimizer
+    checkpoint.read(out).assert_consumed()
+    for ours, theirs in zip(fresh.weights, model.weights):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    for ours, theirs in zip(fresh_optimizer.variables, optimizer.variables):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
