@@ -270,6 +270,10 @@ def test_name_based_checkpoints_are_rewritten_by_key(tmp_path) -> None:
         tp.rewrite(src, str(tmp_path / "x"), rename={"layers": "step"})
     with pytest.raises(tp.errors.NotFoundError, match="no key is or starts with 'lay/'"):
         tp.rewrite(src, str(tmp_path / "x"), rename={"lay": "x"})
+    with pytest.raises(tp.errors.InvalidArgumentError, match="rename: an empty key"):
+        tp.rewrite(src, str(tmp_path / "x"), rename={"": "x"})
+    everything = tp.rewrite(src, str(tmp_path / "half"), cast={"": "float16"})  # "" is every key
+    assert set(tp.load_checkpoint(everything).get_variable_to_dtype_map().values()) == {np.dtype("f2"), np.dtype("i8")}
 
 
 def test_cli_rewrite(tmp_path, capsys) -> None:

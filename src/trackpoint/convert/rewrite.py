@@ -190,7 +190,7 @@ def _cast_for(key: str, dtype: DType | None, rules: list[DType]) -> DType | None
 
 
 def _under(key: str, path: str) -> bool:
-    return key == path or key.startswith(path + "/")
+    return key == path or key.startswith(path + "/") or not path
 
 
 def _plan_keys(
@@ -204,6 +204,11 @@ def _plan_keys(
 ) -> list[_Item]:
     """The result's tensors for a checkpoint without an object graph: every rule works on keys."""
     current = {key: key for key in keys}  # result key -> source key
+    for what, path in (
+        [("drop", p) for p in drops] + [("rename", p) for pair in renames for p in pair] + [("add", p) for p in adds]
+    ):
+        if not path:
+            raise InvalidArgumentError(f"{prefix}: {what}: an empty key; name a key or a key prefix such as 'layer'")
     for path in drops:
         hit = [k for k in current if _under(k, path)]
         if not hit:
