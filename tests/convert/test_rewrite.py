@@ -14,7 +14,7 @@ from trackpoint import cli
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import read_object_graph
-from trackpoint.convert.graph_edit import tf_paths
+from trackpoint.convert.object_paths import tf_paths
 
 
 def assert_consistent(prefix: str) -> None:

@@ -34,38 +34,26 @@ Example:
 from __future__ import annotations
 
 import bisect
-import contextlib
-import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from trackpoint._format import slices
 from trackpoint._format.bundle_reader import BundleReader
-from trackpoint._format.bundle_writer import BundleWriter, dtype_of
+from trackpoint._format.bundle_writer import dtype_of
 from trackpoint._format.dtypes import DType
 from trackpoint._format.state_file import resolve_prefix
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import read_object_graph
 from trackpoint.convert import casting
-from trackpoint.convert.graph_edit import GraphEdit, tf_paths
+from trackpoint.convert.graph_edit import GraphEdit
+from trackpoint.convert.object_paths import tf_paths
+from trackpoint.convert.tensor_copy import Item, write_items
 from trackpoint.errors import InvalidArgumentError, NotFoundError
 
 __all__ = ["rewrite", "source_prefix"]
-
-
-@dataclass(frozen=True)
-class _Item:
-    """One tensor of the result: its key, where its value comes from, and any cast."""
-
-    key: str
-    source: str | None  # the source key, or None for an added value
-    value: Any = None
-    cast: DType | None = None
-    shard_id: int = 0
 
 
 def rewrite(
@@ -127,7 +115,7 @@ def rewrite(
             items, graph_bytes = _plan_keys(prefix, visible, renames, drops, adds, casts, entries), None
         else:
             items, graph_bytes = _plan_graph(prefix, graph, visible, renames, drops, adds, casts, entries)
-        _write(bundle, dst, items, graph_bytes)
+        write_items(bundle, dst, items, graph_bytes)
     return dst
 
 
@@ -201,7 +189,7 @@ def _plan_keys(
     adds: dict[str, Any],
     casts: dict[str, DType],
     entries: Mapping[str, Any],
-) -> list[_Item]:
+) -> list[Item]:
     """The result's tensors for a checkpoint without an object graph: every rule works on keys."""
     current = {key: key for key in keys}  # result key -> source key
     for what, path in (
@@ -228,10 +216,10 @@ def _plan_keys(
     for key, source in current.items():
         entry = entries[source]
         rules = [t for p, t in casts.items() if _under(key, p)]
-        items.append(_Item(key, source, cast=_cast_for(key, entry.dtype, rules), shard_id=entry.shard_id))
+        items.append(Item(key, source, cast=_cast_for(key, entry.dtype, rules), shard_id=entry.shard_id))
     for path, value in adds.items():
         rules = [t for p, t in casts.items() if _under(path, p)]
-        items.append(_Item(path, None, value, _cast_for(path, dtype_of(value, path), rules)))
+        items.append(Item(path, None, value, _cast_for(path, dtype_of(value, path), rules)))
     _check_casts(prefix, casts, items, entries, lambda item, p: _under(item.key, p))
     return items
 
@@ -253,7 +241,7 @@ def _plan_graph(
     adds: dict[str, Any],
     casts: dict[str, DType],
     entries: Mapping[str, Any],
-) -> tuple[list[_Item], bytes]:
+) -> tuple[list[Item], bytes]:
     """The result's tensors and object graph for an object-based checkpoint."""
     edit = GraphEdit(graph, prefix)
     for path in drops:
@@ -288,7 +276,7 @@ def _plan_graph(
     untracked = [k for k in keys if k not in tracked and k != OBJECT_GRAPH_KEY]
     # Each cast rule: the keys of the object it names, its descendants and their slots (result paths).
     targets = _cast_targets(prefix, new_graph, casts)
-    items: list[_Item] = []
+    items: list[Item] = []
     source_of = {new: old for old, new in key_map.items()}
     seen: set[str] = set(untracked)
     base_of: dict[str, str] = {}  # result key -> its attribute's key, which the cast rules name
@@ -311,12 +299,12 @@ def _plan_graph(
                 seen.add(key)
                 base_of[key] = base
                 if source is None:
-                    items.append(_Item(key, None, value, _cast_for(key, dtype_of(value, key), rules)))
+                    items.append(Item(key, None, value, _cast_for(key, dtype_of(value, key), rules)))
                 else:
                     entry = entries[source]
-                    items.append(_Item(key, source, cast=_cast_for(key, entry.dtype, rules), shard_id=entry.shard_id))
+                    items.append(Item(key, source, cast=_cast_for(key, entry.dtype, rules), shard_id=entry.shard_id))
     for key in untracked:
-        items.append(_Item(key, key, shard_id=entries[key].shard_id))
+        items.append(Item(key, key, shard_id=entries[key].shard_id))
     _check_casts(prefix, casts, items, entries, lambda item, p: base_of.get(item.key) in targets[p])
     return items, new_graph.SerializeToString()
 
@@ -351,7 +339,7 @@ def _cast_targets(prefix: str, graph: Any, casts: Mapping[str, DType]) -> dict[s
 
 
 def _check_casts(
-    prefix: str, casts: Mapping[str, DType], items: list[_Item], entries: Mapping[str, Any], covers: Any
+    prefix: str, casts: Mapping[str, DType], items: list[Item], entries: Mapping[str, Any], covers: Any
 ) -> None:
     """Refuse a cast rule that changes nothing (a typo, or a family mismatch such as ints to floats)."""
     for path, target in casts.items():
@@ -368,58 +356,8 @@ def _check_casts(
             )
 
 
-def _dtype(item: _Item, entries: Mapping[str, Any]) -> DType | None:
+def _dtype(item: Item, entries: Mapping[str, Any]) -> DType | None:
     if item.source is None:
         return dtype_of(item.value, item.key)
     dtype: DType | None = entries[item.source].dtype
     return dtype
-
-
-def _write(bundle: BundleReader, dst: str, items: list[_Item], graph_bytes: bytes | None) -> None:
-    """Copy the planned tensors one at a time; publish ``dst`` only when all are written."""
-    # Shards the result still uses, renumbered densely: every data file keeps at least one tensor.
-    used = sorted({item.shard_id for item in items} | {0})
-    shard = {old: new for new, old in enumerate(used)}
-    directory = os.path.dirname(os.path.abspath(dst))
-    made = not os.path.isdir(directory)
-    writer = BundleWriter(dst, len(used))
-    buffer = _ReadBuffer(bundle)
-    try:
-        for item in items:
-            value = buffer.read(item.source) if item.source is not None else item.value
-            if item.cast is not None:
-                value = casting.cast_value(value, item.cast, item.key, bundle.prefix)
-            # add_many checksums a large tensor while it writes it; the buffer is free again after.
-            writer.add_many([(item.key, value)], shard[item.shard_id])
-            del value
-        if graph_bytes is not None:
-            writer.add(OBJECT_GRAPH_KEY, graph_bytes)
-        writer.finish()
-    except BaseException:
-        writer.abort()
-        if made:
-            with contextlib.suppress(OSError):
-                os.rmdir(directory)  # only if empty: it held nothing before
-        raise
-
-
-class _ReadBuffer:
-    """Reads numeric tensors into one reused buffer (as large as the largest), so that copying a
-    checkpoint does not fault in fresh pages for every tensor; a value is valid until the next read."""
-
-    def __init__(self, bundle: BundleReader) -> None:
-        self.bundle = bundle
-        self.memory = bytearray()
-
-    def read(self, key: str) -> Any:
-        entry = self.bundle.entry(key)
-        dtype = self.bundle.checked(entry)
-        count = math.prod(entry.shape)
-        if dtype.is_string or not count:
-            return self.bundle.read_checked(entry, dtype)
-        size = count * dtype.itemsize
-        if len(self.memory) < size:
-            self.memory = bytearray()  # the old one goes first: memory holds one tensor, not two
-            self.memory = bytearray(size)
-        out = np.frombuffer(self.memory, dtype=dtype.numpy, count=count).reshape(entry.shape)
-        return self.bundle.read_checked(entry, dtype, out)

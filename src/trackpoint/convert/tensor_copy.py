@@ -1,0 +1,96 @@
+"""Copying planned tensors into a new checkpoint, one at a time, for ``rewrite``.
+
+Each source tensor is read into one reused buffer (as large as the largest tensor), cast if
+its rule says so, and appended to the new bundle, which is published only once every tensor
+is written; on any error nothing is published and the temporary files go.
+
+Example:
+    >>> import numpy as np, os, tempfile
+    >>> import trackpoint as tp
+    >>> from trackpoint._format.bundle_reader import BundleReader
+    >>> d = tempfile.mkdtemp()
+    >>> src = tp.save_tensors(os.path.join(d, "a"), {"w": np.ones(2)})
+    >>> with BundleReader(src) as bundle:
+    ...     write_items(bundle, os.path.join(d, "b"), [Item("v", "w")], None)
+    >>> tp.list_variables(os.path.join(d, "b"))
+    [('v', [2])]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.bundle_writer import BundleWriter
+from trackpoint._format.dtypes import DType
+from trackpoint._graph.keys import OBJECT_GRAPH_KEY
+from trackpoint.convert import casting
+
+__all__ = ["Item", "write_items"]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One tensor of the result: its key, where its value comes from, and any cast."""
+
+    key: str
+    source: str | None  # the source key, or None for an added value
+    value: Any = None
+    cast: DType | None = None
+    shard_id: int = 0
+
+
+def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: bytes | None) -> None:
+    """Copy the planned tensors one at a time; publish ``dst`` only when all are written."""
+    # Shards the result still uses, renumbered densely: every data file keeps at least one tensor.
+    used = sorted({item.shard_id for item in items} | {0})
+    shard = {old: new for new, old in enumerate(used)}
+    directory = os.path.dirname(os.path.abspath(dst))
+    made = not os.path.isdir(directory)
+    writer = BundleWriter(dst, len(used))
+    buffer = _ReadBuffer(bundle)
+    try:
+        for item in items:
+            value = buffer.read(item.source) if item.source is not None else item.value
+            if item.cast is not None:
+                value = casting.cast_value(value, item.cast, item.key, bundle.prefix)
+            # add_many checksums a large tensor while it writes it; the buffer is free again after.
+            writer.add_many([(item.key, value)], shard[item.shard_id])
+            del value
+        if graph_bytes is not None:
+            writer.add(OBJECT_GRAPH_KEY, graph_bytes)
+        writer.finish()
+    except BaseException:
+        writer.abort()
+        if made:
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)  # only if empty: it held nothing before
+        raise
+
+
+class _ReadBuffer:
+    """Reads numeric tensors into one reused buffer (as large as the largest), so that copying a
+    checkpoint does not fault in fresh pages for every tensor; a value is valid until the next read."""
+
+    def __init__(self, bundle: BundleReader) -> None:
+        self.bundle = bundle
+        self.memory = bytearray()
+
+    def read(self, key: str) -> Any:
+        entry = self.bundle.entry(key)
+        dtype = self.bundle.checked(entry)
+        count = math.prod(entry.shape)
+        if dtype.is_string or not count:
+            return self.bundle.read_checked(entry, dtype)
+        size = count * dtype.itemsize
+        if len(self.memory) < size:
+            self.memory = bytearray()  # the old one goes first: memory holds one tensor, not two
+            self.memory = bytearray(size)
+        out = np.frombuffer(self.memory, dtype=dtype.numpy, count=count).reshape(entry.shape)
+        return self.bundle.read_checked(entry, dtype, out)
