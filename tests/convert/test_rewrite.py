@@ -15,6 +15,7 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import read_object_graph
 from trackpoint.convert.object_paths import tf_paths
+from trackpoint.convert.rewrite import Step, plan_rewrite
 
 
 def assert_consistent(prefix: str) -> None:
@@ -310,3 +311,26 @@ def test_cli_rewrite(tmp_path, capsys) -> None:
     assert cli.main(["rewrite", src, str(tmp_path / "bad"), "--add", "x=float32:[1,"]) == 1
     assert "DTYPE:JSON" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "bad.index")
+
+
+def test_a_plan_lists_what_a_rewrite_would_write_and_writes_nothing(tmp_path, capsys) -> None:
+    src, _ = _source(tmp_path)
+    rules = {"rename": {"model/encoder": "model/enc"}, "drop": [".OPTIMIZER_SLOT/m"], "cast": {"model/head": "float16"}}
+    steps = plan_rewrite(src, **rules)
+    out = tp.rewrite(src, str(tmp_path / "real"), **rules)
+    written = set(tp.load_checkpoint(out).get_variable_to_shape_map()) - {OBJECT_GRAPH_KEY}
+    assert {step.key for step in steps} == written
+    assert Step(W, "model/enc/w/.ATTRIBUTES/VARIABLE_VALUE", None) in steps
+    assert Step(HEAD, HEAD, "float16") in steps
+    dry = str(tmp_path / "dry" / "ckpt")
+    assert (
+        cli.main(
+            ["rewrite", src, dry, "--rename", "model/encoder=model/enc", "--drop", ".OPTIMIZER_SLOT/m", "--dry-run"]
+        )
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert f"{W} -> model/enc/w/.ATTRIBUTES/VARIABLE_VALUE" in text
+    assert "model/head/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE -> (dropped)" in text
+    assert "nothing was written" in text
+    assert not (tmp_path / "dry").exists()

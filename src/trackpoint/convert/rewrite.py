@@ -36,6 +36,7 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,11 +50,12 @@ from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import read_object_graph
 from trackpoint.convert import casting
 from trackpoint.convert.graph_edit import GraphEdit
+from trackpoint.convert.key_rules import cast_for, check_casts, plan_keys
 from trackpoint.convert.object_paths import tf_paths
 from trackpoint.convert.tensor_copy import Item, write_items
 from trackpoint.errors import InvalidArgumentError, NotFoundError
 
-__all__ = ["rewrite", "source_prefix"]
+__all__ = ["Step", "plan_rewrite", "rewrite", "source_prefix"]
 
 
 def rewrite(
@@ -95,28 +97,85 @@ def rewrite(
         >>> tp.list_variables(out)
         [('enc/w', [2])]
     """
-    prefix = source_prefix(src)
+    rules = _Rules.of(src, rename, drop, add, cast)
     dst = os.fspath(dst)
-    renames = _pairs(rename)
-    drops = _strings(drop, "drop")
-    adds = dict(add or {})
-    casts = {path: casting.target_dtype(spec, f"{path}={spec}") for path, spec in dict(cast or {}).items()}
-    if os.path.realpath(dst) == os.path.realpath(prefix):
+    if os.path.realpath(dst) == os.path.realpath(rules.prefix):
         raise InvalidArgumentError(
             f"rewrite: the destination {dst!r} is the source checkpoint; write to a new prefix", path=dst
         )
-    for path, value in adds.items():
-        _check_value(path, value)
-    with BundleReader(prefix) as bundle:
-        entries = {e.key: e for e in bundle.entries()}
-        visible = [key for key in entries if key not in _slice_keys(entries)]
-        graph = read_object_graph(bundle)
-        if graph is None:
-            items, graph_bytes = _plan_keys(prefix, visible, renames, drops, adds, casts, entries), None
-        else:
-            items, graph_bytes = _plan_graph(prefix, graph, visible, renames, drops, adds, casts, entries)
+    with BundleReader(rules.prefix) as bundle:
+        items, graph_bytes = rules.plan(bundle)
         write_items(bundle, dst, items, graph_bytes)
     return dst
+
+
+@dataclass(frozen=True)
+class Step:
+    """One tensor of a rewrite's result, as :func:`plan_rewrite` lists it.
+
+    Attributes:
+        source: The source key it is copied from; None for an added variable.
+        key: Its key in the result.
+        cast: The dtype it is cast to (``"bfloat16"``), or None when it keeps its own.
+    """
+
+    source: str | None
+    key: str
+    cast: str | None
+
+
+def plan_rewrite(
+    src: str,
+    rename: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    drop: Iterable[str] = (),
+    add: Mapping[str, Any] | None = None,
+    cast: Mapping[str, Any] | None = None,
+) -> list[Step]:
+    """What :func:`rewrite` with these rules would write, checked the same way, without writing.
+
+    A source key no step names is dropped. The object graph is left out of the list.
+
+    Example:
+        >>> import numpy as np, os, tempfile
+        >>> import trackpoint as tp
+        >>> src = tp.save_tensors(os.path.join(tempfile.mkdtemp(), "c"), {"a/w": np.ones(2), "b": np.ones(1)})
+        >>> plan_rewrite(src, rename={"a": "enc"}, drop=["b"], cast={"enc": "float16"})
+        [Step(source='a/w', key='enc/w', cast='float16')]
+    """
+    rules = _Rules.of(src, rename, drop, add, cast)
+    with BundleReader(rules.prefix) as bundle:
+        items, _ = rules.plan(bundle)
+    return [Step(i.source, i.key, None if i.cast is None else i.cast.name) for i in items]
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """A rewrite's rules, each checked for its form; :meth:`plan` checks them against a checkpoint."""
+
+    prefix: str
+    renames: list[tuple[str, str]]
+    drops: list[str]
+    adds: dict[str, Any]
+    casts: dict[str, DType]
+
+    @staticmethod
+    def of(src: str, rename: Any, drop: Any, add: Any, cast: Any) -> _Rules:
+        adds = dict(add or {})
+        for path, value in adds.items():
+            _check_value(path, value)
+        casts = {path: casting.target_dtype(spec, f"{path}={spec}") for path, spec in dict(cast or {}).items()}
+        return _Rules(source_prefix(src), _pairs(rename), _strings(drop, "drop"), adds, casts)
+
+    def plan(self, bundle: BundleReader) -> tuple[list[Item], bytes | None]:
+        """The result's tensors in write order, and its serialized object graph (None without one)."""
+        entries = {e.key: e for e in bundle.entries()}
+        hidden = _slice_keys(entries)
+        visible = [key for key in entries if key not in hidden]
+        graph = read_object_graph(bundle)
+        args = (visible, self.renames, self.drops, self.adds, self.casts, entries)
+        if graph is None:
+            return plan_keys(self.prefix, *args), None
+        return _plan_graph(self.prefix, graph, *args)
 
 
 def source_prefix(src: str) -> str:
@@ -168,70 +227,6 @@ def _slice_keys(entries: Mapping[str, Any]) -> set[str]:
     return hidden
 
 
-def _cast_for(key: str, dtype: DType | None, rules: list[DType]) -> DType | None:
-    """The last matching cast that changes a tensor of ``dtype``."""
-    found = None
-    for target in rules:
-        if dtype is not None and casting.applies(dtype, target):
-            found = target
-    return found
-
-
-def _under(key: str, path: str) -> bool:
-    return key == path or key.startswith(path + "/") or not path
-
-
-def _plan_keys(
-    prefix: str,
-    keys: list[str],
-    renames: list[tuple[str, str]],
-    drops: list[str],
-    adds: dict[str, Any],
-    casts: dict[str, DType],
-    entries: Mapping[str, Any],
-) -> list[Item]:
-    """The result's tensors for a checkpoint without an object graph: every rule works on keys."""
-    current = {key: key for key in keys}  # result key -> source key
-    for what, path in (
-        [("drop", p) for p in drops] + [("rename", p) for pair in renames for p in pair] + [("add", p) for p in adds]
-    ):
-        if not path:
-            raise InvalidArgumentError(f"{prefix}: {what}: an empty key; name a key or a key prefix such as 'layer'")
-    for path in drops:
-        hit = [k for k in current if _under(k, path)]
-        if not hit:
-            raise NotFoundError(f"{prefix}: drop {path!r}: no key is or starts with {path + '/'!r}", path=prefix)
-        for k in hit:
-            del current[k]
-    for old, new in renames:
-        hit = [k for k in current if _under(k, old)]
-        if not hit:
-            raise NotFoundError(f"{prefix}: rename {old!r}: no key is or starts with {old + '/'!r}", path=prefix)
-        moved = {new + k[len(old) :]: current.pop(k) for k in hit}
-        _refuse_clash(prefix, f"rename {old!r} -> {new!r}", moved, current)
-        current.update(moved)
-    for path in adds:
-        _refuse_clash(prefix, f"add {path!r}", {path: ""}, current)
-    items = []
-    for key, source in current.items():
-        entry = entries[source]
-        rules = [t for p, t in casts.items() if _under(key, p)]
-        items.append(Item(key, source, cast=_cast_for(key, entry.dtype, rules), shard_id=entry.shard_id))
-    for path, value in adds.items():
-        rules = [t for p, t in casts.items() if _under(path, p)]
-        items.append(Item(path, None, value, _cast_for(path, dtype_of(value, path), rules)))
-    _check_casts(prefix, casts, items, entries, lambda item, p: _under(item.key, p))
-    return items
-
-
-def _refuse_clash(prefix: str, what: str, new: Mapping[str, str], existing: Mapping[str, str]) -> None:
-    clash = sorted(set(new) & set(existing))
-    if clash:
-        raise InvalidArgumentError(
-            f"{prefix}: {what}: {clash[0]!r} already exists; drop it first or choose another name", path=prefix
-        )
-
-
 def _plan_graph(
     prefix: str,
     graph: Any,
@@ -260,7 +255,7 @@ def _plan_graph(
         for attr in node.attributes:
             found = [
                 k
-                for k in _stored_under(stored, attr.checkpoint_key)
+                for k in _storedunder(stored, attr.checkpoint_key)
                 if k == attr.checkpoint_key or k not in attribute_keys
             ]
             if not found and attr.checkpoint_key in key_map:
@@ -299,17 +294,17 @@ def _plan_graph(
                 seen.add(key)
                 base_of[key] = base
                 if source is None:
-                    items.append(Item(key, None, value, _cast_for(key, dtype_of(value, key), rules)))
+                    items.append(Item(key, None, value, cast_for(key, dtype_of(value, key), rules)))
                 else:
                     entry = entries[source]
-                    items.append(Item(key, source, cast=_cast_for(key, entry.dtype, rules), shard_id=entry.shard_id))
+                    items.append(Item(key, source, cast=cast_for(key, entry.dtype, rules), shard_id=entry.shard_id))
     for key in untracked:
         items.append(Item(key, key, shard_id=entries[key].shard_id))
-    _check_casts(prefix, casts, items, entries, lambda item, p: base_of.get(item.key) in targets[p])
+    check_casts(prefix, casts, items, entries, lambda item, p: base_of.get(item.key) in targets[p])
     return items, new_graph.SerializeToString()
 
 
-def _stored_under(stored: list[str], key: str) -> list[str]:
+def _storedunder(stored: list[str], key: str) -> list[str]:
     """The keys of ``stored`` (sorted) that are ``key`` or ``key-<suffix>``."""
     start = bisect.bisect_left(stored, key)
     found = [key] if start < len(stored) and stored[start] == key else []
@@ -336,28 +331,3 @@ def _cast_targets(prefix: str, graph: Any, casts: Mapping[str, DType]) -> dict[s
         }
         out[path] = {a.checkpoint_key for i in under if i in paths for a in graph.nodes[i].attributes}
     return out
-
-
-def _check_casts(
-    prefix: str, casts: Mapping[str, DType], items: list[Item], entries: Mapping[str, Any], covers: Any
-) -> None:
-    """Refuse a cast rule that changes nothing (a typo, or a family mismatch such as ints to floats)."""
-    for path, target in casts.items():
-        covered = [item for item in items if covers(item, path)]
-        if not any(item.cast is not None for item in covered) and not any(
-            _dtype(item, entries) is not None and _dtype(item, entries) == target for item in covered
-        ):
-            have = sorted({d.name for d in (_dtype(i, entries) for i in covered) if d is not None})
-            raise InvalidArgumentError(
-                f"{prefix}: cast {path!r} to {target.name}: it covers no {casting.family(target)} tensor "
-                f"(it holds {', '.join(have) or 'no tensors'}); ints and floats are never cast into each "
-                "other, nor bool, complex or string tensors",
-                path=prefix,
-            )
-
-
-def _dtype(item: Item, entries: Mapping[str, Any]) -> DType | None:
-    if item.source is None:
-        return dtype_of(item.value, item.key)
-    dtype: DType | None = entries[item.source].dtype
-    return dtype

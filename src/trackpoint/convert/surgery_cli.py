@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 
 import trackpoint as tp
+from trackpoint.convert.rewrite import plan_rewrite
+from trackpoint.convert.rewrite import source_prefix as rules_source
 
 __all__ = ["AVERAGE", "COMMANDS", "MERGE", "REWRITE", "Command", "parse_add", "parse_pair"]
 
@@ -93,18 +95,29 @@ def _add_rewrite(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--drop", action="append", metavar="PATH", help="drop an object or slots")
     parser.add_argument("--add", action="append", metavar="PATH=VALUE", help="add a variable: FILE.npy or DTYPE:JSON")
     parser.add_argument("--cast", action="append", metavar="PATH=DTYPE", help="cast floats or ints")
+    parser.add_argument("--dry-run", action="store_true", help="print what would be written, write nothing")
 
 
 def _run_rewrite(args: argparse.Namespace, out: Callable[[str], None]) -> int:
-    written = tp.rewrite(
-        args.src,
-        args.dst,
-        rename=[parse_pair(r, "--rename") for r in args.rename or ()],
-        drop=args.drop or (),
-        add=dict(parse_add(a) for a in args.add or ()),
-        cast=dict(parse_pair(c, "--cast") for c in args.cast or ()),
-    )
-    return _report(written, out)
+    rules: dict[str, Any] = {
+        "rename": [parse_pair(r, "--rename") for r in args.rename or ()],
+        "drop": args.drop or (),
+        "add": dict(parse_add(a) for a in args.add or ()),
+        "cast": dict(parse_pair(c, "--cast") for c in args.cast or ()),
+    }
+    if not args.dry_run:
+        return _report(tp.rewrite(args.src, args.dst, **rules), out)
+    steps = plan_rewrite(args.src, **rules)
+    kept = {step.source for step in steps}
+    for step in steps:
+        cast = f"  [cast to {step.cast}]" if step.cast else ""
+        out(f"{step.source if step.source is not None else '(added)'} -> {step.key}{cast}")
+    with tp.load_checkpoint(rules_source(args.src)) as reader:
+        for key in sorted(reader.get_variable_to_shape_map()):
+            if key not in kept and key != "_CHECKPOINTABLE_OBJECT_GRAPH":
+                out(f"{key} -> (dropped)")
+    out(f"dry run: {len(steps)} tensors would be written to {args.dst}; nothing was written")
+    return 0
 
 
 def _report(written: str, out: Callable[[str], None]) -> int:
