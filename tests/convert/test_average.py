@@ -46,6 +46,7 @@ def _expected(values: list[dict[str, object]], key: str, weights: list[float]) -
         ("uniform", [1 / 3] * 3),
         (("exponential", 0.9), [0.81, 0.09, 0.1]),
         ([1, 1, 2], [0.25, 0.25, 0.5]),
+        (np.array([2.0, 0.0, 2.0]), [0.5, 0.0, 0.5]),
     ],
 )
 def test_floats_are_averaged_in_float64_and_the_rest_comes_from_the_last(tmp_path, weights, factors) -> None:

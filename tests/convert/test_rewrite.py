@@ -334,3 +334,36 @@ def test_a_plan_lists_what_a_rewrite_would_write_and_writes_nothing(tmp_path, ca
     assert "model/head/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE -> (dropped)" in text
     assert "nothing was written" in text
     assert not (tmp_path / "dry").exists()
+
+
+def test_names_with_dots_and_slashes_are_written_escaped_as_keys_spell_them(tmp_path) -> None:
+    model = tp.Module()
+    model.dct = {"k/1": tp.Variable(np.ones(2, np.float32)), "x.y": tp.Variable(np.zeros(1, np.float32))}
+    src = tp.Checkpoint(model=model).write(str(tmp_path / "src"))
+    out = tp.rewrite(src, str(tmp_path / "out"), rename={"model/dct/k.S1": "model/other/a.Sb..c"})
+    assert_consistent(out)
+    keys = set(tp.load_checkpoint(out).get_variable_to_shape_map())
+    assert "model/other/a.Sb..c/.ATTRIBUTES/VARIABLE_VALUE" in keys
+    assert "model/dct/x..y/.ATTRIBUTES/VARIABLE_VALUE" in keys
+    fresh = tp.Module()
+    fresh.dct = {"x.y": tp.Variable(np.ones(1, np.float32))}
+    fresh.other = {"a/b.c": tp.Variable(np.zeros(2, np.float32))}
+    tp.Checkpoint(model=fresh).read(out).assert_consumed()
+    np.testing.assert_array_equal(fresh.other["a/b.c"].numpy(), [1.0, 1.0])
+    np.testing.assert_array_equal(fresh.dct["x.y"].numpy(), [0.0])
+
+
+@pytest.mark.slow
+def test_a_rewrite_holds_one_tensor_at_a_time(tmp_path) -> None:
+    import tracemalloc
+
+    size = 12 << 20  # 48 MiB of float32 each
+    src = tp.save_tensors(str(tmp_path / "src"), {f"w{n}": np.full(size, n, np.float32) for n in range(3)})
+    tracemalloc.start()
+    try:
+        out = tp.rewrite(src, str(tmp_path / "out"), rename={"w0": "v0"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < size * 4 + (16 << 20), peak / 2**20
+    assert float(tp.load_variable(out, "v0")[0]) == 0.0

@@ -69,7 +69,7 @@ def weights_for(count: int, weights: Any) -> list[float]:
         out = [(1.0 - decay) * decay ** (count - 1 - i) for i in range(count)]
         out[0] = decay ** (count - 1)
         return out
-    if isinstance(weights, str) or not isinstance(weights, Sequence):
+    if isinstance(weights, str) or not isinstance(weights, (Sequence, np.ndarray)):
         raise InvalidArgumentError(
             f"average: weights {weights!r}: pass None, 'uniform', ('exponential', decay) or one number per checkpoint"
         )
