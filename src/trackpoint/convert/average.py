@@ -60,7 +60,7 @@ def weights_for(count: int, weights: Any) -> list[float]:
     Raises:
         InvalidArgumentError: A malformed weights argument.
     """
-    if weights is None or weights == "uniform":
+    if weights is None or (isinstance(weights, str) and weights == "uniform"):
         return [1.0 / count] * count
     if isinstance(weights, tuple) and len(weights) == 2 and weights[0] == "exponential":
         decay = weights[1]
