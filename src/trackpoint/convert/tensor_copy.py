@@ -51,8 +51,7 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
     # Shards the result still uses, renumbered densely: every data file keeps at least one tensor.
     used = sorted({item.shard_id for item in items} | {0})
     shard = {old: new for new, old in enumerate(used)}
-    directory = os.path.dirname(os.path.abspath(dst))
-    made = not os.path.isdir(directory)
+    made = _missing_directories(os.path.dirname(os.path.abspath(dst)))
     writer = BundleWriter(dst, len(used))
     buffer = _ReadBuffer(bundle)
     try:
@@ -68,9 +67,9 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
         writer.finish()
     except BaseException:
         writer.abort()
-        if made:
+        for directory in made:  # deepest first; each only if empty: none held anything before
             with contextlib.suppress(OSError):
-                os.rmdir(directory)  # only if empty: it held nothing before
+                os.rmdir(directory)
         raise
 
 
@@ -94,3 +93,15 @@ class _ReadBuffer:
             self.memory = bytearray(size)
         out = np.frombuffer(self.memory, dtype=dtype.numpy, count=count).reshape(entry.shape)
         return self.bundle.read_checked(entry, dtype, out)
+
+
+def _missing_directories(directory: str) -> list[str]:
+    """The directories the writer will create for ``directory``, deepest first."""
+    missing = []
+    while directory and not os.path.isdir(directory):
+        missing.append(directory)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return missing
