@@ -138,6 +138,9 @@ def test_a_damaged_input_is_reported_and_nothing_is_published(tmp_path) -> None:
     with pytest.raises(tp.errors.DataLossError, match="checksum mismatch for key 'w'"):
         tp.average(paths, str(tmp_path / "mean"))
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("mean")) == []
+    with pytest.raises(tp.errors.DataLossError):
+        tp.average(paths, str(tmp_path / "new" / "dir" / "mean"))
+    assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.slow

@@ -38,6 +38,7 @@ from trackpoint._format.keys import encode_key
 from trackpoint._format.tensors import numeric_bytes_view
 from trackpoint.convert.casting import family
 from trackpoint.convert.rewrite import source_prefix
+from trackpoint.convert.tensor_copy import missing_directories
 from trackpoint.errors import DataLossError, InvalidArgumentError
 
 __all__ = ["average", "weights_for"]
@@ -123,6 +124,7 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
         last = layouts[-1]
         used = sorted({e.shard_id for e in last.values()} | {0})
         shard = {old: new for new, old in enumerate(used)}
+        made = missing_directories(os.path.dirname(os.path.abspath(out)))
         writer = BundleWriter(out, len(used))
         try:
             for key, entry in last.items():
@@ -136,6 +138,9 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
             writer.finish()
         except BaseException:
             writer.abort()
+            for directory in made:  # deepest first; each only if empty: none held anything before
+                with contextlib.suppress(OSError):
+                    os.rmdir(directory)
             raise
     return out
 

@@ -32,7 +32,7 @@ from trackpoint._format.dtypes import DType
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint.convert import casting
 
-__all__ = ["Item", "write_items"]
+__all__ = ["Item", "missing_directories", "write_items"]
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
     # Shards the result still uses, renumbered densely: every data file keeps at least one tensor.
     used = sorted({item.shard_id for item in items} | {0})
     shard = {old: new for new, old in enumerate(used)}
-    made = _missing_directories(os.path.dirname(os.path.abspath(dst)))
+    made = missing_directories(os.path.dirname(os.path.abspath(dst)))
     writer = BundleWriter(dst, len(used))
     buffer = _ReadBuffer(bundle)
     try:
@@ -95,7 +95,7 @@ class _ReadBuffer:
         return self.bundle.read_checked(entry, dtype, out)
 
 
-def _missing_directories(directory: str) -> list[str]:
+def missing_directories(directory: str) -> list[str]:
     """The directories the writer will create for ``directory``, deepest first."""
     missing = []
     while directory and not os.path.isdir(directory):
