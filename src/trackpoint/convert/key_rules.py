@@ -45,7 +45,9 @@ def plan_keys(
     entries: Mapping[str, Any],
 ) -> list[Item]:
     """The result's tensors for a checkpoint without an object graph: every rule works on keys."""
-    current = {key: key for key in keys}  # result key -> source key
+    # Result key -> source key, in the order the source's data files hold them (as its writer
+    # wrote them), so that a rewrite without rules writes the same files.
+    current = {key: key for key in sorted(keys, key=lambda k: (entries[k].shard_id, entries[k].offset))}
     for what, path in (
         [("drop", p) for p in drops] + [("rename", p) for pair in renames for p in pair] + [("add", p) for p in adds]
     ):

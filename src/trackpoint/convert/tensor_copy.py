@@ -48,8 +48,10 @@ class Item:
 
 def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: bytes | None) -> None:
     """Copy the planned tensors one at a time; publish ``dst`` only when all are written."""
-    # Shards the result still uses, renumbered densely: every data file keeps at least one tensor.
-    used = sorted({item.shard_id for item in items} | {0})
+    # The graph stays on its shard (TF puts it with the CPU's tensors). Shards the result still
+    # uses are renumbered densely: every data file keeps at least one tensor.
+    graph_shard = bundle.entry(OBJECT_GRAPH_KEY).shard_id if OBJECT_GRAPH_KEY in bundle else 0
+    used = sorted({item.shard_id for item in items} | {graph_shard})
     shard = {old: new for new, old in enumerate(used)}
     made = missing_directories(os.path.dirname(os.path.abspath(dst)))
     writer = BundleWriter(dst, len(used))
@@ -63,7 +65,7 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
             writer.add_many([(item.key, value)], shard[item.shard_id])
             del value
         if graph_bytes is not None:
-            writer.add(OBJECT_GRAPH_KEY, graph_bytes)
+            writer.add(OBJECT_GRAPH_KEY, graph_bytes, shard[graph_shard])
         writer.finish()
     except BaseException:
         writer.abort()
