@@ -161,3 +161,50 @@ def test_tf_restores_a_renamed_keras_model_and_optimizer(tmp_path) -> None:
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
     for ours, theirs in zip(fresh_optimizer.variables, optimizer.variables):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_tf_saving_the_changed_structure_writes_what_rewrite_wrote(tmp_path) -> None:
+    """The layout is TF's own: the structure restored from a rewrite, saved again by TF, gives the
+    same object graph (TF's process-wide slot names such as 'w/Adam_2' aside) and the same
+    tensors at the same offsets with the same checksums."""
+    from trackpoint._format.bundle_reader import BundleReader
+    from trackpoint._graph.object_graph import read_object_graph
+
+    src, _ = _source(str(tmp_path))
+    out = tp.rewrite(
+        src,
+        str(tmp_path / "out" / "ckpt"),
+        rename={"model/encoder": "model/backbone/encoder"},
+        drop=["model/bias/.OPTIMIZER_SLOT/m", "model/bias/.OPTIMIZER_SLOT/optimizer/v"],
+        add={"model/scale": np.full(4, 2.0, np.float32)},
+        cast={"model/head": "float64"},
+    )
+    # The moved encoder comes after head and bias, as rewrite appends what it moves, then scale.
+    model = tf.Module()
+    model.head = tf.Variable(tf.zeros(3, tf.float64), name="head")
+    model.bias = tf.Variable(0.0, name="bias")
+    model.backbone = tf.Module()
+    model.backbone.encoder = tf.Module()
+    model.backbone.encoder.w = tf.Variable(tf.zeros((2, 3)), name="w")
+    model.scale = tf.Variable(tf.zeros(4), name="scale")
+    optimizer = tf.compat.v1.train.AdamOptimizer(0.1)
+    optimizer.apply_gradients([(tf.zeros(3, tf.float64), model.head), (tf.zeros((2, 3)), model.backbone.encoder.w)])
+    tf.train.Checkpoint(model=model, optimizer=optimizer).read(out).assert_consumed()
+    again = tf.train.Checkpoint(model=model, optimizer=optimizer).write(str(tmp_path / "tf" / "ckpt"))
+
+    graphs = [read_object_graph(BundleReader(p)) for p in (out, again)]
+    for graph in graphs:
+        for node in graph.nodes:
+            for attr in node.attributes:
+                attr.ClearField("full_name")
+    assert graphs[0] == graphs[1]
+
+    def layout(prefix: str) -> dict[str, tuple[object, ...]]:
+        entries = BundleReader(prefix).entries()
+        return {e.key: (e.dtype_enum, e.shape, e.shard_id, e.offset, e.size, e.crc32c) for e in entries}
+
+    ours, theirs = layout(out), layout(again)
+    graph_key = "_CHECKPOINTABLE_OBJECT_GRAPH"
+    assert ours[graph_key][:4] == theirs[graph_key][:4]  # last in the data file, at the same offset
+    del ours[graph_key], theirs[graph_key]
+    assert ours == theirs
