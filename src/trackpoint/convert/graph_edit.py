@@ -80,7 +80,8 @@ class GraphEdit:
             node_id = found[0]
         return node_id
 
-    def _reachable(self, start: int) -> set[int]:
+    def reachable(self, start: int) -> set[int]:
+        """``start`` and every node below it along children."""
         seen = {start}
         queue = deque([start])
         while queue:
@@ -209,7 +210,7 @@ class GraphEdit:
             raise InvalidArgumentError(f"{self.prefix}: {what}: the object is already there; name another path")
         # Inside the subtree by name, or by a shared node that also hangs below it.
         inside = new_names[: len(old_names)] == old_names
-        below = self._reachable(moved)
+        below = self.reachable(moved)
         probe = 0
         for part in new_names[:-1]:
             nxt = self._walk_one(probe, part)

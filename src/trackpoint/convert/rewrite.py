@@ -255,7 +255,7 @@ def _plan_graph(
         for attr in node.attributes:
             found = [
                 k
-                for k in _storedunder(stored, attr.checkpoint_key)
+                for k in _stored_under(stored, attr.checkpoint_key)
                 if k == attr.checkpoint_key or k not in attribute_keys
             ]
             if not found and attr.checkpoint_key in key_map:
@@ -304,7 +304,7 @@ def _plan_graph(
     return items, new_graph.SerializeToString()
 
 
-def _storedunder(stored: list[str], key: str) -> list[str]:
+def _stored_under(stored: list[str], key: str) -> list[str]:
     """The keys of ``stored`` (sorted) that are ``key`` or ``key-<suffix>``."""
     start = bisect.bisect_left(stored, key)
     found = [key] if start < len(stored) and stored[start] == key else []
@@ -322,7 +322,7 @@ def _cast_targets(prefix: str, graph: Any, casts: Mapping[str, DType]) -> dict[s
     out: dict[str, set[str]] = {}
     for path in casts:
         node_id = edit.find(path, f"cast {path!r}")
-        under = edit._reachable(node_id)  # the same walk, on a graph of its own
+        under = edit.reachable(node_id)
         under |= {
             s.slot_variable_node_id
             for n in graph.nodes
