@@ -32,6 +32,7 @@ def cast_for(key: str, dtype: DType | None, rules: list[DType]) -> DType | None:
 
 
 def under(key: str, path: str) -> bool:
+    """Whether a rule for ``path`` covers ``key``: the key itself or one below it; ``""`` covers all."""
     return key == path or key.startswith(path + "/") or not path
 
 
@@ -81,6 +82,7 @@ def plan_keys(
 
 
 def refuse_clash(prefix: str, what: str, new: Mapping[str, str], existing: Mapping[str, str]) -> None:
+    """Raise naming the first of the ``new`` keys that ``existing`` already holds."""
     clash = sorted(set(new) & set(existing))
     if clash:
         raise InvalidArgumentError(
@@ -107,6 +109,7 @@ def check_casts(
 
 
 def item_dtype(item: Item, entries: Mapping[str, Any]) -> DType | None:
+    """The dtype a planned tensor has before any cast; None for one trackpoint cannot read."""
     if item.source is None:
         return dtype_of(item.value, item.key)
     dtype: DType | None = entries[item.source].dtype
