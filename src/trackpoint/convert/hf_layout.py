@@ -94,7 +94,8 @@ class SafetensorsSource:
 
     Args:
         path: A ``.safetensors`` file, a ``.safetensors.index.json``, or a directory holding
-            ``model.safetensors.index.json`` or ``model.safetensors`` (or one ``*.safetensors``).
+            ``model.safetensors`` or else ``model.safetensors.index.json`` (the order
+            ``transformers`` looks in), or else one ``*.safetensors`` file or index.
 
     Raises:
         NotFoundError: Nothing of the kind is there.
@@ -167,7 +168,7 @@ class SafetensorsSource:
 
 
 def _pick_in_directory(directory: str) -> str:
-    for name in ("model.safetensors.index.json", "model.safetensors"):
+    for name in ("model.safetensors", "model.safetensors.index.json"):  # transformers' order
         if os.path.isfile(os.path.join(directory, name)):
             return os.path.join(directory, name)
     found = sorted(n for n in os.listdir(directory) if n.endswith((".safetensors", ".safetensors.index.json")))

@@ -41,6 +41,7 @@ import numpy as np
 
 from trackpoint._format.atomic import fsync_directory, remove_quietly
 from trackpoint._format.temps import temp_path
+from trackpoint._format.writeback import WRITEBACK_BYTES, start_writeback
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError, WriteError
 
 if TYPE_CHECKING:
@@ -219,9 +220,13 @@ class SafetensorsWriter:
         done = 0
         while done < len(data):
             try:
-                done += os.pwrite(self._fd, data[done:], offset + done)
+                written = os.pwrite(self._fd, data[done : done + WRITEBACK_BYTES], offset + done)
             except OSError as exc:
                 raise WriteError(f"{self.path}: writing {self.temp} failed: {exc}", path=self.path) from exc
+            # Start each piece's writeback now, so the disk works while the next tensor is
+            # read and the closing fsync has little left (as a bundle's shard writer does).
+            start_writeback(self._fd, offset + done, written)
+            done += written
 
     def write(self, name: str, array: np.ndarray) -> None:
         """Write one tensor's values (any memory layout: a transposed view is written in chunks).
