@@ -8,8 +8,11 @@ named, :mod:`.to_tf` for the object graph built from dotted names, :mod:`.names`
 (rename, only, drop, transpose) and :mod:`.hf_layout` for the sharded layout.
 
 Everything is planned from the index or the header first (names, conflicts, dtypes
-safetensors cannot hold) before a byte is written; then each tensor is read into one reused
-buffer and written out, so memory stays at the largest tensor (twice that for a transposed one).
+safetensors cannot hold) before a byte is written. To safetensors, a plain tensor's stored bytes
+are copied in 1 MiB pieces and its checksum checked at its end (:mod:`.tf_stream`); a sliced,
+string, big-endian or transposed one is read whole into one reused buffer. From safetensors,
+each tensor is read into one reused buffer and handed to the bundle writer. So memory stays at
+the largest tensor read whole (twice that for a transposed one).
 
 Example:
     >>> import numpy as np, tempfile, os
@@ -36,7 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from trackpoint._format import atomic
-from trackpoint.convert import hf_layout, to_tf
+from trackpoint._format.bundle_reader import BundleReader
+from trackpoint.convert import hf_layout, tf_stream, to_tf
 from trackpoint.convert.names import MappingRow, NameRules, RenameSpec, check_conflicts
 from trackpoint.convert.safetensors_format import SafetensorsWriter, safetensors_dtype
 from trackpoint.convert.tf_names import default_names
@@ -123,7 +127,8 @@ def convert(
         mapping, skipped = _plan_from_tf(reader, rules, keys, include_slots, include_save_counter, skip_unsupported)
         if dry_run:
             return Conversion("tf->safetensors", mapping, skipped)
-        files = _write_safetensors(reader, mapping, os.fspath(dst), shard_bytes)
+        with BundleReader(reader.prefix) as bundle:
+            files = _write_safetensors(reader, bundle, mapping, os.fspath(dst), shard_bytes)
     return Conversion("tf->safetensors", mapping, skipped, files)
 
 
@@ -183,7 +188,7 @@ def _destination(dst: str) -> tuple[str, str]:
 
 
 def _write_safetensors(
-    reader: CheckpointReader, mapping: tuple[MappingRow, ...], dst: str, shard_bytes: int
+    reader: CheckpointReader, bundle: BundleReader, mapping: tuple[MappingRow, ...], dst: str, shard_bytes: int
 ) -> tuple[str, ...]:
     directory, single = _destination(dst)
     if os.path.exists(directory) and not os.path.isdir(directory):
@@ -193,7 +198,9 @@ def _write_safetensors(
     groups = hf_layout.plan_shards([(row.name, nbytes[row.name]) for row in mapping], shard_bytes)
     names = hf_layout.shard_names(single, len(groups))
     by_name = {row.name: row for row in mapping}
-    scratch = bytearray(max(nbytes.values(), default=0))
+    # Transposed, sliced, string or big-endian tensors are read whole, into one reused buffer.
+    slow = [row for row in mapping if row.transposed or not tf_stream.streamable(bundle, bundle.entry(row.source))]
+    scratch = bytearray(max((nbytes[row.name] for row in slow), default=0))
     writers: list[SafetensorsWriter] = []
     try:
         for group, file_name in zip(groups, names):
@@ -207,6 +214,10 @@ def _write_safetensors(
             writers.append(writer)
             for info in writer.layout.values():  # in file order: the writes are sequential
                 row = by_name[info.name]
+                entry = bundle.entry(row.source)
+                if not row.transposed and tf_stream.streamable(bundle, entry):
+                    writer.write_pieces(row.name, tf_stream.stored_pieces(bundle, entry))
+                    continue
                 source_shape = row.shape[::-1] if row.transposed else row.shape
                 count = math.prod(source_shape)
                 value = (

@@ -81,7 +81,8 @@ _BY_NUMPY = {dtype: name for name, dtype in DTYPE_NAMES.items()}
 _RANK = {name: rank for rank, name in enumerate(_ORDER)}
 # The official reader refuses headers above 100 MB; so do we, before reading one.
 MAX_HEADER_BYTES = 100_000_000
-_CHUNK = 16 << 20  # bytes per write when a tensor is not contiguous (a transpose): bounded extra memory
+_CHUNK = 16 << 20  # bytes per copy when a tensor is not contiguous (a transpose): bounded extra memory
+_WRITE_PIECE = 1 << 20
 
 
 def safetensors_dtype(dtype: np.dtype) -> str | None:
@@ -217,16 +218,19 @@ class SafetensorsWriter:
     def _pwrite(self, data: memoryview, offset: int) -> None:
         assert self._fd is not None
         data = data.cast("B") if data.ndim != 1 or data.format != "B" else data
-        done = 0
+        done = started = 0
         while done < len(data):
             try:
-                written = os.pwrite(self._fd, data[done : done + WRITEBACK_BYTES], offset + done)
+                # Pieces of 1 MiB: one large write of a tensor measured 2-5x slower, cold or warm
+                # (see PERFORMANCE.md, "Conversion"), than the same bytes in pieces.
+                done += os.pwrite(self._fd, data[done : done + _WRITE_PIECE], offset + done)
             except OSError as exc:
                 raise WriteError(f"{self.path}: writing {self.temp} failed: {exc}", path=self.path) from exc
-            # Start each piece's writeback now, so the disk works while the next tensor is
-            # read and the closing fsync has little left (as a bundle's shard writer does).
-            start_writeback(self._fd, offset + done, written)
-            done += written
+            if done - started >= WRITEBACK_BYTES or done == len(data):
+                # Start the writeback now, so the disk works while the rest is read and the
+                # closing fsync has little left (as a bundle's shard writer does).
+                start_writeback(self._fd, offset + started, done - started)
+                started = done
 
     def write(self, name: str, array: np.ndarray) -> None:
         """Write one tensor's values (any memory layout: a transposed view is written in chunks).
@@ -259,6 +263,30 @@ class SafetensorsWriter:
                 chunk = np.ascontiguousarray(array[start : start + rows])
                 self._pwrite(chunk.reshape(-1).view(np.uint8).data, offset)
                 offset += chunk.nbytes
+        self._pending.discard(name)
+
+    def write_pieces(self, name: str, pieces: Iterable[memoryview]) -> None:
+        """Write one tensor from its raw little-endian bytes, given in consecutive pieces.
+
+        Raises:
+            InvalidArgumentError: ``name`` is not planned or was written, or the pieces do not
+                add up to its size.
+        """
+        info = self.layout.get(name)
+        if info is None or name not in self._pending:
+            raise InvalidArgumentError(f"{self.path}: tensor {name!r} is not planned or was written", path=self.path)
+        offset = self._base + info.begin
+        for piece in pieces:
+            if offset + len(piece) > self._base + info.end:
+                break
+            self._pwrite(piece, offset)
+            offset += len(piece)
+        if offset != self._base + info.end:
+            raise InvalidArgumentError(
+                f"{self.path}: tensor {name!r} got {offset - self._base - info.begin} of its {info.nbytes} bytes",
+                path=self.path,
+                key=name,
+            )
         self._pending.discard(name)
 
     def finish(self) -> None:

@@ -1,0 +1,66 @@
+"""A TF checkpoint tensor's stored bytes, read in 1 MiB pieces with its checksum verified at the end.
+
+A plain numeric little-endian tensor is stored as the same row-major little-endian bytes a
+safetensors file holds, so converting it needs no array at all: each piece read from the data
+file is written straight out, and the crc32c is computed along the way. Small sequential pieces
+let the kernel's readahead and writeback overlap the disk's reads and writes, which one read and
+one write of a whole large tensor do not (see PERFORMANCE.md, "Conversion"). A tensor whose
+checksum fails raises after its bytes went out; the caller's destination is never published then.
+
+Sliced, string and big-endian tensors are not streamed (:func:`streamable` says so); the caller
+reads them whole.
+
+Example:
+    >>> import numpy as np, tempfile, os
+    >>> import trackpoint as tp
+    >>> from trackpoint._format.bundle_reader import BundleReader
+    >>> prefix = tp.save_tensors(os.path.join(tempfile.mkdtemp(), "ckpt"), {"w": np.arange(3, dtype=np.int32)})
+    >>> with BundleReader(prefix) as bundle:
+    ...     b"".join(bytes(piece) for piece in stored_pieces(bundle, bundle.entry("w")))
+    b'\\x00\\x00\\x00\\x00\\x01\\x00\\x00\\x00\\x02\\x00\\x00\\x00'
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from trackpoint._format.bundle_reader import BundleReader, Entry
+from trackpoint._format.crc import crc32c, unmask
+
+__all__ = ["PIECE_BYTES", "stored_pieces", "streamable"]
+
+PIECE_BYTES = 1 << 20
+
+
+def streamable(bundle: BundleReader, entry: Entry) -> bool:
+    """Whether ``entry``'s stored bytes are its values as safetensors stores them.
+
+    Also checks the entry against its data file first (size, range, dtype), raising as a read would.
+    """
+    dtype = bundle.checked(entry)
+    return not (entry.is_sliced or dtype.is_string or bundle.big_endian)
+
+
+def stored_pieces(bundle: BundleReader, entry: Entry, piece_bytes: int = PIECE_BYTES) -> Iterator[memoryview]:
+    """The stored bytes of a :func:`streamable` ``entry``, piece by piece (each view valid until the next).
+
+    Raises:
+        DataLossError: The file ends early, or the bytes fail their checksum (after the last piece).
+    """
+    fd = bundle.shard_fd(entry.shard_id, entry.key)[0]
+    buffer = memoryview(bytearray(min(piece_bytes, max(entry.size, 1))))
+    crc = 0
+    done = 0
+    while done < entry.size:
+        want = min(len(buffer), entry.size - done)
+        got = os.preadv(fd, [buffer[:want]], entry.offset + done)
+        if got <= 0:
+            path = bundle.data_path(entry.shard_id)
+            raise bundle.damaged(path, entry.key, f"{path}: unexpected end of file reading key {entry.key!r}")
+        piece = buffer[:got]
+        crc = crc32c(piece, crc)
+        done += got
+        yield piece
+    if crc != unmask(entry.crc32c):
+        raise bundle.checksum_mismatch(entry.shard_id, entry.key)
