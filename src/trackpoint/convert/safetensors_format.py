@@ -221,8 +221,8 @@ class SafetensorsWriter:
         done = started = 0
         while done < len(data):
             try:
-                # Pieces of 1 MiB: one large write of a tensor measured 2-5x slower, cold or warm
-                # (see PERFORMANCE.md, "Conversion"), than the same bytes in pieces.
+                # Pieces of 1 MiB: one write of a whole large tensor measured 2-5x slower than the
+                # same bytes in pieces, cold cache or warm (benchmarks/convert.py).
                 done += os.pwrite(self._fd, data[done : done + _WRITE_PIECE], offset + done)
             except OSError as exc:
                 raise WriteError(f"{self.path}: writing {self.temp} failed: {exc}", path=self.path) from exc

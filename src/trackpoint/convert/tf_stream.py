@@ -4,7 +4,7 @@ A plain numeric little-endian tensor is stored as the same row-major little-endi
 safetensors file holds, so converting it needs no array at all: each piece read from the data
 file is written straight out, and the crc32c is computed along the way. Small sequential pieces
 let the kernel's readahead and writeback overlap the disk's reads and writes, which one read and
-one write of a whole large tensor do not (see PERFORMANCE.md, "Conversion"). A tensor whose
+one write of a whole large tensor do not (measured with benchmarks/convert.py). A tensor whose
 checksum fails raises after its bytes went out; the caller's destination is never published then.
 
 Sliced, string and big-endian tensors are not streamed (:func:`streamable` says so); the caller
