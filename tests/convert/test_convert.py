@@ -293,3 +293,23 @@ def test_the_cli_refuses_malformed_rules_as_usage_errors(tmp_path, capsys) -> No
     assert "has no '='" in capsys.readouterr().err
     status = main(["convert", str(tmp_path / "missing"), str(tmp_path / "hf")])
     assert status == 1 and "trackpoint convert:" in capsys.readouterr().err
+
+
+def test_a_truncated_data_file_is_data_loss_and_leaves_no_file(tmp_path) -> None:
+    prefix = str(tmp_path / "src")
+    tp.save_tensors(prefix, {"a": np.ones(300_000, np.float32), "b": np.ones(10, np.float32)})
+    data = prefix + ".data-00000-of-00001"
+    os.truncate(data, os.path.getsize(data) - 1000)
+    out = tmp_path / "hf"
+    with pytest.raises(tp.errors.DataLossError) as caught:
+        tp.convert(prefix, str(out))
+    assert data in str(caught.value) or prefix in str(caught.value)
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_a_large_tensor_streams_in_pieces_bit_identical(tmp_path) -> None:
+    value = np.random.default_rng(5).standard_normal((700, 1000)).astype(np.float32)  # 2.8 MB: three pieces
+    prefix = tp.save_tensors(str(tmp_path / "src"), {"w": value, "s": np.float64(2.5)})
+    tp.convert(prefix, str(tmp_path / "hf"))
+    loaded = safetensors_numpy.load_file(str(tmp_path / "hf" / "model.safetensors"))
+    assert loaded["w"].tobytes() == value.tobytes() and loaded["s"] == 2.5

@@ -207,3 +207,15 @@ def test_a_missing_file_or_tensor_is_not_found(tmp_path) -> None:
     _write(path, {"w": np.ones(1, np.float32)})
     with SafetensorsFile(path) as f, pytest.raises(tp.errors.NotFoundError, match="no tensor 'x'"):
         f.read("x")
+
+
+def test_raw_pieces_must_add_up_to_the_tensor(tmp_path) -> None:
+    path = str(tmp_path / "m.safetensors")
+    writer = SafetensorsWriter(path, [("a", np.dtype("f4"), (4,))])
+    with pytest.raises(tp.errors.InvalidArgumentError, match="got 8 of its 16 bytes"):
+        writer.write_pieces("a", [memoryview(bytes(8))])
+    with pytest.raises(tp.errors.InvalidArgumentError, match="got 0 of its 16 bytes"):
+        writer.write_pieces("a", [memoryview(bytes(20))])  # a piece past the end is not written
+    writer.write_pieces("a", [memoryview(np.arange(2, dtype=np.float32).tobytes())] * 2)
+    writer.finish()
+    assert np.array_equal(np_load(path)["a"], np.array([0, 1, 0, 1], np.float32))
