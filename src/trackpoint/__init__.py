@@ -20,6 +20,10 @@ from trackpoint._tracking.python_state import PythonState
 from trackpoint._tracking.variables import Variable
 from trackpoint.checkpoint import Checkpoint
 from trackpoint.checkpoint_view import CheckpointDiff, CheckpointView, ValueChange
+from trackpoint.convert.average import average
+from trackpoint.convert.convert import convert
+from trackpoint.convert.merge import merge
+from trackpoint.convert.rewrite import rewrite
 from trackpoint.manager import CheckpointManager
 from trackpoint.options import CheckpointOptions
 from trackpoint.reader import (
@@ -56,14 +60,18 @@ __all__ = [
     "Trackable",
     "ValueChange",
     "Variable",
+    "average",
+    "convert",
     "errors",
     "get_checkpoint_state",
     "latest_checkpoint",
     "list_variables",
     "load_checkpoint",
     "load_variable",
+    "merge",
     "optimizers",
     "repair_checkpoint",
+    "rewrite",
     "save_tensors",
     "sharding",
     "split_dependency",

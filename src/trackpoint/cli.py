@@ -29,6 +29,7 @@ import numpy as np
 import trackpoint as tp
 from trackpoint._format import naming
 from trackpoint._format.text import printable
+from trackpoint.convert import convert_cli, surgery_cli
 
 _BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, what the shell reports for a C program the signal ended
 _CHECKPOINT_FILE = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
@@ -409,6 +410,20 @@ def _parser() -> argparse.ArgumentParser:
         "--dir",
         help="where to keep the checkpoints: new, empty, or an earlier demo's (default: a new temporary directory)",
     )
+    convert = _command(
+        commands,
+        "convert",
+        lambda args: convert_cli.run(args, _out),
+        convert_cli.SUMMARY,
+        convert_cli.DESCRIPTION,
+        convert_cli.EXAMPLES,
+        takes_path=False,
+    )
+    convert_cli.add_arguments(convert)
+    for surgery in surgery_cli.COMMANDS:  # rewrite, average, merge
+        run = surgery.bind(_out)
+        sub = _command(commands, surgery.name, run, surgery.summary, surgery.description, surgery.examples, False)
+        surgery.add_arguments(sub)
     return parser
 
 

@@ -28,7 +28,17 @@ def test_version() -> None:
 
 
 def test_every_command_is_covered() -> None:
-    assert sorted(_commands()) == ["demo", "diff", "inspect", "tree", "verify"]
+    assert sorted(_commands()) == [
+        "average",
+        "convert",
+        "demo",
+        "diff",
+        "inspect",
+        "merge",
+        "rewrite",
+        "tree",
+        "verify",
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(_commands()))
