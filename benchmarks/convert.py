@@ -11,8 +11,8 @@ operation rotated, medians reported:
   tf->st        ``tp.convert(tf checkpoint, directory)``: one ``model.safetensors``
   cp st         ``cp`` of that safetensors file (the baseline of safetensors -> TF)
   st->tf        ``tp.convert(model.safetensors, prefix)``
-  rewrite       ``trackpoint.convert.rewrite.rewrite(src, dst, rename={"model": "net"})``, if present
-  average       ``trackpoint.convert.average.average([a, b], out)``, if present: it reads two
+  rewrite       ``trackpoint.tools.rewrite.rewrite(src, dst, rename={"model": "net"})``, if present
+  average       ``trackpoint.tools.average.average([a, b], out)``, if present: it reads two
                 checkpoints, so its ratio is against ``cp tf`` of one (it reads twice those bytes)
 
 Each child runs its operation once untimed (output deleted) before the timed run, as compare.py
@@ -69,7 +69,7 @@ def build(directory: str, tensors: int, tensor_mib: int) -> dict[str, Any]:
         tp.Checkpoint(model=model).write(prefix)
 
     checkpoint(os.path.join(directory, "a", "ckpt"), 0)
-    if _optional("trackpoint.convert.average", "average") is not None:
+    if _optional("trackpoint.tools.average", "average") is not None:
         checkpoint(os.path.join(directory, "b", "ckpt"), 1)
     tp.convert(os.path.join(directory, "a", "ckpt"), os.path.join(directory, "st"))
     files = _inputs(directory, "cp tf")
@@ -125,10 +125,10 @@ def child(operation: str, directory: str, cache: str) -> dict[str, Any]:
         "cp st": lambda: subprocess.run(["cp", *inputs, out], check=True),
         "tf->st": lambda: tp.convert(a, out),
         "st->tf": lambda: tp.convert(inputs[0], os.path.join(out, "ckpt")),
-        "rewrite": lambda: _optional("trackpoint.convert.rewrite", "rewrite")(
+        "rewrite": lambda: _optional("trackpoint.tools.rewrite", "rewrite")(
             a, os.path.join(out, "ckpt"), rename={"model": "net"}
         ),
-        "average": lambda: _optional("trackpoint.convert.average", "average")(
+        "average": lambda: _optional("trackpoint.tools.average", "average")(
             [a, os.path.join(directory, "b", "ckpt")], os.path.join(out, "ckpt")
         ),
     }[operation]
@@ -176,9 +176,9 @@ def child(operation: str, directory: str, cache: str) -> dict[str, Any]:
 
 def available(operation: str) -> bool:
     if operation == "rewrite":
-        return _optional("trackpoint.convert.rewrite", "rewrite") is not None
+        return _optional("trackpoint.tools.rewrite", "rewrite") is not None
     if operation == "average":
-        return _optional("trackpoint.convert.average", "average") is not None
+        return _optional("trackpoint.tools.average", "average") is not None
     return True
 
 

@@ -23,12 +23,23 @@ import trackpoint as tp
 
 def test_import_pulls_in_no_framework() -> None:
     code = (
-        "import sys, trackpoint, trackpoint.cli, trackpoint.demo, trackpoint.reader\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'tensorflow', 'torch', 'jax', 'keras'})\n"
+        "import sys, trackpoint, trackpoint.cli, trackpoint.demo, trackpoint.reader, trackpoint.tools.convert\n"
+        "optional = {'tensorflow', 'torch', 'jax', 'keras', 'safetensors', 'fsspec', 's3fs', 'gcsfs'}\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in optional)\n"
         "print(bad)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def test_the_tools_package_is_not_hidden_by_the_functions_it_exports() -> None:
+    """``tp.convert`` is a function; the package holding it is ``trackpoint.tools``, importable by name."""
+    import importlib
+
+    for name in ("convert", "rewrite", "average", "merge"):
+        module = importlib.import_module(f"trackpoint.tools.{name}")
+        assert getattr(module, name) is getattr(tp, name)
+        assert callable(getattr(tp, name))
 
 
 def test_a_first_save_and_restore_import_nothing_more(tmp_path) -> None:

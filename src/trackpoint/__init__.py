@@ -20,10 +20,6 @@ from trackpoint._tracking.python_state import PythonState
 from trackpoint._tracking.variables import Variable
 from trackpoint.checkpoint import Checkpoint
 from trackpoint.checkpoint_view import CheckpointDiff, CheckpointView, ValueChange
-from trackpoint.convert.average import average
-from trackpoint.convert.convert import convert
-from trackpoint.convert.merge import merge
-from trackpoint.convert.rewrite import rewrite
 from trackpoint.manager import CheckpointManager
 from trackpoint.options import CheckpointOptions
 from trackpoint.reader import (
@@ -40,6 +36,10 @@ from trackpoint.reader import (
     verify_checkpoint,
 )
 from trackpoint.split_dependency import split_dependency
+from trackpoint.tools.average import average
+from trackpoint.tools.convert import convert
+from trackpoint.tools.merge import merge
+from trackpoint.tools.rewrite import rewrite
 
 __all__ = [
     "AutoTrackable",

@@ -29,7 +29,7 @@ import numpy as np
 import trackpoint as tp
 from trackpoint._format import naming
 from trackpoint._format.text import printable
-from trackpoint.convert import convert_cli, surgery_cli
+from trackpoint.tools import convert_cli, surgery_cli
 
 _BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, what the shell reports for a C program the signal ended
 _CHECKPOINT_FILE = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")

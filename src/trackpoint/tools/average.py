@@ -36,10 +36,10 @@ from trackpoint._format.crc import crc32c, unmask
 from trackpoint._format.dtypes import DType, enum_name
 from trackpoint._format.keys import encode_key
 from trackpoint._format.tensors import numeric_bytes_view
-from trackpoint.convert.casting import family
-from trackpoint.convert.rewrite import source_prefix
-from trackpoint.convert.tensor_copy import missing_directories
 from trackpoint.errors import DataLossError, InvalidArgumentError
+from trackpoint.tools.casting import family
+from trackpoint.tools.rewrite import source_prefix
+from trackpoint.tools.tensor_copy import missing_directories
 
 __all__ = ["average", "weights_for"]
 

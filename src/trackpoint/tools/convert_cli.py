@@ -22,8 +22,8 @@ from typing import TextIO
 
 import trackpoint as tp
 from trackpoint._format.text import printable
-from trackpoint.convert.hf_layout import parse_size
-from trackpoint.convert.names import mapping_table, parse_rename
+from trackpoint.tools.hf_layout import parse_size
+from trackpoint.tools.names import mapping_table, parse_rename
 
 __all__ = ["DESCRIPTION", "EXAMPLES", "SUMMARY", "add_arguments", "run"]
 

@@ -31,12 +31,12 @@ import numpy as np
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_writer import BundleWriter
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name
-from trackpoint.convert.hf_layout import SafetensorsSource
-from trackpoint.convert.names import MappingRow, NameRules, check_conflicts
 from trackpoint.errors import InvalidArgumentError
+from trackpoint.tools.hf_layout import SafetensorsSource
+from trackpoint.tools.names import MappingRow, NameRules, check_conflicts
 
 if TYPE_CHECKING:
-    from trackpoint.convert.convert import Conversion
+    from trackpoint.tools.convert import Conversion
 
 __all__ = ["build_graph", "convert_to_tf"]
 
@@ -102,8 +102,8 @@ def _walk(root: _Node) -> list[_Node]:
 def convert_to_tf(
     src: str, prefix: str, rules: NameRules, skip_unsupported: bool, save_counter: bool, dry_run: bool
 ) -> Conversion:
-    """:func:`trackpoint.convert.convert` from safetensors (see there)."""
-    from trackpoint.convert.convert import Conversion
+    """:func:`trackpoint.tools.convert` from safetensors (see there)."""
+    from trackpoint.tools.convert import Conversion
 
     del skip_unsupported  # every safetensors dtype has a TF checkpoint counterpart
     if os.path.isdir(prefix) or prefix.endswith(os.sep):

@@ -17,7 +17,7 @@ the largest tensor read whole (twice that for a transposed one).
 Example:
     >>> import numpy as np, tempfile, os
     >>> import trackpoint as tp
-    >>> from trackpoint.convert.convert import convert
+    >>> from trackpoint.tools.convert import convert
     >>> model = tp.Module(); model.dense = tp.Module(); model.dense.kernel = tp.Variable(np.ones((2, 3), np.float32))
     >>> directory = tempfile.mkdtemp()
     >>> path = tp.Checkpoint(model=model).save(directory + "/ckpt")
@@ -40,12 +40,12 @@ import numpy as np
 
 from trackpoint._format import atomic
 from trackpoint._format.bundle_reader import BundleReader
-from trackpoint.convert import hf_layout, tf_stream, to_tf
-from trackpoint.convert.names import MappingRow, NameRules, RenameSpec, check_conflicts
-from trackpoint.convert.safetensors_format import SafetensorsWriter, safetensors_dtype
-from trackpoint.convert.tf_names import default_names
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.reader import CheckpointReader, load_checkpoint
+from trackpoint.tools import hf_layout, tf_stream, to_tf
+from trackpoint.tools.names import MappingRow, NameRules, RenameSpec, check_conflicts
+from trackpoint.tools.safetensors_format import SafetensorsWriter, safetensors_dtype
+from trackpoint.tools.tf_names import default_names
 
 __all__ = ["Conversion", "convert"]
 

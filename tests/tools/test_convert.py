@@ -12,7 +12,7 @@ import pytest
 
 import trackpoint as tp
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint.convert.safetensors_format import SafetensorsFile
+from trackpoint.tools.safetensors_format import SafetensorsFile
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 

@@ -11,7 +11,7 @@ import pytest
 
 import trackpoint as tp
 from trackpoint import cli
-from trackpoint.convert import average as average_module
+from trackpoint.tools import average as average_module
 
 DTYPES = [np.float16, np.float32, np.float64, ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, np.complex64]
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from trackpoint._format.bundle_writer import dtype_of
 from trackpoint._format.dtypes import DType
-from trackpoint.convert import casting
-from trackpoint.convert.tensor_copy import Item
 from trackpoint.errors import InvalidArgumentError, NotFoundError
+from trackpoint.tools import casting
+from trackpoint.tools.tensor_copy import Item
 
 __all__ = ["cast_for", "check_casts", "item_dtype", "plan_keys", "refuse_clash", "under"]
 

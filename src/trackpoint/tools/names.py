@@ -110,7 +110,7 @@ class NameRules:
         drop: str | Iterable[str] | None = None,
         transpose: str | Iterable[str] | None = None,
     ) -> NameRules:
-        """Rules from the options of :func:`trackpoint.convert` (or the command line).
+        """Rules from the options of :func:`trackpoint.tools` (or the command line).
 
         Args:
             rename: ``'REGEX=REPLACEMENT'`` strings, ``(regex, replacement)`` pairs, or a dict

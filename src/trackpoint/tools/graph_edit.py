@@ -36,8 +36,8 @@ from trackpoint._graph.keys import (
     escape_local_name,
     slot_variable_key,
 )
-from trackpoint.convert.object_paths import SLOT_MARK, SlotSpec, mark_values, split_path, tf_paths
 from trackpoint.errors import InvalidArgumentError, NotFoundError
+from trackpoint.tools.object_paths import SLOT_MARK, SlotSpec, mark_values, split_path, tf_paths
 
 __all__ = ["GraphEdit"]
 

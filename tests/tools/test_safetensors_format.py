@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint.convert.safetensors_format import SafetensorsFile, SafetensorsWriter
+from trackpoint.tools.safetensors_format import SafetensorsFile, SafetensorsWriter
 
 safetensors = pytest.importorskip("safetensors")
 torch = pytest.importorskip("torch")

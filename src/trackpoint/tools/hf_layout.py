@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trackpoint._format import atomic
-from trackpoint.convert.safetensors_format import SafetensorsFile
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
+from trackpoint.tools.safetensors_format import SafetensorsFile
 
 __all__ = ["SafetensorsSource", "parse_size", "plan_shards", "shard_names", "write_index"]
 

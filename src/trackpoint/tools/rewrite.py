@@ -48,12 +48,12 @@ from trackpoint._format.dtypes import DType
 from trackpoint._format.state_file import resolve_prefix
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import read_object_graph
-from trackpoint.convert import casting
-from trackpoint.convert.graph_edit import GraphEdit
-from trackpoint.convert.key_rules import cast_for, check_casts, plan_keys
-from trackpoint.convert.object_paths import tf_paths
-from trackpoint.convert.tensor_copy import Item, write_items
 from trackpoint.errors import InvalidArgumentError, NotFoundError
+from trackpoint.tools import casting
+from trackpoint.tools.graph_edit import GraphEdit
+from trackpoint.tools.key_rules import cast_for, check_casts, plan_keys
+from trackpoint.tools.object_paths import tf_paths
+from trackpoint.tools.tensor_copy import Item, write_items
 
 __all__ = ["Step", "plan_rewrite", "rewrite", "source_prefix"]
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trackpoint as tp
-from tests.convert.test_rewrite import assert_consistent
+from tests.tools.test_rewrite import assert_consistent
 from trackpoint._graph.keys import escape_local_name
 
 NAMES = st.sampled_from(["a", "b", "x.y", "k/1", "..", "c.S"])

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 import trackpoint as tp
-from trackpoint.convert.rewrite import plan_rewrite
-from trackpoint.convert.rewrite import source_prefix as rules_source
+from trackpoint.tools.rewrite import plan_rewrite
+from trackpoint.tools.rewrite import source_prefix as rules_source
 
 __all__ = ["AVERAGE", "COMMANDS", "MERGE", "REWRITE", "Command", "parse_add", "parse_pair"]
 

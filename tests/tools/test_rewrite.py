@@ -14,8 +14,8 @@ from trackpoint import cli
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import read_object_graph
-from trackpoint.convert.object_paths import tf_paths
-from trackpoint.convert.rewrite import Step, plan_rewrite
+from trackpoint.tools.object_paths import tf_paths
+from trackpoint.tools.rewrite import Step, plan_rewrite
 
 
 def assert_consistent(prefix: str) -> None:

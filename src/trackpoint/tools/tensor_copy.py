@@ -30,7 +30,7 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import BundleWriter
 from trackpoint._format.dtypes import DType
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint.convert import casting
+from trackpoint.tools import casting
 
 __all__ = ["Item", "missing_directories", "write_items"]
 
