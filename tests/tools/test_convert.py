@@ -313,3 +313,37 @@ def test_a_large_tensor_streams_in_pieces_bit_identical(tmp_path) -> None:
     tp.convert(prefix, str(tmp_path / "hf"))
     loaded = safetensors_numpy.load_file(str(tmp_path / "hf" / "model.safetensors"))
     assert loaded["w"].tobytes() == value.tobytes() and loaded["s"] == 2.5
+
+
+def test_new_weights_never_mix_with_older_ones_in_the_destination(tmp_path) -> None:
+    """Shards go in place one by one before their index, and transformers loads a model.safetensors before
+    an index: so sharded output over any earlier weights, or a single file beside an index, is refused
+    with nothing written; a single file over a single file is replaced atomically."""
+    prefix = tp.save_tensors(str(tmp_path / "ckpt"), {f"w{i}": np.full(1000, i, np.float32) for i in range(3)})
+    out = tmp_path / "hf"
+    tp.convert(prefix, str(out))
+    tp.convert(prefix, str(out))  # one file over one file: replaced
+    before = sorted(os.listdir(out))
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"model\.safetensors.*remove them"):
+        tp.convert(prefix, str(out), max_shard_size="5KB")
+    assert sorted(os.listdir(out)) == before == ["model.safetensors"]
+
+    sharded = tmp_path / "sharded"
+    tp.convert(prefix, str(sharded), max_shard_size="5KB")
+    listed = sorted(os.listdir(sharded))
+    for size in ("5KB", "9KB", "5GB"):  # the same shard names, other ones, or one file beside the index
+        with pytest.raises(tp.errors.InvalidArgumentError, match="would mix with"):
+            tp.convert(prefix, str(sharded), max_shard_size=size)
+        assert sorted(os.listdir(sharded)) == listed
+
+
+def test_options_of_the_other_direction_are_refused_not_ignored(tmp_path) -> None:
+    st = _safetensors(tmp_path / "w.safetensors", {"model.w": np.ones(2, np.float32)})
+    for option in ({"keys": "tf"}, {"include_slots": True}, {"include_save_counter": True}, {"max_shard_size": "1MB"}):
+        name = next(iter(option))
+        with pytest.raises(tp.errors.InvalidArgumentError, match=rf"{name} applies to a TF checkpoint source"):
+            tp.convert(st, str(tmp_path / "ckpt"), **option)
+    prefix = tp.save_tensors(str(tmp_path / "tf"), {"w": np.ones(2, np.float32)})
+    with pytest.raises(tp.errors.InvalidArgumentError, match="save_counter=False applies to safetensors"):
+        tp.convert(prefix, str(tmp_path / "hf"), save_counter=False)
+    assert not (tmp_path / "ckpt.index").exists() and not (tmp_path / "hf").exists()

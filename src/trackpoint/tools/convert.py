@@ -121,7 +121,27 @@ def convert(
     """
     rules = NameRules.make(rename=rename, only=only, drop=drop, transpose=transpose)
     if hf_layout.is_safetensors_path(os.fspath(src)):
+        tf_only = {
+            "keys": keys != "path",
+            "include_slots": include_slots,
+            "include_save_counter": include_save_counter,
+            "max_shard_size": hf_layout.parse_size(max_shard_size) != hf_layout.DEFAULT_SHARD_SIZE,
+        }
+        given = [name for name, set_ in tf_only.items() if set_]
+        if given:
+            raise InvalidArgumentError(
+                f"{src}: {', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to a TF checkpoint source; "
+                "this source is safetensors weights, which convert to a TF checkpoint: leave "
+                f"{'it' if len(given) == 1 else 'them'} out",
+                path=os.fspath(src),
+            )
         return to_tf.convert_to_tf(os.fspath(src), os.fspath(dst), rules, skip_unsupported, save_counter, dry_run)
+    if not save_counter:
+        raise InvalidArgumentError(
+            f"{src}: save_counter=False applies to safetensors weights converted to TF; this source is a TF "
+            "checkpoint (include_save_counter=True converts its own save_counter)",
+            path=os.fspath(src),
+        )
     shard_bytes = hf_layout.parse_size(max_shard_size)
     with _open_tf(os.fspath(src)) as reader:
         mapping, skipped = _plan_from_tf(reader, rules, keys, include_slots, include_save_counter, skip_unsupported)
@@ -187,16 +207,43 @@ def _destination(dst: str) -> tuple[str, str]:
     return dst, SINGLE_FILE
 
 
+def _refuse_mixing(directory: str, single: str, names: list[str]) -> None:
+    """Refuse a destination whose existing weights the new files would mix with.
+
+    A single file replaces its namesake atomically, so that is allowed when no index is there. Shards
+    are put in place one by one before their index: over older weights a crash in between would
+    leave an index naming a mix of old and new files, and a ``model.safetensors`` left beside a new
+    index is what ``transformers`` loads first. So any of those already there is an error.
+    """
+    if not os.path.isdir(directory):
+        return
+    index = single + ".index.json"
+    stem = single.removesuffix(".safetensors")
+    present = sorted(
+        name
+        for name in os.listdir(directory)
+        if name == index
+        or (len(names) > 1 and (name == single or (name.startswith(stem + "-") and name.endswith(".safetensors"))))
+    )
+    if present:
+        raise InvalidArgumentError(
+            f"{directory}: already holds safetensors weights ({', '.join(present[:4])}) that the new "
+            f"{'shards' if len(names) > 1 else 'file'} would mix with; remove them or convert into another directory",
+            path=directory,
+        )
+
+
 def _write_safetensors(
     reader: CheckpointReader, bundle: BundleReader, mapping: tuple[MappingRow, ...], dst: str, shard_bytes: int
 ) -> tuple[str, ...]:
     directory, single = _destination(dst)
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise InvalidArgumentError(f"{dst}: exists and is not a directory; name a directory or a .safetensors file")
-    os.makedirs(directory, exist_ok=True)
     nbytes = {row.name: math.prod(row.shape) * row.dtype.itemsize for row in mapping}
     groups = hf_layout.plan_shards([(row.name, nbytes[row.name]) for row in mapping], shard_bytes)
     names = hf_layout.shard_names(single, len(groups))
+    _refuse_mixing(directory, single, names)
+    os.makedirs(directory, exist_ok=True)
     by_name = {row.name: row for row in mapping}
     # Transposed, sliced, string or big-endian tensors are read whole, into one reused buffer.
     slow = [row for row in mapping if row.transposed or not tf_stream.streamable(bundle, bundle.entry(row.source))]
