@@ -31,7 +31,6 @@ import numpy as np
 
 from trackpoint._format import slices
 from trackpoint._format.bundle_reader import BundleReader, Entry
-from trackpoint._format.bundle_writer import BundleWriter
 from trackpoint._format.crc import crc32c, unmask
 from trackpoint._format.dtypes import DType, enum_name
 from trackpoint._format.keys import encode_key
@@ -39,7 +38,7 @@ from trackpoint._format.tensors import numeric_bytes_view
 from trackpoint.errors import DataLossError, InvalidArgumentError
 from trackpoint.tools.casting import family
 from trackpoint.tools.rewrite import source_prefix
-from trackpoint.tools.tensor_copy import missing_directories
+from trackpoint.tools.tensor_copy import new_bundle
 
 __all__ = ["average", "weights_for"]
 
@@ -124,9 +123,7 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
         last = layouts[-1]
         used = sorted({e.shard_id for e in last.values()} | {0})
         shard = {old: new for new, old in enumerate(used)}
-        made = missing_directories(os.path.dirname(os.path.abspath(out)))
-        writer = BundleWriter(out, len(used))
-        try:
+        with new_bundle(out, len(used)) as writer:
             for key, entry in last.items():
                 dtype = entry.dtype
                 if dtype is not None and _averaged(dtype):
@@ -135,13 +132,6 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
                     value = bundles[-1].read(key)
                 writer.add(key, value, shard[entry.shard_id])
                 del value
-            writer.finish()
-        except BaseException:
-            writer.abort()
-            for directory in made:  # deepest first; each only if empty: none held anything before
-                with contextlib.suppress(OSError):
-                    os.rmdir(directory)
-            raise
     return out
 
 

@@ -1,4 +1,5 @@
-"""Copying planned tensors into a new checkpoint, one at a time, for ``rewrite``.
+"""Writing a new checkpoint for the tools: :func:`new_bundle` (all or nothing, the directories it
+made removed on failure), and :func:`write_items`, which copies ``rewrite``'s planned tensors one at a time.
 
 Each source tensor is read into one reused buffer (as large as the largest tensor), cast if
 its rule says so, and appended to the new bundle, which is published only once every tensor
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +34,7 @@ from trackpoint._format.dtypes import DType
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint.tools import casting
 
-__all__ = ["Item", "missing_directories", "write_items"]
+__all__ = ["Item", "new_bundle", "write_items"]
 
 
 @dataclass(frozen=True)
@@ -53,10 +55,8 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
     graph_shard = bundle.entry(OBJECT_GRAPH_KEY).shard_id if OBJECT_GRAPH_KEY in bundle else 0
     used = sorted({item.shard_id for item in items} | {graph_shard})
     shard = {old: new for new, old in enumerate(used)}
-    made = missing_directories(os.path.dirname(os.path.abspath(dst)))
-    writer = BundleWriter(dst, len(used))
     buffer = _ReadBuffer(bundle)
-    try:
+    with new_bundle(dst, len(used)) as writer:
         for item in items:
             value = buffer.read(item.source) if item.source is not None else item.value
             if item.cast is not None:
@@ -66,13 +66,6 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
             del value
         if graph_bytes is not None:
             writer.add(OBJECT_GRAPH_KEY, graph_bytes, shard[graph_shard])
-        writer.finish()
-    except BaseException:
-        writer.abort()
-        for directory in made:  # deepest first; each only if empty: none held anything before
-            with contextlib.suppress(OSError):
-                os.rmdir(directory)
-        raise
 
 
 class _ReadBuffer:
@@ -97,7 +90,24 @@ class _ReadBuffer:
         return self.bundle.read_checked(entry, dtype, out)
 
 
-def missing_directories(directory: str) -> list[str]:
+@contextlib.contextmanager
+def new_bundle(dst: str, num_shards: int = 1) -> Iterator[BundleWriter]:
+    """A bundle writer for ``dst``, published when the block ends; on any error nothing is
+    published, and the directories made for ``dst`` are removed again (each only if empty)."""
+    made = _missing_directories(os.path.dirname(os.path.abspath(dst)))
+    writer = BundleWriter(dst, num_shards)
+    try:
+        yield writer
+        writer.finish()
+    except BaseException:
+        writer.abort()
+        for directory in made:  # deepest first; none held anything before
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
+        raise
+
+
+def _missing_directories(directory: str) -> list[str]:
     """The directories the writer will create for ``directory``, deepest first."""
     missing = []
     while directory and not os.path.isdir(directory):

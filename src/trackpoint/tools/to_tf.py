@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
-from trackpoint._format.bundle_writer import BundleWriter
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.tools.hf_layout import SafetensorsSource
 from trackpoint.tools.names import MappingRow, NameRules, check_conflicts
+from trackpoint.tools.tensor_copy import new_bundle
 
 if TYPE_CHECKING:
     from trackpoint.tools.convert import Conversion
@@ -143,8 +143,7 @@ def _write(
 ) -> None:
     largest = max((source.where[row.source].tensors[row.source].nbytes for row in by_name.values()), default=0)
     scratch = bytearray(largest)
-    writer = BundleWriter(prefix)
-    try:
+    with new_bundle(prefix) as writer:
         for name, key in keys:  # breadth first, as tf.train.Checkpoint writes values
             row = by_name.get(name)
             if row is None:  # the save_counter added here
@@ -162,7 +161,3 @@ def _write(
                 value = np.ascontiguousarray(value.T)
             writer.add_many([(key, value)])
         writer.add(OBJECT_GRAPH_KEY, graph.SerializeToString())
-        writer.finish()
-    except BaseException:
-        writer.abort()
-        raise
