@@ -181,8 +181,8 @@ def _mean(bundles: list[BundleReader], entries: list[Entry], dtype: DType, facto
         total, part = acc[:n], term[:n]
         total.fill(0)
         for stream, factor in zip(streams, factors):
-            part[...] = stream.chunk(start, start + n, raw[:n])
-            part *= factor
+            # Widened and weighted in one pass (dtype=: a float16 times a Python float is otherwise float16).
+            np.multiply(stream.chunk(start, start + n, raw[:n]), factor, out=part, dtype=wide)
             total += part
         flat[start : start + n] = total
     for stream in streams:
