@@ -13,20 +13,6 @@ are copied in 1 MiB pieces and its checksum checked at its end (:mod:`.tf_stream
 string, big-endian or transposed one is read whole into one reused buffer. From safetensors,
 each tensor is read into one reused buffer and handed to the bundle writer. So memory stays at
 the largest tensor read whole (twice that for a transposed one).
-
-Example:
-    >>> import numpy as np, tempfile, os
-    >>> import trackpoint as tp
-    >>> from trackpoint.tools.convert import convert
-    >>> model = tp.Module(); model.dense = tp.Module(); model.dense.kernel = tp.Variable(np.ones((2, 3), np.float32))
-    >>> directory = tempfile.mkdtemp()
-    >>> path = tp.Checkpoint(model=model).save(directory + "/ckpt")
-    >>> result = convert(path, directory + "/hf", rename=[r"^model\\.="])
-    >>> [(row.source, row.name) for row in result.mapping], os.listdir(directory + "/hf")
-    ([('model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE', 'dense.kernel')], ['model.safetensors'])
-    >>> back = convert(directory + "/hf", directory + "/back/ckpt")
-    >>> tp.load_variable(directory + "/back/ckpt", "dense/kernel/.ATTRIBUTES/VARIABLE_VALUE").shape
-    (2, 3)
 """
 
 from __future__ import annotations
@@ -118,6 +104,19 @@ def convert(
             or tensors the destination cannot hold (without ``skip_unsupported``).
         NotFoundError: ``src`` does not exist.
         DataLossError: ``src`` is damaged.
+
+    Example:
+        >>> import numpy as np, tempfile, os
+        >>> import trackpoint as tp
+        >>> model = tp.Module(); model.dense = tp.Module(); model.dense.kernel = tp.Variable(np.ones((2, 3), np.float32))
+        >>> directory = tempfile.mkdtemp()
+        >>> path = tp.Checkpoint(model=model).save(directory + "/ckpt")
+        >>> result = tp.convert(path, directory + "/hf", rename=[r"^model\\.="])
+        >>> [(row.source, row.name) for row in result.mapping], os.listdir(directory + "/hf")
+        ([('model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE', 'dense.kernel')], ['model.safetensors'])
+        >>> back = tp.convert(directory + "/hf", directory + "/back/ckpt")
+        >>> tp.load_variable(directory + "/back/ckpt", "dense/kernel/.ATTRIBUTES/VARIABLE_VALUE").shape
+        (2, 3)
     """
     rules = NameRules.make(rename=rename, only=only, drop=drop, transpose=transpose)
     if hf_layout.is_safetensors_path(os.fspath(src)):

@@ -8,16 +8,6 @@ byte for byte, so every checksum stays valid, never decoded), each numbered by w
 first used, parts in the order given and keys in index order; entries keep their offsets and
 get the new shard ids; the slices of a partitioned tensor stored in several parts are joined
 under one full entry. The parts are left as they are.
-
-Example:
-    >>> import numpy as np, os, tempfile
-    >>> import trackpoint as tp
-    >>> d = tempfile.mkdtemp()
-    >>> a = tp.save_tensors(os.path.join(d, "part-0"), {"w": np.ones(2)})
-    >>> b = tp.save_tensors(os.path.join(d, "part-1"), {"b": np.zeros(3)})
-    >>> out = merge([a, b], os.path.join(d, "ckpt"))
-    >>> sorted(os.listdir(d))[:3], tp.list_variables(out)
-    (['ckpt.data-00000-of-00002', 'ckpt.data-00001-of-00002', 'ckpt.index'], [('b', [3]), ('w', [2])])
 """
 
 from __future__ import annotations
@@ -53,6 +43,16 @@ def merge(parts: Sequence[str], out: str) -> str:
         InvalidArgumentError: A key is in two parts (not as slices of one tensor), slices of one
             tensor disagree in dtype or shape, the parts differ in byte order, or ``out`` is a part.
         DataLossError: A part's index is damaged, or an entry lies outside its data file.
+
+    Example:
+        >>> import numpy as np, os, tempfile
+        >>> import trackpoint as tp
+        >>> d = tempfile.mkdtemp()
+        >>> a = tp.save_tensors(os.path.join(d, "part-0"), {"w": np.ones(2)})
+        >>> b = tp.save_tensors(os.path.join(d, "part-1"), {"b": np.zeros(3)})
+        >>> out = merge([a, b], os.path.join(d, "ckpt"))
+        >>> sorted(os.listdir(d))[:3], tp.list_variables(out)
+        (['ckpt.data-00000-of-00002', 'ckpt.data-00001-of-00002', 'ckpt.index'], [('b', [3]), ('w', [2])])
     """
     if isinstance(parts, str) or not parts:
         raise InvalidArgumentError("merge: pass a list of part prefixes, e.g. merge([part0, part1], out)")
