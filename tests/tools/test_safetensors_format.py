@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint.tools.safetensors_format import SafetensorsFile, SafetensorsWriter
+from trackpoint.tools.safetensors_format import SafetensorsFile
+from trackpoint.tools.safetensors_writer import SafetensorsWriter
 
 safetensors = pytest.importorskip("safetensors")
 torch = pytest.importorskip("torch")

@@ -30,7 +30,8 @@ from trackpoint.errors import InvalidArgumentError
 from trackpoint.reader import CheckpointReader, load_checkpoint
 from trackpoint.tools import hf_layout, tf_stream, to_tf
 from trackpoint.tools.names import MappingRow, NameRules, RenameSpec, check_conflicts
-from trackpoint.tools.safetensors_format import SafetensorsWriter, safetensors_dtype
+from trackpoint.tools.safetensors_format import safetensors_dtype
+from trackpoint.tools.safetensors_writer import SafetensorsWriter
 from trackpoint.tools.tf_names import default_names
 
 __all__ = ["Conversion", "convert"]
