@@ -347,3 +347,60 @@ def test_options_of_the_other_direction_are_refused_not_ignored(tmp_path) -> Non
     with pytest.raises(tp.errors.InvalidArgumentError, match="save_counter=False applies to safetensors"):
         tp.convert(prefix, str(tmp_path / "hf"), save_counter=False)
     assert not (tmp_path / "ckpt.index").exists() and not (tmp_path / "hf").exists()
+
+
+def test_include_graph_converts_back_to_the_same_checkpoint_that_restores(tmp_path) -> None:
+    path = _trained_checkpoint(tmp_path)
+    out = tmp_path / "hf"
+    result = tp.convert(path, str(out), include_graph=True)
+    names = {row.name for row in result.mapping}
+    assert "model/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE" in names  # slots kept
+    assert "save_counter/.ATTRIBUTES/VARIABLE_VALUE" in names
+    with SafetensorsFile(str(out / "model.safetensors")) as f:
+        assert set(f.metadata) == {"format", "tf.object_graph", "tf.string_tensors"}
+    back = str(tmp_path / "back" / "ckpt")
+    tp.convert(str(out), back)
+    with tp.CheckpointReader(path) as a, tp.CheckpointReader(back) as b:
+        assert a.get_tensor(OBJECT_GRAPH_KEY) == b.get_tensor(OBJECT_GRAPH_KEY)
+        assert a.get_variable_to_shape_map() == b.get_variable_to_shape_map()
+    model, optimizer = _model(), tp.optimizers.Adam(0.1)
+    optimizer.apply_gradients([(np.zeros_like(v.numpy()), v) for v in (model.dense.kernel, model.dense.bias)])
+    tp.Checkpoint(model=model, optimizer=optimizer).restore(back).assert_consumed()
+    slot = "model/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE"
+    assert np.array_equal(optimizer.get_slot(model.dense.kernel, "m").numpy(), tp.load_variable(path, slot))
+
+
+def test_include_graph_refuses_what_would_not_come_back_whole(tmp_path) -> None:
+    path = _trained_checkpoint(tmp_path)
+    for options in ({"rename": [r"^model\.="]}, {"drop": "bias"}, {"keys": "path"}):
+        with pytest.raises(tp.errors.InvalidArgumentError, match="include_graph keeps the whole checkpoint"):
+            tp.convert(path, str(tmp_path / "hf"), include_graph=True, **options)
+    tf1 = tp.save_tensors(str(tmp_path / "tf1"), {"w": np.ones(2, np.float32)})
+    with pytest.raises(tp.errors.InvalidArgumentError, match="no object graph to include"):
+        tp.convert(tf1, str(tmp_path / "hf"), include_graph=True)
+    assert not (tmp_path / "hf").exists()
+    out = tmp_path / "whole"
+    tp.convert(path, str(out), include_graph=True)
+    with pytest.raises(tp.errors.InvalidArgumentError, match="convert back whole"):
+        tp.convert(str(out), str(tmp_path / "back"), rename=["a=b"])
+
+
+def test_damaged_embedded_graph_metadata_is_data_loss(tmp_path) -> None:
+    path = _trained_checkpoint(tmp_path)
+    out = tmp_path / "hf"
+    tp.convert(path, str(out), include_graph=True)
+    loaded = safetensors_numpy.load_file(str(out / "model.safetensors"))
+    with SafetensorsFile(str(out / "model.safetensors")) as f:
+        metadata = dict(f.metadata)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    safetensors_numpy.save_file(loaded, str(broken / "model.safetensors"), {**metadata, "tf.object_graph": "!!"})
+    with pytest.raises(tp.errors.DataLossError, match="metadata is damaged"):
+        tp.convert(str(broken), str(tmp_path / "b1"))
+    incomplete = tmp_path / "incomplete"
+    incomplete.mkdir()
+    del loaded["model/embed/.ATTRIBUTES/VARIABLE_VALUE"]
+    safetensors_numpy.save_file(loaded, str(incomplete / "model.safetensors"), metadata)
+    with pytest.raises(tp.errors.DataLossError, match="names 1 tensor.*model/embed"):
+        tp.convert(str(incomplete), str(tmp_path / "b2"))
+    assert not list(tmp_path.glob("b[12]*"))

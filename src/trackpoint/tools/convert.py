@@ -26,11 +26,12 @@ import numpy as np
 
 from trackpoint._format import atomic
 from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.reader import CheckpointReader, load_checkpoint
-from trackpoint.tools import hf_layout, tf_stream, to_tf
+from trackpoint.tools import embedded_graph, hf_layout, tf_stream, to_tf
 from trackpoint.tools.names import MappingRow, NameRules, RenameSpec, check_conflicts
-from trackpoint.tools.safetensors_format import safetensors_dtype
+from trackpoint.tools.safetensors_format import MAX_HEADER_BYTES, safetensors_dtype
 from trackpoint.tools.safetensors_writer import SafetensorsWriter
 from trackpoint.tools.tf_names import default_names
 
@@ -60,13 +61,14 @@ def convert(
     src: str,
     dst: str,
     *,
-    keys: str = "path",
+    keys: str | None = None,
     rename: RenameSpec | Iterable[RenameSpec] | Mapping[str, str] | None = None,
     only: str | Iterable[str] | None = None,
     drop: str | Iterable[str] | None = None,
     transpose: str | Iterable[str] | None = None,
     include_slots: bool = False,
     include_save_counter: bool = False,
+    include_graph: bool = False,
     skip_unsupported: bool = False,
     max_shard_size: int | str = hf_layout.DEFAULT_SHARD_SIZE,
     save_counter: bool = True,
@@ -80,14 +82,18 @@ def convert(
         dst: For a TF source, a ``.safetensors`` file name or a directory (created; the file is
             ``model.safetensors``); shards are named ``model-00001-of-0000N.safetensors`` beside
             ``model.safetensors.index.json``. For a safetensors source, the checkpoint prefix.
-        keys: TF source: ``"path"`` names tensors by object path (``model.dense.kernel``),
-            ``"tf"`` by their raw keys.
+        keys: TF source: ``"path"`` (the default) names tensors by object path
+            (``model.dense.kernel``), ``"tf"`` by their raw keys.
         rename: ``'REGEX=REPLACEMENT'`` rules (or pairs, or a dict), applied in order.
         only: Keep only tensors whose (source-side) name matches one of these patterns.
         drop: Leave out tensors whose name matches one of these patterns.
         transpose: Transpose the 2-D tensors whose name matches (``[in, out]`` ↔ ``[out, in]``).
         include_slots: TF source: also convert optimizer slot variables.
         include_save_counter: TF source: also convert the root's ``save_counter``.
+        include_graph: TF source: keep the whole checkpoint for an exact way back: every tensor
+            under its TF key (slots and ``save_counter`` too), the object graph and the string
+            tensors in the first file's metadata (see :mod:`.embedded_graph`); takes no rules.
+            Converting such weights back to TF rebuilds the same graph and keys.
         skip_unsupported: Leave out (and report in :attr:`Conversion.skipped`) tensors the
             destination cannot hold (strings, complex128, ...) instead of refusing.
         max_shard_size: Largest safetensors shard, in bytes or like ``"500MB"`` (default 5 GB).
@@ -122,9 +128,10 @@ def convert(
     rules = NameRules.make(rename=rename, only=only, drop=drop, transpose=transpose)
     if hf_layout.is_safetensors_path(os.fspath(src)):
         tf_only = {
-            "keys": keys != "path",
+            "keys": keys is not None,
             "include_slots": include_slots,
             "include_save_counter": include_save_counter,
+            "include_graph": include_graph,
             "max_shard_size": hf_layout.parse_size(max_shard_size) != hf_layout.DEFAULT_SHARD_SIZE,
         }
         given = [name for name, set_ in tf_only.items() if set_]
@@ -143,13 +150,55 @@ def convert(
             path=os.fspath(src),
         )
     shard_bytes = hf_layout.parse_size(max_shard_size)
+    if include_graph:
+        _check_whole(os.fspath(src), rules, keys)
+        keys, include_slots, include_save_counter = "tf", True, True
     with _open_tf(os.fspath(src)) as reader:
-        mapping, skipped = _plan_from_tf(reader, rules, keys, include_slots, include_save_counter, skip_unsupported)
+        mapping, skipped = _plan_from_tf(
+            reader, rules, keys or "path", include_slots, include_save_counter, skip_unsupported, include_graph
+        )
         if dry_run:
             return Conversion("tf->safetensors", mapping, skipped)
+        metadata = {"format": "pt"}
+        if include_graph:
+            metadata |= _whole_checkpoint_metadata(reader, [key for key, _ in skipped])
+            skipped = ()
         with BundleReader(reader.prefix) as bundle:
-            files = _write_safetensors(reader, bundle, mapping, os.fspath(dst), shard_bytes)
+            files = _write_safetensors(reader, bundle, mapping, os.fspath(dst), shard_bytes, metadata)
     return Conversion("tf->safetensors", mapping, skipped, files)
+
+
+def _check_whole(src: str, rules: NameRules, keys: str | None) -> None:
+    """Refuse what would keep ``include_graph`` from converting back exactly."""
+    if rules != NameRules() or keys == "path":
+        raise InvalidArgumentError(
+            f"{src}: include_graph keeps the whole checkpoint under its TF keys, to convert back to the same "
+            "graph; it takes no rename/only/drop/transpose rules and no keys='path' (rewrite the TF checkpoint "
+            "with tp.rewrite first, or convert without include_graph)",
+            path=src,
+        )
+
+
+def _whole_checkpoint_metadata(reader: CheckpointReader, string_keys: list[str]) -> dict[str, str]:
+    """The object graph and the string tensors of ``reader``, as :mod:`.embedded_graph` metadata."""
+    if not reader.has_tensor(OBJECT_GRAPH_KEY):
+        raise InvalidArgumentError(
+            f"{reader.prefix}: a name-based checkpoint has no object graph to include; convert it without "
+            'include_graph (its keys="tf" names convert back to the same keys)',
+            path=reader.prefix,
+        )
+    graph = reader.get_tensor(OBJECT_GRAPH_KEY)
+    if not isinstance(graph, bytes):
+        raise InvalidArgumentError(f"{reader.prefix}: {OBJECT_GRAPH_KEY} is not a scalar string", path=reader.prefix)
+    metadata = embedded_graph.encode(graph, {key: reader.get_tensor(key) for key in string_keys})
+    size = sum(len(value) for value in metadata.values())
+    if size > MAX_HEADER_BYTES // 2:
+        raise InvalidArgumentError(
+            f"{reader.prefix}: its object graph and string tensors take {size} bytes of metadata, more than a "
+            f"safetensors header holds ({MAX_HEADER_BYTES // 2} here); convert without include_graph",
+            path=reader.prefix,
+        )
+    return metadata
 
 
 def _open_tf(src: str) -> CheckpointReader:
@@ -169,11 +218,15 @@ def _plan_from_tf(
     include_slots: bool,
     include_save_counter: bool,
     skip_unsupported: bool,
+    include_graph: bool = False,
 ) -> tuple[tuple[MappingRow, ...], tuple[tuple[str, str], ...]]:
+    """The mapping rows and the tensors left out (with ``include_graph``: the string tensors, which
+    go into the metadata instead)."""
     shapes = reader.get_variable_to_shape_map()
     dtypes = reader.get_variable_to_dtype_map()
     rows: list[MappingRow] = []
     unsupported: list[tuple[str, str]] = []
+    carried: list[tuple[str, str]] = []
     for key, default in default_names(reader, keys, include_slots, include_save_counter):
         shape = tuple(shapes[key])
         applied = rules.apply(default, shape)
@@ -183,9 +236,19 @@ def _plan_from_tf(
         dtype = dtypes[key]
         if safetensors_dtype(dtype) is None:
             what = "string" if dtype == np.dtype(object) else str(dtype)
+            if include_graph and what == "string":
+                carried.append((key, "string tensor: carried in the metadata"))
+                continue
             unsupported.append((key, f"{what} tensors cannot be stored in safetensors"))
             continue
         rows.append(MappingRow(key, name, dtype, shape[::-1] if transposed else shape, transposed))
+    if unsupported and include_graph:
+        raise InvalidArgumentError(
+            f"{reader.prefix}: include_graph needs every tensor, and {unsupported[0][0]!r} cannot be stored in "
+            "safetensors; convert without include_graph and with skip_unsupported=True",
+            path=reader.prefix,
+            key=unsupported[0][0],
+        )
     if unsupported and not skip_unsupported:
         listed = ", ".join(f"{key!r} ({reason.split(' ')[0]})" for key, reason in unsupported[:8])
         more = f" and {len(unsupported) - 8} more" if len(unsupported) > 8 else ""
@@ -197,7 +260,7 @@ def _plan_from_tf(
         )
     rows.sort(key=lambda row: row.name)
     check_conflicts(rows)
-    return tuple(rows), tuple(unsupported)
+    return tuple(rows), tuple(carried or unsupported)
 
 
 def _destination(dst: str) -> tuple[str, str]:
@@ -234,8 +297,15 @@ def _refuse_mixing(directory: str, single: str, names: list[str]) -> None:
 
 
 def _write_safetensors(
-    reader: CheckpointReader, bundle: BundleReader, mapping: tuple[MappingRow, ...], dst: str, shard_bytes: int
+    reader: CheckpointReader,
+    bundle: BundleReader,
+    mapping: tuple[MappingRow, ...],
+    dst: str,
+    shard_bytes: int,
+    metadata: dict[str, str],
 ) -> tuple[str, ...]:
+    """Write the tensors of ``mapping``, sharded as ``transformers`` does; ``metadata`` goes into the
+    first file (only its ``format`` into the others)."""
     directory, single = _destination(dst)
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise InvalidArgumentError(f"{dst}: exists and is not a directory; name a directory or a .safetensors file")
@@ -255,7 +325,7 @@ def _write_safetensors(
             writer = SafetensorsWriter(
                 os.path.join(directory, file_name),
                 [(row.name, row.dtype, row.shape) for row in rows],
-                {"format": "pt"},
+                metadata if not writers else {"format": metadata["format"]},
                 publish=False,
             )
             writers.append(writer)

@@ -83,11 +83,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--keys",
         choices=["path", "tf"],
-        default="path",
-        help="name by object path or raw TF key (default: %(default)s)",
+        help="name by object path or raw TF key (default: path)",
     )
     parser.add_argument("--include-slots", action="store_true", help="also convert optimizer slot variables")
     parser.add_argument("--include-save-counter", action="store_true", help="also convert the root's save_counter")
+    parser.add_argument(
+        "--include-graph",
+        action="store_true",
+        help="keep the whole checkpoint (TF keys, slots, object graph and strings in the metadata), so that "
+        "converting back gives the same checkpoint; takes no rules",
+    )
     parser.add_argument(
         "--skip-unsupported",
         action="store_true",
@@ -118,6 +123,7 @@ def run(args: argparse.Namespace, out: Callable[..., None] | None = None) -> int
         transpose=args.transpose,
         include_slots=args.include_slots,
         include_save_counter=args.include_save_counter,
+        include_graph=args.include_graph,
         skip_unsupported=args.skip_unsupported,
         max_shard_size=args.shard_size,
         save_counter=args.save_counter,

@@ -21,16 +21,20 @@ a checkpoint into TF objects only after ``drop``-ing or ``rename``-ing one side.
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name
-from trackpoint.errors import InvalidArgumentError
+from trackpoint._graph.object_graph import parse_graph
+from trackpoint.errors import DataLossError, InvalidArgumentError
+from trackpoint.tools import embedded_graph
 from trackpoint.tools.hf_layout import SafetensorsSource
 from trackpoint.tools.names import MappingRow, NameRules, check_conflicts
 from trackpoint.tools.tensor_copy import new_bundle
@@ -112,6 +116,9 @@ def convert_to_tf(
         )
     source = SafetensorsSource(src)
     try:
+        embedded = _embedded(source, rules)
+        if embedded is not None:
+            return _convert_whole(source, prefix, *embedded, dry_run)
         rows = []
         for name in sorted(source.where):
             info = source.where[name].tensors[name]
@@ -127,7 +134,7 @@ def convert_to_tf(
         if dry_run:
             return Conversion("safetensors->tf", tuple(rows))
         by_name = {row.name: row for row in rows}
-        _write(source, prefix, by_name, keys, graph)
+        _write(source, prefix, by_name, keys, graph.SerializeToString())
     finally:
         source.close()
     files = [prefix + ".index", prefix + ".data-00000-of-00001"]
@@ -139,15 +146,18 @@ def _write(
     prefix: str,
     by_name: dict[str, MappingRow],
     keys: list[tuple[str, str]],
-    graph: pb.TrackableObjectGraph,
+    graph: bytes,
+    strings: Mapping[str, Any] | None = None,
 ) -> None:
+    """Write ``keys`` (``(name, checkpoint key)``, in order) from ``source``, the string tensors
+    ``strings`` by key, and the serialized object ``graph``."""
     largest = max((source.where[row.source].tensors[row.source].nbytes for row in by_name.values()), default=0)
     scratch = bytearray(largest)
     with new_bundle(prefix) as writer:
         for name, key in keys:  # breadth first, as tf.train.Checkpoint writes values
             row = by_name.get(name)
-            if row is None:  # the save_counter added here
-                writer.add(key, np.int64(0))
+            if row is None:  # the save_counter added here, or a string tensor of the metadata
+                writer.add(key, strings[name] if strings and name in strings else np.int64(0))
                 continue
             info = source.where[row.source].tensors[row.source]
             count = math.prod(info.shape)
@@ -160,4 +170,65 @@ def _write(
             if row.transposed:
                 value = np.ascontiguousarray(value.T)
             writer.add_many([(key, value)])
-        writer.add(OBJECT_GRAPH_KEY, graph.SerializeToString())
+        writer.add(OBJECT_GRAPH_KEY, graph)
+
+
+def _embedded(source: SafetensorsSource, rules: NameRules) -> tuple[bytes, dict[str, Any], str] | None:
+    """The TF object graph and string tensors a file of ``source`` carries (see :mod:`.embedded_graph`),
+    with that file's path; None if none does."""
+    for path, opened in source.files.items():
+        found = embedded_graph.decode(opened.metadata, opened.path)
+        if found is None:
+            continue
+        if rules != NameRules():
+            raise InvalidArgumentError(
+                f"{path}: these weights carry their TF checkpoint's object graph (converted with include_graph), "
+                "so they convert back whole, under their TF keys, without rename/only/drop/transpose rules; "
+                "use tp.rewrite on the result",
+                path=path,
+            )
+        return (*found, opened.path)
+    return None
+
+
+def _convert_whole(
+    source: SafetensorsSource, prefix: str, graph_bytes: bytes, strings: dict[str, Any], path: str, dry_run: bool
+) -> Conversion:
+    """Safetensors converted with ``include_graph`` back to their checkpoint: the same keys and graph."""
+    from trackpoint.tools.convert import Conversion
+
+    graph = parse_graph(graph_bytes, path)
+    stored = sorted(set(source.where) | set(strings))
+    # An attribute's tensors: its key, or keys it begins (a saveable of several tensors, such as a
+    # lookup table's "<key>-keys" and "<key>-values").
+    found = {}
+    for node in graph.nodes:
+        for attribute in node.attributes:
+            key = attribute.checkpoint_key
+            start = bisect.bisect_left(stored, key)
+            stop = start
+            while stop < len(stored) and stored[stop].startswith(key):
+                stop += 1
+            found[key] = stored[start:stop]
+    missing = [key for key, keys in found.items() if not keys]
+    if missing:
+        raise DataLossError(
+            f"{path}: its object graph names {len(missing)} tensor(s) the weights lack, e.g. {missing[0]!r}; the "
+            "weights, or the TF checkpoint they came from, are incomplete (a per-device part of a save? tp.merge "
+            "the parts first)",
+            path=path,
+            key=missing[0],
+        )
+    rows = tuple(
+        MappingRow(name, name, info.dtype, info.shape, False)
+        for name in sorted(source.where)
+        for info in [source.where[name].tensors[name]]
+    )
+    check_conflicts([*rows, *(MappingRow(key, key, np.dtype(object), (), False) for key in strings)])
+    if dry_run:
+        return Conversion("safetensors->tf", rows)
+    # Values in the graph's order (as TF writes them), then any the graph does not name.
+    order = list(dict.fromkeys([key for keys in found.values() for key in keys] + stored))
+    _write(source, prefix, {row.name: row for row in rows}, [(key, key) for key in order], graph_bytes, strings)
+    files = [prefix + ".index", prefix + ".data-00000-of-00001"]
+    return Conversion("safetensors->tf", rows, (), tuple(files[::-1]))
