@@ -367,3 +367,94 @@ def test_a_rewrite_holds_one_tensor_at_a_time(tmp_path) -> None:
         tracemalloc.stop()
     assert peak < size * 4 + (16 << 20), peak / 2**20
     assert float(tp.load_variable(out, "v0")[0]) == 0.0
+
+
+def _chain(prefix: str, depth: int, every: bool) -> str:
+    """A ``depth``-deep chain of ``a`` children; the deepest node (or, with ``every``, each) holds a value
+    under a short key that does not spell its path, as a hostile file would."""
+    from trackpoint._format._proto import trackable_object_graph_pb2 as gpb
+    from trackpoint._format.bundle_writer import BundleWriter
+
+    graph = gpb.TrackableObjectGraph()
+    tensors = []
+    for i in range(depth + 1):
+        node = graph.nodes.add()
+        if i < depth:
+            node.children.add(node_id=i + 1, local_name="a")
+        if i and (every or i == depth):
+            node.attributes.add(name="VARIABLE_VALUE", full_name="x", checkpoint_key=f"k{i}")
+            tensors.append((f"k{i}", np.float32(i)))
+    writer = BundleWriter(prefix)
+    for key, value in tensors:
+        writer.add(key, value)
+    writer.add(OBJECT_GRAPH_KEY, graph.SerializeToString())
+    writer.finish()
+    return prefix
+
+
+@pytest.mark.slow
+def test_a_50000_deep_chain_costs_linear_memory(tmp_path) -> None:
+    """Object paths are spelled out only for the nodes that hold values: building every path of a
+    50,000-deep chain took ~7 GiB (quadratic in the depth)."""
+    import tracemalloc
+
+    src = _chain(str(tmp_path / "src"), 50_000, every=False)
+    tracemalloc.start()
+    try:
+        out = tp.rewrite(src, str(tmp_path / "out"), cast={"": "float16"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 << 20, peak
+    key = "/".join(["a"] * 50_000) + "/.ATTRIBUTES/VARIABLE_VALUE"
+    assert tp.load_variable(out, key) == np.float16(50_000)
+
+
+@pytest.mark.slow
+def test_the_corpus_deep_chain_rewrites_in_linear_memory(tmp_path) -> None:
+    import tracemalloc
+
+    corpus = pathlib.Path(__file__).resolve().parents[1] / "corrupt" / "corpus" / "graph_deep_chain" / "ckpt"
+    tracemalloc.start()
+    try:
+        tp.rewrite(str(corpus), str(tmp_path / "out"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 << 20, peak
+
+
+def test_a_chain_whose_every_node_needs_a_long_new_key_is_refused(tmp_path, monkeypatch) -> None:
+    """Short keys in the file, paths quadratic in the depth: refused once the new keys pass a bound,
+    before memory grows with them."""
+    from trackpoint.tools import object_paths
+
+    monkeypatch.setattr(object_paths, "MAX_PATH_CHARS", 1 << 20)
+    src = _chain(str(tmp_path / "src"), 3_000, every=True)
+    with pytest.raises(tp.errors.DataLossError, match=r"src: the object graph nests objects so deep"):
+        tp.rewrite(src, str(tmp_path / "out"))
+    assert not list(tmp_path.glob("out*"))
+
+
+def test_object_paths_are_tfs_and_spelled_out_only_when_looked_up() -> None:
+    from trackpoint._format._proto import trackable_object_graph_pb2 as gpb
+
+    graph = gpb.TrackableObjectGraph()
+    root, model, opt, _w, _m, empty, _deep = (graph.nodes.add() for _ in range(7))
+    root.children.add(node_id=1, local_name="model")
+    root.children.add(node_id=2, local_name="opt")
+    model.children.add(node_id=3, local_name="w.x/y")
+    model.children.add(node_id=5, local_name="")
+    empty.children.add(node_id=6, local_name="z")
+    opt.slot_variables.add(original_variable_node_id=3, slot_name="m", slot_variable_node_id=4)
+    paths = tf_paths(graph)
+    assert paths._spelled == {0: ""}
+    assert dict(paths) == {
+        0: "",
+        1: "model",
+        2: "opt",
+        3: "model/w..x.Sy",
+        5: "model/",
+        6: "model//z",
+        4: "model/w..x.Sy/.OPTIMIZER_SLOT/opt/m",
+    }

@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from typing import TypeAlias
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
@@ -34,7 +35,6 @@ from trackpoint._graph.keys import (
     OPTIMIZER_SLOTS,
     checkpoint_key,
     escape_local_name,
-    slot_variable_key,
 )
 from trackpoint.errors import InvalidArgumentError, NotFoundError
 from trackpoint.tools.object_paths import SLOT_MARK, SlotSpec, mark_values, split_path, tf_paths
@@ -65,7 +65,7 @@ class GraphEdit:
             copy = _Node()
             copy.CopyFrom(node)
             self.nodes.append(copy)
-        self.old_paths = tf_paths(graph)
+        self.old_paths = tf_paths(graph, prefix)
         self.original_count = len(self.nodes)
         self.added: dict[int, str] = {}  # new node id -> its attribute's key placeholder
 
@@ -326,14 +326,13 @@ class GraphEdit:
             return path + attr.checkpoint_key[len(before) :]
         return checkpoint_key(path, attr.name)
 
-    def _layout(self) -> tuple[list[int], dict[int, str]]:
-        """Old node ids in their new order, and the new object path of each."""
+    def _layout(self) -> tuple[list[int], Mapping[int, str]]:
+        """Old node ids in their new order, and the new object path of each (spelled out on lookup)."""
         scratch = pb.TrackableObjectGraph()
         scratch.nodes.extend(self.nodes)
-        tree_paths = tf_paths(_tree_only(scratch))
-        order = list(tree_paths)  # breadth first, as tf_paths found them
+        paths = tf_paths(_tree_only(scratch), self.prefix)
+        order = list(paths)  # breadth first, as tf_paths found them
         seen = set(order)
-        paths = dict(tree_paths)
         position = {node: i for i, node in enumerate(order)}
         for owner in list(order):
             refs = [r for r in self.nodes[owner].slot_variables if r.original_variable_node_id in position]
@@ -345,9 +344,7 @@ class GraphEdit:
                     if ref.slot_variable_node_id not in seen:
                         seen.add(ref.slot_variable_node_id)
                         order.append(ref.slot_variable_node_id)
-                        paths[ref.slot_variable_node_id] = slot_variable_key(
-                            tree_paths[ref.original_variable_node_id], tree_paths[owner], name
-                        )
+                        paths.add_slot(ref.slot_variable_node_id, ref.original_variable_node_id, owner, name)
         # Nodes the source itself never reached stay (with their keys); edits lose only what they cut off.
         for node_id in range(self.original_count):
             if node_id not in seen and node_id not in self.old_paths:

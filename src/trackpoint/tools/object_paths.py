@@ -14,13 +14,14 @@ Example:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._graph.keys import OPTIMIZER_SLOTS, escape_local_name, slot_variable_key, unescape_local_name
-from trackpoint.errors import InvalidArgumentError
+from trackpoint.errors import DataLossError, InvalidArgumentError
 
-__all__ = ["SLOT_MARK", "SlotSpec", "mark_values", "split_path", "tf_paths"]
+__all__ = ["MAX_PATH_CHARS", "SLOT_MARK", "ObjectPaths", "SlotSpec", "mark_values", "split_path", "tf_paths"]
 
 SLOT_MARK = f"/{OPTIMIZER_SLOTS}/"
 
@@ -44,26 +45,114 @@ def split_path(path: str, what: str) -> list[str]:
     return names
 
 
-def tf_paths(graph: pb.TrackableObjectGraph) -> dict[int, str]:
+class ObjectPaths(Mapping[int, str]):
+    """``{node id: object path}`` built lazily from parent pointers (see :func:`tf_paths`).
+
+    Iteration is in the order the nodes were found (breadth first, then slot variables). A path
+    is only spelled out when it is looked up, and kept: the rewrite needs the paths of the nodes
+    that hold values, not of every node, and building every path of a hostile 50,000-deep chain
+    up front costs quadratic memory (gigabytes). What is spelled out is also bounded in total
+    (:data:`MAX_PATH_CHARS` beyond twice the source's own keys): a chain whose every node holds a
+    value under a short key would otherwise still need quadratic characters of new keys.
+
+    Args:
+        prefix: The checkpoint, for the error message.
+        budget: The characters of paths that may be spelled out, in total.
+    """
+
+    def __init__(self, prefix: str, budget: int) -> None:
+        self.prefix = prefix
+        self._budget = budget
+        self._spent = 0
+        # node id -> (parent id, escaped local name) for tree nodes (the root: (-1, "")), or
+        # (variable id, optimizer id, slot name) for slot variables.
+        self._tree: dict[int, tuple[int, str]] = {0: (-1, "")}
+        self._slots: dict[int, tuple[int, int, str]] = {}
+        self._spelled: dict[int, str] = {0: ""}
+
+    def add_child(self, node_id: int, parent: int, escaped_name: str) -> None:
+        """Record a tree node below ``parent`` (already recorded)."""
+        self._tree[node_id] = (parent, escaped_name)
+
+    def add_slot(self, node_id: int, variable: int, optimizer: int, slot_name: str) -> None:
+        """Record a slot variable of ``variable`` (a tree node) kept by ``optimizer``."""
+        self._slots[node_id] = (variable, optimizer, slot_name)
+
+    def in_tree(self, node_id: int) -> bool:
+        """Whether ``node_id`` was reached along children (not only as a slot variable)."""
+        return node_id in self._tree
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._tree or node_id in self._slots
+
+    def __iter__(self) -> Iterator[int]:
+        yield from self._tree
+        yield from self._slots
+
+    def __len__(self) -> int:
+        return len(self._tree) + len(self._slots)
+
+    def __getitem__(self, node_id: int) -> str:
+        path = self._spelled.get(node_id)
+        if path is not None:
+            return path
+        if node_id in self._slots:
+            variable, optimizer, slot_name = self._slots[node_id]
+            path = slot_variable_key(self[variable], self[optimizer], slot_name)
+        else:
+            names = []
+            # Up to the nearest ancestor already spelled out (the root at the latest): no recursion.
+            ancestor = node_id
+            while ancestor not in self._spelled:
+                ancestor, name = self._tree[ancestor]  # KeyError for an unknown node, as a dict
+                names.append(name)
+            tail = "/".join(reversed(names))
+            path = f"{self._spelled[ancestor]}/{tail}" if ancestor != 0 else tail
+        self._spent += len(path)
+        if self._spent > self._budget:
+            raise DataLossError(
+                f"{self.prefix}: the object graph nests objects so deep that their paths (node {node_id}'s is "
+                f"{len(path)} characters) would need more than {self._budget} characters of checkpoint keys; "
+                "it is damaged or hostile (`trackpoint verify` it); a checkpoint TensorFlow wrote never nests "
+                "this deep",
+                path=self.prefix,
+            )
+        self._spelled[node_id] = path
+        return path
+
+
+MAX_PATH_CHARS = 32 << 20
+"""Characters of object paths a rewrite may spell out beyond twice the source's own keys."""
+
+
+def tf_paths(graph: pb.TrackableObjectGraph, prefix: str = "checkpoint") -> ObjectPaths:
     """``{node id: object path}`` as TensorFlow names nodes: the first path found breadth first
-    along children; then slot variables ``<var>/.OPTIMIZER_SLOT/<optimizer>/<slot>``."""
-    paths = {0: ""}
+    along children; then slot variables ``<var>/.OPTIMIZER_SLOT/<optimizer>/<slot>``.
+
+    The mapping spells a path out only when it is looked up (see :class:`ObjectPaths`): memory
+    is linear in the graph's size however deep it nests.
+
+    Example:
+        >>> graph = pb.TrackableObjectGraph()
+        >>> root, model, w = graph.nodes.add(), graph.nodes.add(), graph.nodes.add()
+        >>> _ = root.children.add(node_id=1, local_name="model"), model.children.add(node_id=2, local_name="a/b")
+        >>> dict(tf_paths(graph))
+        {0: '', 1: 'model', 2: 'model/a.Sb'}
+    """
+    own_keys = sum(len(a.checkpoint_key) for node in graph.nodes for a in node.attributes)
+    paths = ObjectPaths(prefix, MAX_PATH_CHARS + 2 * own_keys)
     queue = deque([0])
     count = len(graph.nodes)
     while queue:
         node_id = queue.popleft()
-        base = paths[node_id]
         for child in graph.nodes[node_id].children:
             if child.node_id not in paths and 0 <= child.node_id < count:
-                name = escape_local_name(child.local_name)
-                paths[child.node_id] = f"{base}/{name}" if base or node_id else name
+                paths.add_child(child.node_id, node_id, escape_local_name(child.local_name))
                 queue.append(child.node_id)
-    tree = dict(paths)
-    for node_id, owner in tree.items():
+    for node_id in list(paths):
         for slot in graph.nodes[node_id].slot_variables:
-            var = tree.get(slot.original_variable_node_id)
-            if var is not None and slot.slot_variable_node_id not in paths:
-                paths[slot.slot_variable_node_id] = slot_variable_key(var, owner, slot.slot_name)
+            if paths.in_tree(slot.original_variable_node_id) and slot.slot_variable_node_id not in paths:
+                paths.add_slot(slot.slot_variable_node_id, slot.original_variable_node_id, node_id, slot.slot_name)
     return paths
 
 

@@ -318,7 +318,7 @@ def _stored_under(stored: list[str], key: str) -> list[str]:
 def _cast_targets(prefix: str, graph: Any, casts: Mapping[str, DType]) -> dict[str, set[str]]:
     """``{cast path: the result keys it covers}``."""
     edit = GraphEdit(graph, prefix)
-    paths = tf_paths(graph)
+    paths = tf_paths(graph, prefix)
     out: dict[str, set[str]] = {}
     for path in casts:
         node_id = edit.find(path, f"cast {path!r}")
