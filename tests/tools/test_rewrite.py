@@ -458,3 +458,50 @@ def test_object_paths_are_tfs_and_spelled_out_only_when_looked_up() -> None:
         6: "model//z",
         4: "model/w..x.Sy/.OPTIMIZER_SLOT/opt/m",
     }
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("x=int8:300", r"300 is outside int8's range \[-128, 127\]"),
+        ("x=uint8:-1", r"-1 is outside uint8's range \[0, 255\]"),
+        ("x=int64:1.5", r"1.5 is not an integer, which int64 would truncate"),
+        ("x=float16:1e10", r"10000000000.0 would become inf in float16"),
+        ("x=bfloat16:[1, 1e39]", r"1e\+39 would become inf in bfloat16"),
+        ("x=float64:" + "1" * 400, r"is too large for float64"),
+        ("x=int32:true", r"true is a bool, and int32 is not"),
+        ("x=bool:1", r"1 is a number, and bool is not"),
+        ("x=int8:[1, [2]]", r"one rectangular JSON array"),
+    ],
+)
+def test_an_added_value_that_would_not_keep_its_value_is_a_usage_error(tmp_path, capsys, spec, message) -> None:
+    """numpy would raise OverflowError (int8:300) or convert silently (1.5 -> 1, 1e10 -> inf, true -> 1)."""
+    from trackpoint.tools.surgery_cli import parse_add
+
+    with pytest.raises(tp.errors.InvalidArgumentError, match=message):
+        parse_add(spec)
+    src = tp.save_tensors(str(tmp_path / "src"), {"w": np.ones(2, np.float32)})
+    assert cli.main(["rewrite", src, str(tmp_path / "out"), "--add", spec]) == 1
+    err = capsys.readouterr().err
+    assert "--add" in err and "Traceback" not in err
+    assert not list(tmp_path.glob("out*"))
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("x=int64:2.0", np.int64(2)),
+        ("x=uint64:18446744073709551615", np.uint64(2**64 - 1)),
+        ("x=float16:[0.1, 65504]", np.float16([0.1, 65504])),
+        ("x=bfloat16:[1, 2]", np.array([1, 2], ml_dtypes.bfloat16)),
+        ("x=float32:NaN", np.float32("nan")),
+        ("x=bool:[true, false]", np.array([True, False])),
+        ("x=complex64:[1, 2.5]", np.complex64([1, 2.5])),
+    ],
+)
+def test_an_added_value_that_keeps_its_value_is_accepted(spec, expected) -> None:
+    from trackpoint.tools.surgery_cli import parse_add
+
+    _, got = parse_add(spec)
+    assert got.dtype == np.asarray(expected).dtype
+    np.testing.assert_array_equal(got, expected)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,10 +24,12 @@ from typing import Any
 import numpy as np
 
 import trackpoint as tp
+from trackpoint._format.dtypes import from_numpy
+from trackpoint.tools.casting import family
 from trackpoint.tools.rewrite import plan_rewrite
 from trackpoint.tools.rewrite import source_prefix as rules_source
 
-__all__ = ["AVERAGE", "COMMANDS", "MERGE", "REWRITE", "Command", "parse_add", "parse_pair"]
+__all__ = ["AVERAGE", "COMMANDS", "MERGE", "REWRITE", "Command", "exact_array", "parse_add", "parse_pair"]
 
 
 @dataclass(frozen=True)
@@ -81,11 +84,78 @@ def parse_add(text: str) -> tuple[str, np.ndarray]:
     try:
         if not colon:
             raise ValueError("no DTYPE:VALUE")
-        return path, np.asarray(json.loads(value), dtype=np.dtype(dtype))
-    except (ValueError, TypeError) as exc:
+        target = np.dtype(dtype)
+        parsed = json.loads(value)
+    except (ValueError, TypeError, RecursionError) as exc:
         raise tp.errors.InvalidArgumentError(
             f"--add {text!r}: {exc}; give an existing FILE.npy or DTYPE:JSON such as float32:[1,2] or int64:0"
         ) from exc
+    return path, exact_array(parsed, target, f"--add {text!r}")
+
+
+def exact_array(value: Any, dtype: np.dtype, what: str) -> np.ndarray:
+    """``value`` (parsed JSON: numbers, bools, strings, nested lists) as an array of ``dtype``, or an
+    error naming the first element that would not keep its value.
+
+    numpy converts silently (``1.5`` to int 1, ``1e10`` to float16 inf, ``true`` to int 1) or raises
+    ``OverflowError`` (300 as int8); a variable added by hand must hold what was typed. A float may
+    round to the target's precision (that is what choosing float16 means), but stays finite.
+
+    Example:
+        >>> exact_array([1, 2], np.dtype("int8"), "--add x=int8:[1,2]")
+        array([1, 2], dtype=int8)
+
+    Raises:
+        InvalidArgumentError: An element of the wrong kind, out of range, or not finite once converted.
+    """
+    try:
+        known = from_numpy(dtype)
+    except (TypeError, ValueError):
+        known = None
+    floating = known is not None and family(known) == "float" or dtype.kind in "fc"
+    leaves = [value]
+    while leaves:
+        leaf = leaves.pop()
+        if isinstance(leaf, list):
+            leaves.extend(leaf)
+            continue
+        problem = _inexact(leaf, dtype, floating)
+        if problem:
+            raise tp.errors.InvalidArgumentError(
+                f"{what}: {json.dumps(leaf)} {problem}; write values that {dtype.name} holds (integers in "
+                "range, bools only for bool, floats that stay finite), or give a FILE.npy of that dtype"
+            )
+    try:
+        return np.asarray(value, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as exc:  # ragged lists, say
+        raise tp.errors.InvalidArgumentError(f"{what}: {exc}; give one rectangular JSON array") from exc
+
+
+def _inexact(leaf: Any, dtype: np.dtype, floating: bool) -> str | None:
+    """Why ``leaf`` would not keep its value as ``dtype``, or None."""
+    if isinstance(leaf, bool):
+        return None if dtype.kind == "b" else f"is a bool, and {dtype.name} is not"
+    if isinstance(leaf, (int, float)):
+        if dtype.kind in "iu":
+            if isinstance(leaf, float) and not leaf.is_integer():
+                return f"is not an integer, which {dtype.name} would truncate"
+            info = np.iinfo(dtype)
+            if not info.min <= leaf <= info.max:
+                return f"is outside {dtype.name}'s range [{info.min}, {info.max}]"
+            return None
+        if floating:
+            try:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    converted = np.asarray(leaf, dtype=dtype)
+            except OverflowError:  # an int beyond even float64
+                return f"is too large for {dtype.name}"
+            if math.isfinite(leaf) and not np.isfinite(converted.astype(np.complex128)).all():
+                return f"would become {converted} in {dtype.name} (choose a wider dtype)"
+            return None
+        return f"is a number, and {dtype.name} is not"
+    if isinstance(leaf, str):
+        return None if dtype.kind in "USO" else f"is a string, and {dtype.name} is not"
+    return f"is a {type(leaf).__name__}, which no tensor holds"
 
 
 def _add_rewrite(parser: argparse.ArgumentParser) -> None:
