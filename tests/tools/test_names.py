@@ -71,3 +71,33 @@ def test_the_mapping_table_lists_source_name_dtype_shape_and_transposition() -> 
         "yes",
     ]
     assert lines[2].split() == ["model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE", "dense.bias", "float64", "[3]"]
+
+
+def test_a_bare_tuple_is_a_sequence_of_rules_never_one_pair() -> None:
+    # read as one (regex, replacement) pair, the regex '^model\.=' matched nothing and nothing was renamed
+    rules = NameRules.make(rename=(r"^model\.=", "kernel$=weight"))
+    assert rules.apply("model.dense.kernel", ()) == ("dense.weight", False)
+    # one pair is spelled as a list of pairs or a dict; a bare pair of non-rules says so
+    assert NameRules.make(rename=[("a", "b")]).apply("xa", ()) == ("xb", False)
+    assert NameRules.make(rename={"a": "b"}).apply("xa", ()) == ("xb", False)
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"has no '='.*write \[\('a', 'b'\)\] or \{'a': 'b'\}"):
+        NameRules.make(rename=("a", "b"))
+    assert NameRules.make(rename=(("a", "b"), "c=d")).apply("ac", ()) == ("bd", False)
+
+
+def test_an_empty_name_without_rules_is_not_blamed_on_them() -> None:
+    with pytest.raises(tp.errors.InvalidArgumentError, match="a tensor has an empty name") as caught:
+        NameRules().apply("", (), "/data/m.safetensors")
+    assert "rename rules turn" not in str(caught.value)
+    assert str(caught.value).startswith("/data/m.safetensors: ") and caught.value.path == "/data/m.safetensors"
+    with pytest.raises(tp.errors.InvalidArgumentError, match="the rename rules turn 'w' into an empty name"):
+        NameRules.make(rename="w=").apply("w", ())
+
+
+def test_rule_errors_begin_with_the_source_given() -> None:
+    with pytest.raises(tp.errors.InvalidArgumentError, match="^ck: --transpose matches 'k'") as caught:
+        NameRules.make(transpose="k").apply("k", (3,), "ck")
+    assert caught.value.path == "ck" and caught.value.key == "k"
+    rows = [MappingRow(s, "x", np.dtype("f4"), ()) for s in ("a", "b")]
+    with pytest.raises(tp.errors.InvalidArgumentError, match="^ck: 'a' and 'b' would both be named 'x'"):
+        check_conflicts(rows, "ck")

@@ -9,6 +9,11 @@ A rule set is applied to every source tensor's default name (its object path suc
    kernels to torch's ``[out, in]``);
 4. ``rename``: each ``(regex, replacement)`` in turn, as :func:`re.sub` does.
 
+``rename`` is one ``'REGEX=REPLACEMENT'`` string, a dict ``{regex: replacement}``, or a list
+(or tuple) of rules, each a ``'REGEX=REPLACEMENT'`` string or a ``(regex, replacement)`` pair.
+A bare tuple is always a sequence of rules, never one pair: ``('^model\\.=', 'kernel$=weight')``
+would read as either, so one pair is spelled ``[(regex, replacement)]`` or ``{regex: replacement}``.
+
 Patterns use Python's :mod:`re` syntax and match anywhere in the name (:func:`re.search`);
 ``only``, ``drop`` and ``transpose`` look at the name before renaming. Two tensors renamed to
 one name are an error naming both.
@@ -31,9 +36,11 @@ import numpy as np
 
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["MappingRow", "NameRules", "check_conflicts", "mapping_table", "parse_rename"]
+__all__ = ["MappingRow", "NameRules", "RenameRules", "check_conflicts", "mapping_table", "parse_rename"]
 
 RenameSpec = str | tuple[str, str]
+# What ``rename=`` takes: one rule string, rules in order, or a dict (see the module docstring).
+RenameRules = str | Iterable[RenameSpec] | Mapping[str, str]
 
 
 def parse_rename(spec: RenameSpec) -> tuple[str, str]:
@@ -68,6 +75,19 @@ def parse_rename(spec: RenameSpec) -> tuple[str, str]:
     except (re.error, IndexError) as exc:
         raise InvalidArgumentError(f"rename rule {spec!r}: bad replacement {replacement!r}: {exc}") from None
     return pattern, replacement
+
+
+def _parse_listed(spec: RenameSpec, given: object) -> tuple[str, str]:
+    """One rule of ``rename=``; the remedy for a pair given bare names the way to spell one."""
+    try:
+        return parse_rename(spec)
+    except InvalidArgumentError as exc:
+        if isinstance(given, tuple) and isinstance(spec, str):
+            raise InvalidArgumentError(
+                f"{exc}. rename={given!r} is read as {len(given)} 'REGEX=REPLACEMENT' rules; for one "
+                f"(regex, replacement) pair write [{given!r}] or {{{given[0]!r}: {given[-1]!r}}}"
+            ) from None
+        raise
 
 
 def _compile(pattern: object, option: str) -> re.Pattern[str]:
@@ -105,7 +125,7 @@ class NameRules:
     @classmethod
     def make(
         cls,
-        rename: RenameSpec | Iterable[RenameSpec] | Mapping[str, str] | None = None,
+        rename: RenameRules | None = None,
         only: str | Iterable[str] | None = None,
         drop: str | Iterable[str] | None = None,
         transpose: str | Iterable[str] | None = None,
@@ -113,8 +133,10 @@ class NameRules:
         """Rules from the options of :func:`trackpoint.tools` (or the command line).
 
         Args:
-            rename: ``'REGEX=REPLACEMENT'`` strings, ``(regex, replacement)`` pairs, or a dict
-                ``{regex: replacement}`` (applied in its order).
+            rename: A ``'REGEX=REPLACEMENT'`` string, a list or tuple of such strings and
+                ``(regex, replacement)`` pairs, or a dict ``{regex: replacement}`` (applied in its
+                order). A bare tuple is a sequence of rules, not one pair: write one pair as
+                ``[(regex, replacement)]``.
             only: Pattern(s) a tensor's name must match to be kept.
             drop: Pattern(s) of tensors to leave out.
             transpose: Pattern(s) of 2-D tensors to transpose.
@@ -130,11 +152,13 @@ class NameRules:
             specs: list[RenameSpec] = []
         elif isinstance(rename, Mapping):
             specs = list(rename.items())
-        elif isinstance(rename, (str, tuple)):
+        elif isinstance(rename, str):
             specs = [rename]
         else:
+            # A tuple too: ('^a\\.=', 'b$=c') is two rules, which reading it as one pair turned silently
+            # into the regex '^a\\.=' (see the module docstring).
             specs = list(rename)
-        pairs = tuple(parse_rename(spec) for spec in specs)
+        pairs = tuple(_parse_listed(spec, rename) for spec in specs)
         return cls(
             rename=tuple((re.compile(p), r) for p, r in pairs),
             only=_patterns(only, "only"),
@@ -142,8 +166,10 @@ class NameRules:
             transpose=_patterns(transpose, "transpose"),
         )
 
-    def apply(self, name: str, shape: Sequence[int]) -> tuple[str, bool] | None:
+    def apply(self, name: str, shape: Sequence[int], source: str | None = None) -> tuple[str, bool] | None:
         """``(new name, transposed?)`` for a tensor, or None when it is left out.
+
+        ``source`` (the file or checkpoint the tensor is in) begins any error message.
 
         Raises:
             InvalidArgumentError: A transpose pattern matches a tensor that is not 2-D, or a
@@ -154,16 +180,28 @@ class NameRules:
         if any(p.search(name) for p in self.drop):
             return None
         transposed = any(p.search(name) for p in self.transpose)
+        where = f"{source}: " if source else ""
         if transposed and len(shape) != 2:
             raise InvalidArgumentError(
-                f"--transpose matches {name!r} of shape {list(shape)}, but only 2-D tensors can be transposed; "
-                "narrow the pattern (e.g. 'kernel$') or --drop it"
+                f"{where}--transpose matches {name!r} of shape {list(shape)}, but only 2-D tensors can be "
+                "transposed; narrow the pattern (e.g. 'kernel$') or --drop it",
+                path=source,
+                key=name,
             )
         new = name
         for pattern, replacement in self.rename:
             new = pattern.sub(replacement, new)
         if not new:
-            raise InvalidArgumentError(f"the rename rules turn {name!r} into an empty name; adjust them")
+            if not name:
+                raise InvalidArgumentError(
+                    f"{where}a tensor has an empty name, which the destination cannot hold; give it one with "
+                    "--rename '^$=NAME' or --drop '^$'",
+                    path=source,
+                    key=name,
+                )
+            raise InvalidArgumentError(
+                f"{where}the rename rules turn {name!r} into an empty name; adjust them", path=source, key=name
+            )
         return new, transposed
 
 
@@ -186,8 +224,8 @@ class MappingRow:
     transposed: bool = False
 
 
-def check_conflicts(rows: Iterable[MappingRow]) -> None:
-    """Raise if two sources get one name.
+def check_conflicts(rows: Iterable[MappingRow], source: str | None = None) -> None:
+    """Raise if two sources get one name (``source``, their file or checkpoint, begins the message).
 
     Raises:
         InvalidArgumentError: Naming both sources and the name.
@@ -204,8 +242,10 @@ def check_conflicts(rows: Iterable[MappingRow]) -> None:
         other = seen.setdefault(row.name, row.source)
         if other != row.source:
             raise InvalidArgumentError(
-                f"{other!r} and {row.source!r} would both be named {row.name!r}; change the --rename rules or "
-                "--drop one of them"
+                f"{source + ': ' if source else ''}{other!r} and {row.source!r} would both be named {row.name!r}; "
+                "change the --rename rules or --drop one of them",
+                path=source,
+                key=row.source,
             )
 
 
