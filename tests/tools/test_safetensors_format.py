@@ -171,6 +171,13 @@ HOSTILE = {
     "duplicate_name": (b'{"w": ' + json.dumps(_F32).encode() + b', "w": ' + json.dumps(_F32).encode() + b"}", bytes(8)),
     "bad_metadata": ({"__metadata__": {"a": 1}, "w": _F32}, bytes(8)),
     "missing_field": ({"w": {"dtype": "F32", "shape": [2]}}, bytes(8)),
+    "metadata_not_an_object": ({"__metadata__": [], "w": _F32}, bytes(8)),
+    # shapes numpy cannot hold, even for an empty tensor: refused here, not as a raw ValueError later
+    "dim_beyond_int64": ({"w": {"dtype": "F32", "shape": [0, 2**70], "data_offsets": [0, 0]}}, b""),
+    "empty_but_too_big": ({"w": {"dtype": "F32", "shape": [0, 2**40, 2**40], "data_offsets": [0, 0]}}, b""),
+    "bytes_beyond_int64": ({"w": {"dtype": "F64", "shape": [0, 2**61], "data_offsets": [0, 0]}}, b""),
+    "rank_100": ({"w": {"dtype": "F32", "shape": [1] * 100, "data_offsets": [0, 4]}}, bytes(4)),
+    "deeply_nested": (b'{"w": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", b""),
 }
 
 
@@ -186,7 +193,8 @@ def test_a_hostile_header_raises_data_loss_naming_the_file(tmp_path, case: str) 
     with pytest.raises(tp.errors.DataLossError) as caught:
         SafetensorsFile(path)
     assert path in str(caught.value) and caught.value.path == path
-    if case in ("unknown_dtype", "size_not_dtype_times_shape", "offsets_out_of_range", "negative_dim"):
+    named = ("unknown_dtype", "size_not_dtype_times_shape", "offsets_out_of_range", "negative_dim", "rank_100")
+    if case in (*named, "dim_beyond_int64", "empty_but_too_big", "bytes_beyond_int64"):
         assert "'w'" in str(caught.value) and caught.value.key == "w"
 
 
@@ -220,3 +228,85 @@ def test_raw_pieces_must_add_up_to_the_tensor(tmp_path) -> None:
     writer.write_pieces("a", [memoryview(np.arange(2, dtype=np.float32).tobytes())] * 2)
     writer.finish()
     assert np.array_equal(np_load(path)["a"], np.array([0, 1, 0, 1], np.float32))
+
+
+def test_the_largest_shapes_numpy_holds_are_accepted(tmp_path) -> None:
+    rank_64 = {
+        "w": {"dtype": "F32", "shape": [1] * 64, "data_offsets": [0, 4]},
+        "e": {"dtype": "U8", "shape": [0, 2**62], "data_offsets": [4, 4]},
+    }
+    with SafetensorsFile(_raw_file(str(tmp_path / "ok.safetensors"), rank_64, bytes(4))) as f:
+        assert f.read("w").shape == (1,) * 64 and f.read("e").shape == (0, 2**62)
+
+
+def _in_thread_or_unblock(fifo: str, call) -> BaseException | None:
+    """Run ``call``; if it still blocks after 10 s (on the FIFO), unblock it by opening the FIFO and fail."""
+    import threading
+
+    caught: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test, which checks its class
+            caught.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(10)
+    if thread.is_alive():
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # lets the blocked open return
+        os.close(fd)
+        thread.join(10)
+        pytest.fail(f"opening the FIFO {fifo} blocked")
+    return caught[0] if caught else None
+
+
+@pytest.mark.parametrize("how", ["directly", "via_weight_map", "only_candidate_in_directory", "as_the_index"])
+def test_a_fifo_source_is_refused_at_once_naming_it(tmp_path, how: str) -> None:
+    fifo = tmp_path / ("model.safetensors.index.json" if how == "as_the_index" else "pipe.safetensors")
+    os.mkfifo(fifo)
+    src = str(fifo)
+    if how == "via_weight_map":
+        index = tmp_path / "model.safetensors.index.json"
+        index.write_text(json.dumps({"weight_map": {"w": "pipe.safetensors"}}))
+        src = str(index)
+    elif how == "only_candidate_in_directory":
+        src = str(tmp_path)
+    error = _in_thread_or_unblock(str(fifo), lambda: tp.convert(src, str(tmp_path / "out" / "ckpt")))
+    assert isinstance(error, tp.errors.InvalidArgumentError), error
+    assert str(fifo) in str(error) and "FIFO" in str(error)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_writer_refuses_a_header_beyond_the_limit_before_writing(tmp_path, monkeypatch) -> None:
+    from trackpoint.tools import safetensors_writer
+
+    monkeypatch.setattr(safetensors_writer, "MAX_HEADER_BYTES", 200)
+    tensors = [(f"layer{i}.weight", np.dtype(np.float32), (1,)) for i in range(10)]
+    assert safetensors_writer.header_length(tensors) > 200
+    with pytest.raises(tp.errors.InvalidArgumentError, match="header would take .* bytes.*fewer tensors"):
+        SafetensorsWriter(str(tmp_path / "m.safetensors"), tensors)
+    assert list(tmp_path.iterdir()) == []  # not even a temporary file
+    SafetensorsWriter(str(tmp_path / "m.safetensors"), tensors[:1]).abort()
+
+
+def test_no_tensor_may_be_named_like_the_metadata_entry(tmp_path) -> None:
+    with pytest.raises(tp.errors.InvalidArgumentError, match="__metadata__"):
+        SafetensorsWriter(str(tmp_path / "m.safetensors"), [("__metadata__", np.dtype(np.float32), (1,))])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_rows_of_a_tensor_are_read_in_blocks(tmp_path) -> None:
+    value = np.arange(24, dtype=np.int16).reshape(6, 4)
+    path = str(tmp_path / "m.safetensors")
+    _write(path, {"w": value, "s": np.float32(1)})
+    with SafetensorsFile(path) as f:
+        assert np.array_equal(f.read_rows("w", 2, np.empty((3, 4), np.int16)), value[2:5])
+        assert f.read_rows("w", 6, np.empty((0, 4), np.int16)).shape == (0, 4)
+        wrong = [np.empty((1, 3), np.int16), np.empty((1, 4)), np.empty((), np.int16), np.empty((1, 4, 1), np.int16)]
+        for start, out in [(4, np.empty((3, 4), np.int16)), *((0, array) for array in wrong)]:
+            with pytest.raises(tp.errors.InvalidArgumentError, match="do not fit"):
+                f.read_rows("w", start, out)
+        with pytest.raises(tp.errors.InvalidArgumentError, match="do not fit"):
+            f.read_rows("s", 0, np.empty((1,), np.float32))

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trackpoint._format import atomic
+from trackpoint._format.files import read_regular
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 from trackpoint.tools.safetensors_format import SafetensorsFile
 
@@ -99,9 +100,11 @@ class SafetensorsSource:
 
     Raises:
         NotFoundError: Nothing of the kind is there.
-        DataLossError: The index or a file is damaged, the index names a tensor its file
-            lacks, or a file holds a tensor the index does not list.
-        InvalidArgumentError: The index names a file outside its directory.
+        DataLossError: The index or a file is damaged (a file name with a NUL byte, JSON nested
+            too deeply), the index names a tensor its file lacks, or a file holds a tensor the
+            index does not list.
+        InvalidArgumentError: The index names a file outside its directory, or a file (or the
+            index) is not a regular file (a FIFO, a device) or larger than an index may be.
     """
 
     path: str
@@ -124,22 +127,24 @@ class SafetensorsSource:
         self.index_path = path
 
     def _open_index(self, path: str) -> None:
-        try:
-            with open(path, "rb") as f:
-                raw = f.read(_MAX_INDEX_BYTES + 1)
-        except FileNotFoundError as exc:
-            raise NotFoundError(f"{path}: no such safetensors index", path=path) from exc
-        if len(raw) > _MAX_INDEX_BYTES:
-            raise DataLossError(f"{path}: larger than {_MAX_INDEX_BYTES} bytes; not a safetensors index", path=path)
+        # Non-blocking and regular files only (a FIFO would block the read forever), bounded in size.
+        raw = read_regular(path, "safetensors index", _MAX_INDEX_BYTES)[0]
         try:
             doc = json.loads(raw)
         except (UnicodeDecodeError, ValueError) as exc:
             raise DataLossError(f"{path}: not valid JSON ({exc}); the index is damaged", path=path) from None
+        except RecursionError:  # arrays nested thousands deep; an index needs three levels
+            raise DataLossError(f"{path}: its JSON nests too deeply; the index is damaged", path=path) from None
         weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
             raise DataLossError(f"{path}: no 'weight_map' of tensor name to file name; the index is damaged", path=path)
         directory = os.path.dirname(path)
         for file_name in sorted(set(weight_map.values())):
+            if "\0" in file_name:  # no file can be named so; os.open would raise a raw ValueError
+                raise DataLossError(
+                    f"{path}: weight_map names the file {file_name!r}, which holds a NUL byte; the index is damaged",
+                    path=path,
+                )
             if os.path.basename(file_name) != file_name or file_name in ("", ".", ".."):
                 raise InvalidArgumentError(
                     f"{path}: weight_map names the file {file_name!r} outside the index's directory; only plain "

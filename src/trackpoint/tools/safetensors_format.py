@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import stat
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 
+from trackpoint._format.files import open_regular
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
@@ -67,6 +67,11 @@ _BY_NUMPY = {dtype: name for name, dtype in DTYPE_NAMES.items()}
 _RANK = {name: rank for rank, name in enumerate(_ORDER)}
 # The official reader refuses headers above 100 MB; so do we, before reading one.
 MAX_HEADER_BYTES = 100_000_000
+# No real tensor comes near these; beyond them numpy (or the shape arithmetic of a transpose or a
+# TF entry) fails with a raw ValueError, so a header claiming more is refused as hostile.
+MAX_RANK = 64
+METADATA_KEY = "__metadata__"
+_MAX_BYTES = (1 << 63) - 1  # numpy's limit on an array's size in bytes (np.intp)
 
 
 def safetensors_dtype(dtype: np.dtype) -> str | None:
@@ -110,7 +115,7 @@ def plan_layout(tensors: Iterable[tuple[str, np.dtype, Sequence[int]]]) -> list[
     Offsets are relative to the data buffer (the header's length is not known yet).
 
     Raises:
-        InvalidArgumentError: A dtype safetensors cannot hold, or a name given twice.
+        InvalidArgumentError: A dtype safetensors cannot hold, a name given twice, or the name ``__metadata__``.
 
     Example:
         >>> import numpy as np
@@ -125,6 +130,8 @@ def plan_layout(tensors: Iterable[tuple[str, np.dtype, Sequence[int]]]) -> list[
             raise InvalidArgumentError(f"tensor {name!r}: dtype {dtype} cannot be stored in a safetensors file")
         if name in seen:
             raise InvalidArgumentError(f"tensor {name!r} is given twice")
+        if name == METADATA_KEY:  # the header's own entry: a tensor under it makes a file no reader opens
+            raise InvalidArgumentError(f"a tensor cannot be named {METADATA_KEY!r} in a safetensors file; rename it")
         seen.add(name)
         rows.append((code, name, tuple(int(d) for d in shape)))
     rows.sort(key=lambda row: (-_RANK[row[0]], row[1]))
@@ -145,6 +152,7 @@ class SafetensorsFile:
 
     Raises:
         NotFoundError: No such file.
+        InvalidArgumentError: ``path`` is not a regular file (a FIFO, a device, a directory).
         DataLossError: The header is damaged or hostile: its length beyond the file, not
             JSON, an unknown dtype, offsets out of order, overlapping, leaving gaps, out of
             range or not matching dtype × shape, a name given twice.
@@ -162,16 +170,10 @@ class SafetensorsFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._fd: int | None = None
+        # Non-blocking, regular files only: a FIFO at the path would block the open forever.
+        self._fd, info = open_regular(path, "safetensors file")
         try:
-            self._fd: int | None = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError as exc:
-            raise NotFoundError(f"{path}: no such safetensors file", path=path) from exc
-        except OSError as exc:
-            raise InvalidArgumentError(f"{path}: cannot open it: {exc}", path=path) from exc
-        try:
-            info = os.fstat(self._fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise InvalidArgumentError(f"{path}: not a regular file", path=path)
             self.size = info.st_size
             self.metadata, self.tensors = self._parse_header()
         except BaseException:
@@ -203,9 +205,12 @@ class SafetensorsFile:
             doc = json.loads(raw.decode("utf-8"), object_pairs_hook=_refuse_duplicates)
         except (UnicodeDecodeError, ValueError) as exc:
             raise self._damaged(f"header is not valid JSON: {exc}") from None
+        except RecursionError:  # arrays nested thousands deep: no header needs more than three levels
+            raise self._damaged("header nests JSON too deeply") from None
         if not isinstance(doc, dict):
             raise self._damaged("header is not a JSON object")
-        metadata = doc.pop("__metadata__", None) or {}
+        metadata = doc.pop(METADATA_KEY, None)
+        metadata = {} if metadata is None else metadata  # null is what the official reader accepts; [] is not
         if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
             raise self._damaged("__metadata__ is not a map of str to str")
         base = 8 + length
@@ -229,6 +234,11 @@ class SafetensorsFile:
         shape, offsets = spec["shape"], spec["data_offsets"]
         if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
             raise self._damaged(f"tensor {name!r}: shape {shape!r} is not a list of non-negative integers", name)
+        if len(shape) > MAX_RANK:
+            raise self._damaged(f"tensor {name!r}: rank {len(shape)} is beyond the {MAX_RANK} any tensor has", name)
+        # numpy multiplies the non-zero dimensions even of an empty array, and refuses past 2**63 bytes.
+        if math.prod(d for d in shape if d) * dtype.itemsize > _MAX_BYTES:
+            raise self._damaged(f"tensor {name!r}: shape {shape} is larger than any array can be", name)
         if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int and o >= 0 for o in offsets)):
             raise self._damaged(f"tensor {name!r}: data_offsets {offsets!r} are not two non-negative integers", name)
         begin, end = offsets
@@ -256,16 +266,51 @@ class SafetensorsFile:
             out = np.empty(info.shape, info.dtype)
         elif out.dtype != info.dtype or out.shape != info.shape or not out.flags.c_contiguous:
             raise InvalidArgumentError(f"{self.path}: tensor {name!r} does not fit the given array", path=self.path)
-        if info.nbytes:
-            assert self._fd is not None
-            view = out.reshape(-1).view(np.uint8).data
-            done = 0
-            while done < info.nbytes:
-                n = os.preadv(self._fd, [view[done:]], info.begin + done)
-                if n <= 0:
-                    raise self._damaged(f"tensor {name!r} is cut short", name)
-                done += n
+        self._read_into(name, out, info.begin, info.nbytes)
         return out
+
+    def read_rows(self, name: str, start: int, out: np.ndarray) -> np.ndarray:
+        """Rows ``start`` to ``start + len(out)`` of a tensor of rank 1 or more, into ``out``.
+
+        Lets a caller take a large tensor in bounded pieces (a transpose builds its result
+        from them without a second whole copy).
+
+        Raises:
+            NotFoundError: No tensor of that name.
+            InvalidArgumentError: A scalar, rows out of range, or ``out`` does not fit them.
+        """
+        info = self.tensors.get(name)
+        if info is None:
+            raise NotFoundError(f"{self.path}: no tensor {name!r}", path=self.path, key=name)
+        count = out.shape[0] if out.ndim else 0
+        if (
+            not info.shape
+            or out.ndim != len(info.shape)
+            or out.dtype != info.dtype
+            or out.shape[1:] != info.shape[1:]
+            or not out.flags.c_contiguous
+            or not 0 <= start <= start + count <= info.shape[0]
+        ):
+            raise InvalidArgumentError(
+                f"{self.path}: rows {start}..{start + count} of tensor {name!r} do not fit the given array",
+                path=self.path,
+                key=name,
+            )
+        row_bytes = math.prod(info.shape[1:]) * info.dtype.itemsize
+        self._read_into(name, out, info.begin + start * row_bytes, count * row_bytes)
+        return out
+
+    def _read_into(self, name: str, out: np.ndarray, offset: int, size: int) -> None:
+        if not size:
+            return
+        assert self._fd is not None
+        view = out.reshape(-1).view(np.uint8).data
+        done = 0
+        while done < size:
+            n = os.preadv(self._fd, [view[done:size]], offset + done)
+            if n <= 0:
+                raise self._damaged(f"tensor {name!r} is cut short", name)
+            done += n
 
     def close(self) -> None:
         """Close the file."""

@@ -30,13 +30,14 @@ import numpy as np
 from trackpoint._format.atomic import fsync_directory, remove_quietly
 from trackpoint._format.temps import temp_path
 from trackpoint._format.writeback import WRITEBACK_BYTES, start_writeback
+from trackpoint._saving.write import _remedy as write_remedy
 from trackpoint.errors import InvalidArgumentError, WriteError
-from trackpoint.tools.safetensors_format import TensorInfo, plan_layout, safetensors_dtype
+from trackpoint.tools.safetensors_format import MAX_HEADER_BYTES, TensorInfo, plan_layout, safetensors_dtype
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time
 
-__all__ = ["SafetensorsWriter"]
+__all__ = ["SafetensorsWriter", "header_length"]
 
 _CHUNK = 16 << 20  # bytes per copy when a tensor is not contiguous (a transpose): bounded extra memory
 _WRITE_PIECE = 1 << 20
@@ -57,6 +58,30 @@ def _header_bytes(layout: Sequence[TensorInfo], metadata: Mapping[str, str] | No
     return struct.pack("<Q", len(text)) + text
 
 
+def header_length(
+    tensors: Iterable[tuple[str, np.dtype, Sequence[int]]], metadata: Mapping[str, str] | None = None
+) -> int:
+    """The length of the JSON header (padding included) a file of ``tensors`` gets, as readers check it.
+
+    Lets a caller planning several files refuse one too large before writing any.
+
+    Example:
+        >>> header_length([("w", np.dtype(np.float32), (2,))])
+        56
+    """
+    return len(_header_bytes(plan_layout(tensors), metadata)) - 8
+
+
+def _check_header(path: str, length: int) -> None:
+    if length > MAX_HEADER_BYTES:
+        raise InvalidArgumentError(
+            f"{path}: its safetensors header would take {length} bytes, more than the {MAX_HEADER_BYTES} that "
+            "readers (the official library too) accept; put fewer tensors in each file (a smaller max_shard_size, "
+            "--max-shard-size) or less metadata",
+            path=path,
+        )
+
+
 class SafetensorsWriter:
     """Write one safetensors file whose tensors are known up front, one tensor at a time.
 
@@ -74,8 +99,9 @@ class SafetensorsWriter:
             the caller to rename, as a sharded write does once every shard is complete.
 
     Raises:
-        InvalidArgumentError: A dtype safetensors cannot hold, a name given twice, or
-            metadata that is not ``str`` to ``str``.
+        InvalidArgumentError: A dtype safetensors cannot hold, a name given twice,
+            metadata that is not ``str`` to ``str``, or a header beyond ``MAX_HEADER_BYTES``.
+        WriteError: The temporary file cannot be created or written.
     """
 
     def __init__(
@@ -90,6 +116,7 @@ class SafetensorsWriter:
         self.path = path
         self.layout = {info.name: info for info in plan_layout(tensors)}
         header = _header_bytes(list(self.layout.values()), metadata)
+        _check_header(path, len(header) - 8)  # before the temporary file exists
         self._base = len(header)
         self._pending = set(self.layout)
         self._publish = publish
@@ -97,7 +124,7 @@ class SafetensorsWriter:
         try:
             self._fd: int | None = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         except OSError as exc:
-            raise WriteError(f"{path}: cannot create {self.temp}: {exc}", path=path) from exc
+            raise WriteError(f"{path}: cannot create {self.temp}: {exc}. {write_remedy(exc)}", path=path) from exc
         try:
             self._pwrite(memoryview(header), 0)
         except BaseException:
@@ -114,7 +141,9 @@ class SafetensorsWriter:
                 # same bytes in pieces, cold cache or warm (benchmarks/convert.py).
                 done += os.pwrite(self._fd, data[done : done + _WRITE_PIECE], offset + done)
             except OSError as exc:
-                raise WriteError(f"{self.path}: writing {self.temp} failed: {exc}", path=self.path) from exc
+                raise WriteError(
+                    f"{self.path}: writing {self.temp} failed: {exc}. {write_remedy(exc)}", path=self.path
+                ) from exc
             if done - started >= WRITEBACK_BYTES or done == len(data):
                 # Start the writeback now, so the disk works while the rest is read and the
                 # closing fsync has little left (as a bundle's shard writer does).
