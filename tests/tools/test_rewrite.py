@@ -505,3 +505,26 @@ def test_an_added_value_that_keeps_its_value_is_accepted(spec, expected) -> None
     _, got = parse_add(spec)
     assert got.dtype == np.asarray(expected).dtype
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("target", ["float16", "bfloat16"])
+def test_a_cast_is_checked_chunk_by_chunk_into_one_result(tmp_path, target) -> None:
+    """A 32 MiB float32 cast peaked at 128 MiB (whole-tensor float64 copies and masks); now the source
+    buffer, the result and a few MiB."""
+    import tracemalloc
+
+    n = 8 << 20
+    values = np.ones(n, np.float32)
+    values[-1] = 1e30  # only the last chunk overflows: every chunk is checked, the index is the tensor's
+    src = tp.save_tensors(str(tmp_path / "src"), {"w": values[:-1], "bad": values.reshape(2, -1)})
+    tracemalloc.start()
+    try:
+        out = tp.rewrite(src, str(tmp_path / "out"), cast={"w": target})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < n * 4 + n * 2 + (16 << 20), peak / 2**20
+    assert str(tp.load_variable(out, "w").dtype) == target
+    if target == "float16":
+        with pytest.raises(tp.errors.InvalidArgumentError, match=r"'bad' to float16 .*1e\+30.* at \[1, 4194303\]"):
+            tp.rewrite(src, str(tmp_path / "bad"), cast={"bad": target})

@@ -69,33 +69,47 @@ def applies(source: DType, target: DType) -> bool:
     return family(source) == family(target) and source.enum != target.enum
 
 
+_CHUNK = 1 << 20  # elements cast and checked at a time: a few MiB of temporaries, whatever the tensor's size
+
+
 def cast_value(value: Any, target: DType, key: str, prefix: str) -> np.ndarray:
     """``value`` cast to ``target``, or an error naming the first value the cast would lose.
+
+    The cast goes chunk by chunk into one preallocated result, each chunk checked as it is
+    cast: memory holds the source and the result, plus a few MiB (whole-tensor float64 copies
+    and masks cost four times a float32 tensor).
 
     Raises:
         InvalidArgumentError: A finite float would overflow to infinity, or an integer does not fit.
     """
     array = np.asarray(value)
-    if family(target) == "float":
-        with np.errstate(over="ignore"):
-            out = array.astype(target.numpy)
-        lost = np.isfinite(array.astype(np.float64)) & ~np.isfinite(out.astype(np.float64))
-        if lost.any():
-            where = tuple(int(i) for i in np.argwhere(lost)[0])
+    if family(target) != "float":
+        info = np.iinfo(target.numpy)
+        if array.size and (int(array.min()) < info.min or int(array.max()) > info.max):
             raise InvalidArgumentError(
-                f"{prefix}: casting {key!r} to {target.name} would turn {int(lost.sum())} finite value(s) "
-                f"into infinity (first: {array[where]!r} at {list(where)}); cast to a wider dtype "
-                "(float32, bfloat16) or leave this tensor out of the cast",
+                f"{prefix}: casting {key!r} to {target.name} would change values outside "
+                f"[{info.min}, {info.max}] (the tensor holds {int(array.min())}..{int(array.max())}); cast to a "
+                "wider integer dtype",
                 path=prefix,
                 key=key,
             )
-        return out
-    info = np.iinfo(target.numpy)
-    if array.size and (int(array.min()) < info.min or int(array.max()) > info.max):
-        raise InvalidArgumentError(
-            f"{prefix}: casting {key!r} to {target.name} would change values outside [{info.min}, {info.max}] "
-            f"(the tensor holds {int(array.min())}..{int(array.max())}); cast to a wider integer dtype",
-            path=prefix,
-            key=key,
-        )
-    return array.astype(target.numpy)
+    out = np.empty(array.shape, target.numpy)
+    source, result = array.reshape(-1), out.reshape(-1)
+    for start in range(0, source.size, _CHUNK):
+        chunk, cast = source[start : start + _CHUNK], result[start : start + _CHUNK]
+        with np.errstate(over="ignore", invalid="ignore"):
+            cast[...] = chunk
+        if family(target) == "float":
+            # float64 for the test: not every float8 type has isfinite of its own; a chunk at a time.
+            lost = np.isfinite(chunk.astype(np.float64)) & ~np.isfinite(cast.astype(np.float64))
+            if lost.any():
+                first = start + int(np.argmax(lost))
+                where = [int(i) for i in np.unravel_index(first, array.shape)] if array.ndim else []
+                raise InvalidArgumentError(
+                    f"{prefix}: casting {key!r} to {target.name} would turn finite value(s) into infinity "
+                    f"(first: {source[first]!r} at {where}); cast to a wider dtype (float32, bfloat16) or "
+                    "leave this tensor out of the cast",
+                    path=prefix,
+                    key=key,
+                )
+    return out
