@@ -168,3 +168,14 @@ def test_cli_average(tmp_path, capsys) -> None:
     assert tp.load_variable(str(tmp_path / "w"), "w")[0] == 2.0
     assert cli.main(["average", *paths, "-o", str(tmp_path / "bad"), "--weights", "1,x,1"]) == 1
     assert "--weights '1,x,1'" in capsys.readouterr().err
+
+
+def test_an_output_under_a_file_or_at_a_directory_is_refused_naming_it(tmp_path) -> None:
+    paths, _ = _three(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(tp.errors.WriteError, match=r"afile/ck: .*afile is a file, not a directory: remove"):
+        tp.average(paths, str(tmp_path / "afile" / "ck"))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"'.*out' is a directory; .* such as '.*out/ckpt'"):
+        tp.average(paths, str(tmp_path / "out"))
+    assert not list(tmp_path.glob("out.*"))

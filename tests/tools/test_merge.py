@@ -132,3 +132,32 @@ def test_cli_merge(tmp_path, capsys) -> None:
     assert f"wrote {out}: 4 tensors" in capsys.readouterr().out
     assert cli.main(["merge", parts[0], parts[0], "-o", str(tmp_path / "again")]) == 1
     assert "is in both" in capsys.readouterr().err
+
+
+def test_an_output_under_a_file_or_at_a_directory_is_refused_naming_it(tmp_path) -> None:
+    """A file where a directory of the output must be raised a raw FileExistsError; a directory as the
+    output wrote ``<dir>.index`` beside it."""
+    parts = _parts(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(tp.errors.WriteError, match=r"afile/ck: .*afile is a file, not a directory: remove"):
+        tp.merge(parts, str(tmp_path / "afile" / "ck"))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"'.*out' is a directory; .* such as '.*out/ckpt'"):
+        tp.merge(parts, str(tmp_path / "out"))
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"is a directory"):
+        tp.merge(parts, str(tmp_path / "new") + "/")
+    assert not list(tmp_path.glob("out.*")) and not (tmp_path / "new").exists()
+
+
+def test_a_failed_merge_removes_the_directories_it_made(tmp_path, monkeypatch) -> None:
+    import errno
+
+    from trackpoint.tools import merge as merge_module
+
+    def no_space(*args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(merge_module, "write_index", no_space)
+    with pytest.raises(tp.errors.WriteError, match=r"new/deeper/ck: .*No space left.*Free disk space"):
+        tp.merge(_parts(tmp_path), str(tmp_path / "new" / "deeper" / "ck"))
+    assert not (tmp_path / "new").exists()

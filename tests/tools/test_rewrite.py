@@ -528,3 +528,31 @@ def test_a_cast_is_checked_chunk_by_chunk_into_one_result(tmp_path, target) -> N
     if target == "float16":
         with pytest.raises(tp.errors.InvalidArgumentError, match=r"'bad' to float16 .*1e\+30.* at \[1, 4194303\]"):
             tp.rewrite(src, str(tmp_path / "bad"), cast={"bad": target})
+
+
+def test_a_destination_under_a_file_or_at_a_directory_is_refused_naming_it(tmp_path) -> None:
+    """A file where a directory of the destination must be raised a raw FileExistsError; a directory
+    as the destination wrote ``<dir>.index`` beside it."""
+    src = tp.save_tensors(str(tmp_path / "src"), {"w": np.ones(2, np.float32)})
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(tp.errors.WriteError, match=r"afile/ck: .*afile is a file, not a directory: remove"):
+        tp.rewrite(src, str(tmp_path / "afile" / "ck"))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"'.*out' is a directory; .* such as '.*out/ckpt'"):
+        tp.rewrite(src, str(tmp_path / "out"))
+    assert not list(tmp_path.glob("out.*"))
+
+
+def test_an_unwritable_destination_is_a_write_error_with_its_remedy(tmp_path, monkeypatch) -> None:
+    import errno
+
+    from trackpoint._format import bundle_writer
+
+    def denied(*args: object, **kwargs: object) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    src = tp.save_tensors(str(tmp_path / "src"), {"w": np.ones(2, np.float32)})
+    monkeypatch.setattr(bundle_writer.BundleWriter, "finish", denied)
+    with pytest.raises(tp.errors.WriteError, match=r"new/ck: .*Permission denied.*Fix the directory's permissions"):
+        tp.rewrite(src, str(tmp_path / "new" / "ck"))
+    assert not (tmp_path / "new").exists()

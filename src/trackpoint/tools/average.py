@@ -38,7 +38,7 @@ from trackpoint._format.tensors import numeric_bytes_view
 from trackpoint.errors import DataLossError, InvalidArgumentError
 from trackpoint.tools.casting import family
 from trackpoint.tools.rewrite import source_prefix
-from trackpoint.tools.tensor_copy import new_bundle
+from trackpoint.tools.tensor_copy import check_prefix, new_bundle
 
 __all__ = ["average", "weights_for"]
 
@@ -96,9 +96,10 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
         ``out``.
 
     Raises:
-        InvalidArgumentError: The layouts differ (the message names the first difference), or
-            malformed weights.
+        InvalidArgumentError: The layouts differ (the message names the first difference),
+            malformed weights, or ``out`` is a directory.
         DataLossError: A tensor is damaged.
+        WriteError: ``out`` cannot be written (a parent is a file, no permission, disk full).
 
     Example:
         >>> import numpy as np, os, tempfile
@@ -112,6 +113,7 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
         raise InvalidArgumentError("average: pass a list of checkpoints, e.g. average([a, b, c], out)")
     prefixes = [source_prefix(p) for p in checkpoints]
     out = os.fspath(out)
+    check_prefix(out, "average")
     for p in prefixes:
         if os.path.realpath(p) == os.path.realpath(out):
             raise InvalidArgumentError(f"average: the output {out!r} is one of the inputs; write to a new prefix")
@@ -123,7 +125,7 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
         last = layouts[-1]
         used = sorted({e.shard_id for e in last.values()} | {0})
         shard = {old: new for new, old in enumerate(used)}
-        with new_bundle(out, len(used)) as writer:
+        with new_bundle(out, len(used), "average") as writer:
             for key, entry in last.items():
                 dtype = entry.dtype
                 if dtype is not None and _averaged(dtype):

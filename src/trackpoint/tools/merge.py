@@ -23,7 +23,8 @@ from trackpoint._format.bundle_writer import write_index
 from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
 from trackpoint._format.temps import temp_path
-from trackpoint.errors import InvalidArgumentError, NotFoundError, WriteError
+from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError
+from trackpoint.tools.tensor_copy import check_prefix, missing_directories, remove_directories, write_failed
 
 __all__ = ["merge"]
 
@@ -41,7 +42,9 @@ def merge(parts: Sequence[str], out: str) -> str:
     Raises:
         NotFoundError: A part does not exist.
         InvalidArgumentError: A key is in two parts (not as slices of one tensor), slices of one
-            tensor disagree in dtype or shape, the parts differ in byte order, or ``out`` is a part.
+            tensor disagree in dtype or shape, the parts differ in byte order, or ``out`` is a part
+            or a directory.
+        WriteError: ``out`` cannot be written (a parent is a file, no permission, disk full).
         DataLossError: A part's index is damaged, or an entry lies outside its data file.
 
     Example:
@@ -57,6 +60,7 @@ def merge(parts: Sequence[str], out: str) -> str:
     if isinstance(parts, str) or not parts:
         raise InvalidArgumentError("merge: pass a list of part prefixes, e.g. merge([part0, part1], out)")
     out = os.fspath(out)
+    check_prefix(out, "merge")
     prefixes = [os.fspath(p) for p in parts]
     for prefix in prefixes:
         if os.path.realpath(prefix) == os.path.realpath(out):
@@ -137,11 +141,15 @@ def _merge_entry(
 
 
 def _publish(out: str, merged: dict[bytes, pb.BundleEntryProto], files: list[str]) -> None:
-    """Copy the data files under temporary names beside ``out``, then publish them with the index."""
-    publish.prepare_directory(out)
+    """Copy the data files under temporary names beside ``out``, then publish them with the index.
+
+    On any error nothing is published, and the directories made for ``out`` are removed again.
+    """
+    made = missing_directories(os.path.dirname(os.path.abspath(out)))
     count = len(files)
     copies: list[tuple[str, str]] = []
     try:
+        publish.prepare_directory(out)
         for shard_id, source in enumerate(files):
             final = naming.data_filename(out, shard_id, count)
             temp = temp_path(final)
@@ -152,11 +160,14 @@ def _publish(out: str, merged: dict[bytes, pb.BundleEntryProto], files: list[str
                     dst.flush()
                     os.fsync(dst.fileno())
             except FileNotFoundError as exc:
-                raise NotFoundError(f"merge: data file {source} is missing", path=source) from exc
-            except OSError as exc:
-                raise WriteError(f"merge: could not copy {source} to {final}: {exc}; nothing was published") from exc
+                if not os.path.exists(source):
+                    raise NotFoundError(f"merge: data file {source} is missing", path=source) from exc
+                raise
         write_index(out, dict(merged), count, copies)
-    except BaseException:
+    except BaseException as exc:
         for temp, _ in copies:
             atomic.remove_quietly(temp)
+        remove_directories(made)
+        if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
+            raise write_failed(out, "merge", exc) from exc
         raise

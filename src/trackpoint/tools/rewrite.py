@@ -53,7 +53,7 @@ from trackpoint.tools import casting
 from trackpoint.tools.graph_edit import GraphEdit
 from trackpoint.tools.key_rules import cast_for, check_casts, plan_keys
 from trackpoint.tools.object_paths import tf_paths
-from trackpoint.tools.tensor_copy import Item, write_items
+from trackpoint.tools.tensor_copy import Item, check_prefix, write_items
 
 __all__ = ["Step", "plan_rewrite", "rewrite", "source_prefix"]
 
@@ -85,8 +85,9 @@ def rewrite(
     Raises:
         NotFoundError: A rule names a path that does not exist.
         InvalidArgumentError: A rule is malformed, conflicts with an existing name, moves an
-            object into its own subtree, or casts a value it would lose.
+            object into its own subtree, or casts a value it would lose; or ``dst`` is a directory.
         DataLossError: A tensor of ``src`` is damaged.
+        WriteError: ``dst`` cannot be written (a parent is a file, no permission, disk full).
 
     Example:
         >>> import numpy as np, os, tempfile
@@ -99,6 +100,7 @@ def rewrite(
     """
     rules = _Rules.of(src, rename, drop, add, cast)
     dst = os.fspath(dst)
+    check_prefix(dst, "rewrite")
     if os.path.realpath(dst) == os.path.realpath(rules.prefix):
         raise InvalidArgumentError(
             f"rewrite: the destination {dst!r} is the source checkpoint; write to a new prefix", path=dst

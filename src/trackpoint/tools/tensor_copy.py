@@ -32,9 +32,19 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import BundleWriter
 from trackpoint._format.dtypes import DType
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
+from trackpoint._saving.write import _remedy
+from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError
 from trackpoint.tools import casting
 
-__all__ = ["Item", "new_bundle", "write_items"]
+__all__ = [
+    "Item",
+    "check_prefix",
+    "missing_directories",
+    "new_bundle",
+    "remove_directories",
+    "write_failed",
+    "write_items",
+]
 
 
 @dataclass(frozen=True)
@@ -56,7 +66,7 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
     used = sorted({item.shard_id for item in items} | {graph_shard})
     shard = {old: new for new, old in enumerate(used)}
     buffer = _ReadBuffer(bundle)
-    with new_bundle(dst, len(used)) as writer:
+    with new_bundle(dst, len(used), "rewrite") as writer:
         for item in items:
             value = buffer.read(item.source) if item.source is not None else item.value
             if item.cast is not None:
@@ -90,27 +100,80 @@ class _ReadBuffer:
         return self.bundle.read_checked(entry, dtype, out)
 
 
+def check_prefix(dst: str, what: str) -> None:
+    """Refuse a destination prefix that is a directory: its files would go *beside* it
+    (``<dir>.index``), which is never what was meant.
+
+    Raises:
+        InvalidArgumentError: ``dst`` is an existing directory or ends with a path separator.
+    """
+    if os.path.isdir(dst) or dst.endswith(os.sep) or (os.altsep is not None and dst.endswith(os.altsep)):
+        raise InvalidArgumentError(
+            f"{what}: {dst!r} is a directory; give the checkpoint a prefix inside it, such as "
+            f"{os.path.join(dst, 'ckpt')!r}",
+            path=dst,
+        )
+
+
+def write_failed(dst: str, what: str, exc: OSError) -> WriteError:
+    """The :class:`WriteError` for an ``OSError`` writing ``dst``, naming the path and the remedy."""
+    blocker = _file_ancestor(dst)
+    if blocker is not None:
+        remedy = f"{blocker} is a file, not a directory: remove or rename it, or write to another prefix."
+    else:
+        remedy = _remedy(exc)
+    return WriteError(f"{what}: could not write {dst}: {exc}. Nothing was published. {remedy}", path=dst)
+
+
 @contextlib.contextmanager
-def new_bundle(dst: str, num_shards: int = 1) -> Iterator[BundleWriter]:
+def new_bundle(dst: str, num_shards: int = 1, what: str = "write") -> Iterator[BundleWriter]:
     """A bundle writer for ``dst``, published when the block ends; on any error nothing is
-    published, and the directories made for ``dst`` are removed again (each only if empty)."""
-    made = _missing_directories(os.path.dirname(os.path.abspath(dst)))
-    writer = BundleWriter(dst, num_shards)
+    published, and the directories made for ``dst`` are removed again (each only if empty).
+
+    Raises:
+        InvalidArgumentError: ``dst`` is a directory (see :func:`check_prefix`).
+        WriteError: ``dst`` cannot be written (a parent is a file, no permission, disk full).
+    """
+    check_prefix(dst, what)
+    made = missing_directories(os.path.dirname(os.path.abspath(dst)))
+    writer = None
     try:
+        writer = BundleWriter(dst, num_shards)
         yield writer
         writer.finish()
-    except BaseException:
-        writer.abort()
-        for directory in made:  # deepest first; none held anything before
-            with contextlib.suppress(OSError):
-                os.rmdir(directory)
+    except BaseException as exc:
+        if writer is not None:
+            writer.abort()
+        remove_directories(made)
+        if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
+            raise write_failed(dst, what, exc) from exc
         raise
 
 
-def _missing_directories(directory: str) -> list[str]:
+def remove_directories(made: list[str]) -> None:
+    """Remove the directories a failed write created (deepest first), each only if still empty."""
+    for directory in made:  # none held anything before
+        with contextlib.suppress(OSError):
+            os.rmdir(directory)
+
+
+def _file_ancestor(path: str) -> str | None:
+    """The nearest existing ancestor of ``path`` that is not a directory, if any."""
+    directory = os.path.dirname(os.path.abspath(path))
+    while directory:
+        if os.path.lexists(directory):
+            return None if os.path.isdir(directory) else directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+    return None
+
+
+def missing_directories(directory: str) -> list[str]:
     """The directories the writer will create for ``directory``, deepest first."""
     missing = []
-    while directory and not os.path.isdir(directory):
+    while directory and not os.path.lexists(directory):  # a file in the way is not ours to remove
         missing.append(directory)
         parent = os.path.dirname(directory)
         if parent == directory:
