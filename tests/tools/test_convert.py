@@ -249,10 +249,14 @@ def test_a_damaged_source_leaves_no_destination(tmp_path) -> None:
     raw = bytearray(data.read_bytes())
     raw[-10] ^= 0xFF
     data.write_bytes(bytes(raw))
-    out = tmp_path / "hf"
+    out = tmp_path / "new" / "hf"
     with pytest.raises(tp.errors.DataLossError, match="checksum mismatch"):
         tp.convert(prefix, str(out))
-    assert list(out.iterdir()) == []  # the directory was made, but holds no file, finished or temporary
+    assert not (tmp_path / "new").exists()  # nothing left: no file, finished or temporary, nor the directories made
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(tp.errors.DataLossError, match="checksum mismatch"):
+        tp.convert(prefix, str(tmp_path / "kept" / "hf"))
+    assert list((tmp_path / "kept").iterdir()) == []  # only what the conversion made goes; "kept" was there
     src = _safetensors(tmp_path / "m.safetensors", {"a": np.ones(1000, np.float32), "b": np.ones(1000, np.float32)})
     os.truncate(src, os.path.getsize(src) - 8)
     with pytest.raises(tp.errors.DataLossError):
@@ -404,3 +408,141 @@ def test_damaged_embedded_graph_metadata_is_data_loss(tmp_path) -> None:
     with pytest.raises(tp.errors.DataLossError, match="names 1 tensor.*model/embed"):
         tp.convert(str(incomplete), str(tmp_path / "b2"))
     assert not list(tmp_path.glob("b[12]*"))
+
+
+def test_a_tensor_named_like_the_metadata_entry_is_refused_naming_its_key(tmp_path) -> None:
+    src = tp.save_tensors(str(tmp_path / "src"), {"__metadata__": np.ones(1), "w": np.ones(2, np.float32)})
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"'__metadata__' would be named .*rename") as caught:
+        tp.convert(src, str(tmp_path / "hf"))
+    assert caught.value.key == "__metadata__" and src in str(caught.value)
+    assert not (tmp_path / "hf").exists()
+    result = tp.convert(src, str(tmp_path / "hf"), rename={"^__metadata__$": "metadata"})
+    assert sorted(safetensors_numpy.load_file(result.files[0])) == ["metadata", "w"]
+
+
+def test_a_key_that_is_not_utf8_is_refused_or_skipped_naming_it(tmp_path) -> None:
+    bad = b"w\xff".decode("utf-8", "surrogateescape")  # how trackpoint reads such a key
+    src = tp.save_tensors(str(tmp_path / "src"), {bad: np.ones(2, np.float32), "v": np.ones(1, np.float32)})
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"'w\\udcff' \(name not UTF-8\)") as caught:
+        tp.convert(src, str(tmp_path / "hf"))
+    assert caught.value.key == bad
+    assert not (tmp_path / "hf").exists()
+    result = tp.convert(src, str(tmp_path / "hf"), skip_unsupported=True)
+    assert [key for key, _ in result.skipped] == [bad] and "not valid UTF-8" in result.skipped[0][1]
+    assert list(safetensors_numpy.load_file(result.files[0])) == ["v"]
+
+
+def test_a_hostile_index_is_data_loss_naming_it(tmp_path) -> None:
+    _safetensors(tmp_path / "a.safetensors", {"w": np.ones(1, np.float32)})
+    index = tmp_path / "x.safetensors.index.json"
+    index.write_text(json.dumps({"weight_map": {"w": "a\0.safetensors"}}))
+    with pytest.raises(tp.errors.DataLossError, match="NUL byte") as caught:
+        tp.convert(str(index), str(tmp_path / "o1" / "ckpt"))
+    assert str(index) in str(caught.value)
+    index.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(tp.errors.DataLossError, match="nests too deeply") as caught:
+        tp.convert(str(index), str(tmp_path / "o2" / "ckpt"))
+    assert str(index) in str(caught.value)
+    assert not list(tmp_path.glob("o*"))
+
+
+def test_a_shard_header_beyond_the_limit_is_refused_before_anything_is_written(tmp_path, monkeypatch) -> None:
+    from trackpoint.tools import convert as convert_module
+
+    tensors = {"a_big": np.ones(40, np.float32)} | {f"layer{i}": np.ones(1, np.float32) for i in range(10)}
+    src = tp.save_tensors(str(tmp_path / "src"), tensors)
+    monkeypatch.setattr(convert_module, "MAX_HEADER_BYTES", 400)
+    # two shards: the first ('a_big' alone) fits, the second's ten headers do not; nothing is written at all
+    with pytest.raises(tp.errors.InvalidArgumentError, match="00002-of-00002.safetensors: its safetensors header"):
+        tp.convert(src, str(tmp_path / "hf"), max_shard_size=160)
+    assert not (tmp_path / "hf").exists()
+    result = tp.convert(src, str(tmp_path / "hf"), max_shard_size=16)  # fewer tensors a file: headers fit
+    assert len(result.files) == 5  # a_big alone, the rest four by four (then two), and the index
+
+
+def test_a_destination_that_cannot_be_a_file_or_directory_is_refused_naming_it(tmp_path) -> None:
+    src = tp.save_tensors(str(tmp_path / "src"), {"w": np.ones(2, np.float32)})
+    (tmp_path / "out.safetensors").mkdir()
+    with pytest.raises(tp.errors.InvalidArgumentError, match="out.safetensors: is a directory"):
+        tp.convert(src, str(tmp_path / "out.safetensors"))
+    assert list((tmp_path / "out.safetensors").iterdir()) == []
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for dst in ("x.safetensors", "hf", "deeper/hf"):
+        with pytest.raises(tp.errors.WriteError, match=f"{afile} is not a directory .*remove or rename it"):
+            tp.convert(src, str(afile / dst))
+    tp.convert(src, str(tmp_path / "hf"))
+    with pytest.raises(tp.errors.WriteError, match=f"{afile} is not a directory .*remove or rename it"):
+        tp.convert(str(tmp_path / "hf"), str(afile / "sub" / "ckpt"))  # safetensors -> TF checks it too
+    assert afile.read_text() == "x"
+
+
+def test_an_os_error_writing_safetensors_is_a_write_error_and_leaves_nothing(tmp_path, monkeypatch) -> None:
+    import errno
+
+    src = tp.save_tensors(str(tmp_path / "src"), {"w": np.ones(2, np.float32)})
+    real_replace = os.replace
+
+    def full_disk(a: str, b: str) -> None:
+        if str(b).endswith(".safetensors"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_replace(a, b)
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    out = tmp_path / "new" / "hf"
+    with pytest.raises(tp.errors.WriteError, match=f"could not write {out}: .*No space.*Free disk space"):
+        tp.convert(src, str(out))
+    assert not (tmp_path / "new").exists()
+
+
+def test_safetensors_to_tf_transposes_in_bounded_memory(tmp_path) -> None:
+    import tracemalloc
+
+    rows, columns = 2048, 4096  # float32: 32 MiB
+    value = np.arange(rows * columns, dtype=np.float32).reshape(rows, columns)
+    src = _safetensors(tmp_path / "m.safetensors", {"w": value})
+    del value
+    tracemalloc.start()
+    try:
+        tp.convert(src, str(tmp_path / "back" / "ckpt"), transpose="w", save_counter=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # one whole copy and a block of rows (16 MiB), not two whole copies (64 MiB, as a whole transpose took)
+    assert peak < (32 << 20) + (24 << 20), peak
+    back = tp.load_variable(str(tmp_path / "back" / "ckpt"), "w/.ATTRIBUTES/VARIABLE_VALUE")
+    assert back.shape == (columns, rows)
+    assert np.array_equal(back, np.arange(rows * columns, dtype=np.float32).reshape(rows, columns).T)
+
+
+def test_rule_errors_name_the_source_file(tmp_path) -> None:
+    src = _safetensors(tmp_path / "m.safetensors", {"a": np.ones(3, np.float32), "b": np.ones(3, np.float32)})
+    with pytest.raises(tp.errors.InvalidArgumentError, match=f"^{src}: 'a' and 'b' would both be named 'x'"):
+        tp.convert(src, str(tmp_path / "o" / "ckpt"), rename="^.$=x")
+    with pytest.raises(tp.errors.InvalidArgumentError, match=f"^{src}: --transpose matches 'a' of shape"):
+        tp.convert(src, str(tmp_path / "o" / "ckpt"), transpose="a")
+    prefix = tp.save_tensors(str(tmp_path / "tf"), {"a": np.ones(3, np.float32), "b": np.ones(3, np.float32)})
+    with pytest.raises(tp.errors.InvalidArgumentError, match=f"^{prefix}: 'a' and 'b' would both be named 'x'"):
+        tp.convert(prefix, str(tmp_path / "hf"), rename="^.$=x")
+    with pytest.raises(tp.errors.InvalidArgumentError, match=f"^{prefix}: --transpose matches 'a' of shape"):
+        tp.convert(prefix, str(tmp_path / "hf"), transpose="a")
+
+
+@pytest.mark.parametrize("block_bytes", [64, 1 << 20])
+def test_a_transpose_from_safetensors_is_exact_in_blocks_of_rows_or_pieces_of_one(
+    tmp_path, monkeypatch, block_bytes: int
+) -> None:
+    from trackpoint.tools import to_tf
+
+    monkeypatch.setattr(to_tf, "_BLOCK_BYTES", block_bytes)  # 64: three rows of 'narrow', a part of a row of 'wide'
+    tensors = {
+        "narrow": np.arange(200, dtype=np.float32).reshape(40, 5),
+        "wide": np.arange(200, dtype=np.int64).reshape(5, 40),
+        "empty": np.zeros((0, 3), np.float32),
+    }
+    src = _safetensors(tmp_path / "m.safetensors", tensors)
+    prefix = str(tmp_path / "back" / "ckpt")
+    tp.convert(src, prefix, transpose=".")
+    for name, value in tensors.items():
+        back = tp.load_variable(prefix, f"{name}/.ATTRIBUTES/VARIABLE_VALUE")
+        assert back.dtype == value.dtype and np.array_equal(back, value.T), name

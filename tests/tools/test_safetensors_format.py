@@ -310,3 +310,8 @@ def test_rows_of_a_tensor_are_read_in_blocks(tmp_path) -> None:
                 f.read_rows("w", start, out)
         with pytest.raises(tp.errors.InvalidArgumentError, match="do not fit"):
             f.read_rows("s", 0, np.empty((1,), np.float32))
+        assert np.array_equal(f.read_flat("w", 5, np.empty(6, np.int16)), value.reshape(-1)[5:11])
+        assert f.read_flat("s", 0, np.empty(1, np.float32))[0] == 1
+        for start, out in [(20, np.empty(5, np.int16)), (0, np.empty((1, 2), np.int16)), (0, np.empty(2))]:
+            with pytest.raises(tp.errors.InvalidArgumentError, match="do not fit"):
+                f.read_flat("w", start, out)

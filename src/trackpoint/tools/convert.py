@@ -11,15 +11,17 @@ Everything is planned from the index or the header first (names, conflicts, dtyp
 safetensors cannot hold) before a byte is written. To safetensors, a plain tensor's stored bytes
 are copied in 1 MiB pieces and its checksum checked at its end (:mod:`.tf_stream`); a sliced,
 string, big-endian or transposed one is read whole into one reused buffer. From safetensors,
-each tensor is read into one reused buffer and handed to the bundle writer. So memory stays at
-the largest tensor read whole (twice that for a transposed one).
+each tensor is read into one reused buffer and handed to the bundle writer; a transposed one is
+read in blocks of rows (16 MiB) into a second buffer and put transposed into the first. So memory
+stays at the largest tensor read whole, plus a bounded block for a transpose (to safetensors,
+twice the largest transposed tensor at most).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,12 +29,13 @@ import numpy as np
 from trackpoint._format import atomic
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint.errors import InvalidArgumentError
+from trackpoint._saving.write import _remedy as write_remedy
+from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError
 from trackpoint.reader import CheckpointReader, load_checkpoint
 from trackpoint.tools import embedded_graph, hf_layout, tf_stream, to_tf
-from trackpoint.tools.names import MappingRow, NameRules, RenameSpec, check_conflicts
-from trackpoint.tools.safetensors_format import MAX_HEADER_BYTES, safetensors_dtype
-from trackpoint.tools.safetensors_writer import SafetensorsWriter
+from trackpoint.tools.names import MappingRow, NameRules, RenameRules, check_conflicts
+from trackpoint.tools.safetensors_format import MAX_HEADER_BYTES, METADATA_KEY, safetensors_dtype
+from trackpoint.tools.safetensors_writer import SafetensorsWriter, header_length
 from trackpoint.tools.tf_names import default_names
 
 __all__ = ["Conversion", "convert"]
@@ -62,7 +65,7 @@ def convert(
     dst: str,
     *,
     keys: str | None = None,
-    rename: RenameSpec | Iterable[RenameSpec] | Mapping[str, str] | None = None,
+    rename: RenameRules | None = None,
     only: str | Iterable[str] | None = None,
     drop: str | Iterable[str] | None = None,
     transpose: str | Iterable[str] | None = None,
@@ -84,7 +87,8 @@ def convert(
             ``model.safetensors.index.json``. For a safetensors source, the checkpoint prefix.
         keys: TF source: ``"path"`` (the default) names tensors by object path
             (``model.dense.kernel``), ``"tf"`` by their raw keys.
-        rename: ``'REGEX=REPLACEMENT'`` rules (or pairs, or a dict), applied in order.
+        rename: ``'REGEX=REPLACEMENT'`` rules (or ``(regex, replacement)`` pairs in a list, or a
+            dict), applied in order; a bare tuple is a sequence of rules (see :mod:`.names`).
         only: Keep only tensors whose (source-side) name matches one of these patterns.
         drop: Leave out tensors whose name matches one of these patterns.
         transpose: Transpose the 2-D tensors whose name matches (``[in, out]`` ↔ ``[out, in]``).
@@ -107,10 +111,14 @@ def convert(
 
     Raises:
         InvalidArgumentError: Bad options, a name conflict (naming both sources), a
-            ``transpose`` of a tensor that is not 2-D, a name that cannot become an object path,
-            or tensors the destination cannot hold (without ``skip_unsupported``).
+            ``transpose`` of a tensor that is not 2-D, a name that cannot become an object path
+            or a safetensors name (``__metadata__``, one that is not valid UTF-8), a header
+            too large for a shard, or tensors the destination cannot hold (without
+            ``skip_unsupported``).
         NotFoundError: ``src`` does not exist.
         DataLossError: ``src`` is damaged.
+        WriteError: The destination cannot be written (a parent is a file, no permission, no
+            space); nothing is left of it, not even the directories made for it.
 
     Example:
         >>> import numpy as np, tempfile, os
@@ -150,6 +158,7 @@ def convert(
             path=os.fspath(src),
         )
     shard_bytes = hf_layout.parse_size(max_shard_size)
+    _check_destination(os.fspath(dst))
     if include_graph:
         _check_whole(os.fspath(src), rules, keys)
         keys, include_slots, include_save_counter = "tf", True, True
@@ -229,11 +238,21 @@ def _plan_from_tf(
     carried: list[tuple[str, str]] = []
     for key, default in default_names(reader, keys, include_slots, include_save_counter):
         shape = tuple(shapes[key])
-        applied = rules.apply(default, shape)
+        applied = rules.apply(default, shape, reader.prefix)
         if applied is None:
             continue
         name, transposed = applied
+        if name == METADATA_KEY:  # the header's own entry: the file would be corrupt
+            raise InvalidArgumentError(
+                f"{reader.prefix}: {key!r} would be named {name!r}, the safetensors header's metadata entry, "
+                f"which no tensor may be named; rename it (e.g. rename={{'^{name}$': 'metadata'}}) or drop it",
+                path=reader.prefix,
+                key=key,
+            )
         dtype = dtypes[key]
+        if not _is_utf8(name):  # a key of undecodable bytes, read with surrogateescape
+            unsupported.append((key, f"name {name!r} is not valid UTF-8, which safetensors names must be"))
+            continue
         if safetensors_dtype(dtype) is None:
             what = "string" if dtype == np.dtype(object) else str(dtype)
             if include_graph and what == "string":
@@ -250,17 +269,77 @@ def _plan_from_tf(
             key=unsupported[0][0],
         )
     if unsupported and not skip_unsupported:
-        listed = ", ".join(f"{key!r} ({reason.split(' ')[0]})" for key, reason in unsupported[:8])
+        listed = ", ".join(f"{key!r} ({_short(reason)})" for key, reason in unsupported[:8])
         more = f" and {len(unsupported) - 8} more" if len(unsupported) > 8 else ""
         raise InvalidArgumentError(
             f"{reader.prefix}: {len(unsupported)} tensor(s) cannot be stored in safetensors: {listed}{more}. Pass "
-            "skip_unsupported=True (--skip-unsupported) to leave them out, or --drop them",
+            "skip_unsupported=True (--skip-unsupported) to leave them out, --drop them, or --rename them",
             path=reader.prefix,
             key=unsupported[0][0],
         )
     rows.sort(key=lambda row: row.name)
-    check_conflicts(rows)
+    check_conflicts(rows, reader.prefix)
     return tuple(rows), tuple(carried or unsupported)
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _short(reason: str) -> str:
+    """A reason as the list of refused tensors gives it: the dtype, or that the name is not UTF-8."""
+    return "name not UTF-8" if reason.startswith("name ") else reason.split(" ")[0]
+
+
+def _check_destination(dst: str) -> None:
+    """Refuse, before anything is planned or made, a destination that cannot be written:
+    a ``.safetensors`` file name that is a directory, or a parent that is not a directory."""
+    if dst.endswith(".safetensors") and os.path.isdir(dst):
+        raise InvalidArgumentError(
+            f"{dst}: is a directory, so no safetensors file can be written under that name; name a file that is "
+            "not a directory, or give a directory without the .safetensors suffix",
+            path=dst,
+        )
+    directory, _ = _destination(dst)
+    if directory == dst and os.path.exists(directory) and not os.path.isdir(directory):
+        raise InvalidArgumentError(
+            f"{dst}: exists and is not a directory; name a directory or a .safetensors file", path=dst
+        )
+    check_parents(directory, dst)
+
+
+def check_parents(directory: str, dst: str) -> None:
+    """Raise :class:`WriteError` naming the first existing ancestor of ``directory`` (itself included)
+    that is not a directory: ``os.makedirs`` would fail there with a raw OSError naming nothing useful."""
+    path = os.path.abspath(directory)
+    while not os.path.isdir(path):
+        if os.path.lexists(path):
+            raise WriteError(
+                f"cannot write {dst}: {path} is not a directory (a file is in the way); remove or rename it, "
+                "or choose another destination",
+                path=dst,
+            )
+        parent = os.path.dirname(path)
+        if parent == path:
+            return
+        path = parent
+
+
+def _missing_directories(directory: str) -> list[str]:
+    """The directories ``os.makedirs(directory)`` will create, deepest first (removed again on failure)."""
+    missing = []
+    path = os.path.abspath(directory)
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
 
 
 def _destination(dst: str) -> tuple[str, str]:
@@ -296,6 +375,56 @@ def _refuse_mixing(directory: str, single: str, names: list[str]) -> None:
         )
 
 
+def _write_files(
+    reader: CheckpointReader,
+    bundle: BundleReader,
+    by_name: dict[str, MappingRow],
+    directory: str,
+    groups: list[list[str]],
+    names: list[str],
+    nbytes: dict[str, int],
+    metadata: dict[str, str],
+    writers: list[SafetensorsWriter],
+) -> list[str]:
+    """Write every shard (appending its writer to ``writers``, for the caller to abort), then put them in
+    place; the paths written."""
+    # Transposed, sliced, string or big-endian tensors are read whole, into one reused buffer.
+    slow = [
+        row for row in by_name.values() if row.transposed or not tf_stream.streamable(bundle, bundle.entry(row.source))
+    ]
+    scratch = bytearray(max((nbytes[row.name] for row in slow), default=0))
+    for group, file_name in zip(groups, names):
+        rows = [by_name[name] for name in group]
+        writer = SafetensorsWriter(
+            os.path.join(directory, file_name),
+            [(row.name, row.dtype, row.shape) for row in rows],
+            metadata if not writers else {"format": metadata["format"]},
+            publish=False,
+        )
+        writers.append(writer)
+        for info in writer.layout.values():  # in file order: the writes are sequential
+            row = by_name[info.name]
+            entry = bundle.entry(row.source)
+            if not row.transposed and tf_stream.streamable(bundle, entry):
+                writer.write_pieces(row.name, tf_stream.stored_pieces(bundle, entry))
+                continue
+            source_shape = row.shape[::-1] if row.transposed else row.shape
+            count = math.prod(source_shape)
+            value = (
+                np.frombuffer(scratch, row.dtype, count).reshape(source_shape)
+                if count
+                else np.empty(source_shape, row.dtype)
+            )
+            reader.get_tensor(row.source, out=value)
+            writer.write(row.name, value.T if row.transposed else value)
+        writer.finish()
+    files = []
+    for writer in writers:  # every shard complete: now put them in place, the index last
+        os.replace(writer.temp, writer.path)
+        files.append(writer.path)
+    return files
+
+
 def _write_safetensors(
     reader: CheckpointReader,
     bundle: BundleReader,
@@ -307,55 +436,43 @@ def _write_safetensors(
     """Write the tensors of ``mapping``, sharded as ``transformers`` does; ``metadata`` goes into the
     first file (only its ``format`` into the others)."""
     directory, single = _destination(dst)
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        raise InvalidArgumentError(f"{dst}: exists and is not a directory; name a directory or a .safetensors file")
     nbytes = {row.name: math.prod(row.shape) * row.dtype.itemsize for row in mapping}
     groups = hf_layout.plan_shards([(row.name, nbytes[row.name]) for row in mapping], shard_bytes)
     names = hf_layout.shard_names(single, len(groups))
     _refuse_mixing(directory, single, names)
-    os.makedirs(directory, exist_ok=True)
     by_name = {row.name: row for row in mapping}
-    # Transposed, sliced, string or big-endian tensors are read whole, into one reused buffer.
-    slow = [row for row in mapping if row.transposed or not tf_stream.streamable(bundle, bundle.entry(row.source))]
-    scratch = bytearray(max((nbytes[row.name] for row in slow), default=0))
+    # Each file's header checked before any is written: a later shard's would fail half way.
+    for number, (group, file_name) in enumerate(zip(groups, names)):
+        specs = [(row.name, row.dtype, row.shape) for row in (by_name[name] for name in group)]
+        length = header_length(specs, metadata if number == 0 else {"format": metadata["format"]})
+        if length > MAX_HEADER_BYTES:
+            raise InvalidArgumentError(
+                f"{os.path.join(directory, file_name)}: its safetensors header would take {length} bytes for "
+                f"{len(group)} tensors, more than the {MAX_HEADER_BYTES} readers (the official library too) "
+                "accept; give a smaller max_shard_size (--max-shard-size) so fewer tensors share a file, or drop some",
+                path=dst,
+            )
+    made = _missing_directories(directory)
     writers: list[SafetensorsWriter] = []
     try:
-        for group, file_name in zip(groups, names):
-            rows = [by_name[name] for name in group]
-            writer = SafetensorsWriter(
-                os.path.join(directory, file_name),
-                [(row.name, row.dtype, row.shape) for row in rows],
-                metadata if not writers else {"format": metadata["format"]},
-                publish=False,
-            )
-            writers.append(writer)
-            for info in writer.layout.values():  # in file order: the writes are sequential
-                row = by_name[info.name]
-                entry = bundle.entry(row.source)
-                if not row.transposed and tf_stream.streamable(bundle, entry):
-                    writer.write_pieces(row.name, tf_stream.stored_pieces(bundle, entry))
-                    continue
-                source_shape = row.shape[::-1] if row.transposed else row.shape
-                count = math.prod(source_shape)
-                value = (
-                    np.frombuffer(scratch, row.dtype, count).reshape(source_shape)
-                    if count
-                    else np.empty(source_shape, row.dtype)
-                )
-                reader.get_tensor(row.source, out=value)
-                writer.write(row.name, value.T if row.transposed else value)
-            writer.finish()
-        files = []
-        for writer in writers:  # every shard complete: now put them in place, the index last
-            os.replace(writer.temp, writer.path)
-            files.append(writer.path)
+        os.makedirs(directory, exist_ok=True)
+        files = _write_files(reader, bundle, by_name, directory, groups, names, nbytes, metadata, writers)
         atomic.fsync_directory(directory)
         if len(writers) > 1:
             index = os.path.join(directory, single + ".index.json")
             hf_layout.write_index(index, sum(nbytes.values()), {n: f for g, f in zip(groups, names) for n in g})
             files.append(index)
-    except BaseException:
+    except BaseException as exc:
         for writer in writers:
             writer.abort()
+        for path in made:  # deepest first; none held anything before, so only what this made goes
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+        if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
+            raise WriteError(
+                f"could not write {dst}: {exc}. Nothing of it was published. {write_remedy(exc)}", path=dst
+            ) from exc
         raise
     return tuple(files)

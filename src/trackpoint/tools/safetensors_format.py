@@ -300,6 +300,28 @@ class SafetensorsFile:
         self._read_into(name, out, info.begin + start * row_bytes, count * row_bytes)
         return out
 
+    def read_flat(self, name: str, start: int, out: np.ndarray) -> np.ndarray:
+        """Elements ``start`` to ``start + out.size`` of a tensor in row-major order, into the 1-D ``out``.
+
+        For a piece smaller than one row (a transpose of a tensor whose rows are huge).
+
+        Raises:
+            NotFoundError: No tensor of that name.
+            InvalidArgumentError: Elements out of range, or ``out`` is not a 1-D array of its dtype.
+        """
+        info = self.tensors.get(name)
+        if info is None:
+            raise NotFoundError(f"{self.path}: no tensor {name!r}", path=self.path, key=name)
+        if out.ndim != 1 or out.dtype != info.dtype or not 0 <= start <= start + out.size <= math.prod(info.shape):
+            raise InvalidArgumentError(
+                f"{self.path}: elements {start}..{start + out.size} of tensor {name!r} do not fit the given array",
+                path=self.path,
+                key=name,
+            )
+        size = info.dtype.itemsize
+        self._read_into(name, out, info.begin + start * size, out.size * size)
+        return out
+
     def _read_into(self, name: str, out: np.ndarray, offset: int, size: int) -> None:
         if not size:
             return

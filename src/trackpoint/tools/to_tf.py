@@ -37,6 +37,7 @@ from trackpoint.errors import DataLossError, InvalidArgumentError
 from trackpoint.tools import embedded_graph
 from trackpoint.tools.hf_layout import SafetensorsSource
 from trackpoint.tools.names import MappingRow, NameRules, check_conflicts
+from trackpoint.tools.safetensors_format import SafetensorsFile
 from trackpoint.tools.tensor_copy import new_bundle
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["build_graph", "convert_to_tf"]
 
 _COUNTER = "save_counter"
+_BLOCK_BYTES = 16 << 20  # the bounded buffer a transpose reads rows into
 
 
 @dataclass
@@ -107,13 +109,15 @@ def convert_to_tf(
     src: str, prefix: str, rules: NameRules, skip_unsupported: bool, save_counter: bool, dry_run: bool
 ) -> Conversion:
     """:func:`trackpoint.tools.convert` from safetensors (see there)."""
-    from trackpoint.tools.convert import Conversion
+    from trackpoint.tools.convert import Conversion, check_parents
 
     del skip_unsupported  # every safetensors dtype has a TF checkpoint counterpart
     if os.path.isdir(prefix) or prefix.endswith(os.sep):
         raise InvalidArgumentError(
             f"{prefix}: give the TF checkpoint a prefix such as {os.path.join(prefix, 'ckpt')!r}, not a directory"
         )
+    # A file where a directory of the prefix must be: refused now, naming it, not as a raw OSError later.
+    check_parents(os.path.dirname(os.path.abspath(prefix)), prefix)
     source = SafetensorsSource(src)
     try:
         embedded = _embedded(source, rules)
@@ -122,14 +126,14 @@ def convert_to_tf(
         rows = []
         for name in sorted(source.where):
             info = source.where[name].tensors[name]
-            applied = rules.apply(name, info.shape)
+            applied = rules.apply(name, info.shape, source.where[name].path)
             if applied is not None:
                 new, transposed = applied
                 rows.append(
                     MappingRow(name, new, info.dtype, info.shape[::-1] if transposed else info.shape, transposed)
                 )
         rows.sort(key=lambda row: row.name)
-        check_conflicts(rows)
+        check_conflicts(rows, source.index_path)
         graph, keys = build_graph([row.name for row in rows], save_counter)
         if dry_run:
             return Conversion("safetensors->tf", tuple(rows))
@@ -153,24 +157,50 @@ def _write(
     ``strings`` by key, and the serialized object ``graph``."""
     largest = max((source.where[row.source].tensors[row.source].nbytes for row in by_name.values()), default=0)
     scratch = bytearray(largest)
+    # A transposed tensor is read in blocks of rows into this second, bounded buffer and each block
+    # put transposed into ``scratch``: one whole copy plus a block, not two whole copies.
+    blocks = bytearray(min(largest, _BLOCK_BYTES) if any(row.transposed for row in by_name.values()) else 0)
     with new_bundle(prefix) as writer:
         for name, key in keys:  # breadth first, as tf.train.Checkpoint writes values
             row = by_name.get(name)
             if row is None:  # the save_counter added here, or a string tensor of the metadata
                 writer.add(key, strings[name] if strings and name in strings else np.int64(0))
                 continue
-            info = source.where[row.source].tensors[row.source]
-            count = math.prod(info.shape)
-            value = (
-                np.frombuffer(scratch, info.dtype, count).reshape(info.shape)
-                if count
-                else np.empty(info.shape, info.dtype)
-            )
-            source.where[row.source].read(row.source, out=value)
-            if row.transposed:
-                value = np.ascontiguousarray(value.T)
+            opened = source.where[row.source]
+            info = opened.tensors[row.source]
+            shape = row.shape if row.transposed else info.shape
+            count = math.prod(shape)
+            value = np.frombuffer(scratch, info.dtype, count).reshape(shape) if count else np.empty(shape, info.dtype)
+            if not count:
+                pass  # nothing to read; a transposed empty tensor only has its shape swapped
+            elif row.transposed:
+                _read_transposed(opened, row.source, value, blocks)
+            else:
+                opened.read(row.source, out=value)
             writer.add_many([(key, value)])
         writer.add(OBJECT_GRAPH_KEY, graph)
+
+
+def _read_transposed(opened: SafetensorsFile, name: str, out: np.ndarray, blocks: bytearray) -> None:
+    """The 2-D tensor ``name`` of ``opened``, transposed into the C-contiguous ``out``, a block at a time.
+
+    A block is as many whole rows as ``blocks`` holds, or, for rows larger than it, a piece of one
+    row: the extra memory stays ``len(blocks)`` whatever the shape.
+    """
+    rows, columns = out.shape[1], out.shape[0]  # the source's shape
+    per_block = max(1, len(blocks) // out.itemsize)
+    if per_block >= columns:
+        step = per_block // columns
+        for start in range(0, rows, step):
+            stop = min(rows, start + step)
+            block = np.frombuffer(blocks, out.dtype, (stop - start) * columns).reshape(stop - start, columns)
+            out[:, start:stop] = opened.read_rows(name, start, block).T
+        return
+    for row in range(rows):
+        for first in range(0, columns, per_block):
+            last = min(columns, first + per_block)
+            piece = np.frombuffer(blocks, out.dtype, last - first)
+            out[first:last, row] = opened.read_flat(name, row * columns + first, piece)
 
 
 def _embedded(source: SafetensorsSource, rules: NameRules) -> tuple[bytes, dict[str, Any], str] | None:
@@ -224,7 +254,7 @@ def _convert_whole(
         for name in sorted(source.where)
         for info in [source.where[name].tensors[name]]
     )
-    check_conflicts([*rows, *(MappingRow(key, key, np.dtype(object), (), False) for key in strings)])
+    check_conflicts([*rows, *(MappingRow(key, key, np.dtype(object), (), False) for key in strings)], path)
     if dry_run:
         return Conversion("safetensors->tf", rows)
     # Values in the graph's order (as TF writes them), then any the graph does not name.
