@@ -45,6 +45,7 @@ def _expected(values: list[dict[str, object]], key: str, weights: list[float]) -
         (None, [1 / 3] * 3),
         ("uniform", [1 / 3] * 3),
         (("exponential", 0.9), [0.81, 0.09, 0.1]),
+        (["exponential", 0.9], [0.81, 0.09, 0.1]),
         ([1, 1, 2], [0.25, 0.25, 0.5]),
         (np.array([2.0, 0.0, 2.0]), [0.5, 0.0, 0.5]),
     ],
@@ -179,3 +180,42 @@ def test_an_output_under_a_file_or_at_a_directory_is_refused_naming_it(tmp_path)
     with pytest.raises(tp.errors.InvalidArgumentError, match=r"'.*out' is a directory; .* such as '.*out/ckpt'"):
         tp.average(paths, str(tmp_path / "out"))
     assert not list(tmp_path.glob("out.*"))
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ([1, "a", 1], r"weight 1 \('a'\) is not a real number"),
+        ([1, 1, 2j], r"weight 2 \(2j\) is not a real number"),
+        ([True, 1, 1], r"weight 0 \(True\) is not a real number"),
+        (["exponential", 0.5, 1], r"weight 0 \('exponential'\) is not a real number.*\('exponential', decay\)"),
+        (["exponential", float("nan")], r"exponential decay must be a number in \[0, 1\), not nan"),
+        (np.array([[1, 1, 1]]), r"weight 0 .* is not a real number"),
+    ],
+)
+def test_weights_that_are_not_numbers_are_named(tmp_path, weights, message) -> None:
+    """A list of weights raised a raw ValueError/TypeError from float()."""
+    paths, _ = _three(tmp_path)
+    with pytest.raises(tp.errors.InvalidArgumentError, match=message):
+        tp.average(paths, str(tmp_path / "out"), weights)
+    assert not list(tmp_path.glob("out*"))
+
+
+def test_inf_with_minus_inf_is_nan_without_a_warning(tmp_path) -> None:
+    import warnings
+
+    a = tp.save_tensors(str(tmp_path / "a"), {"w": np.float32([np.inf, 1])})
+    b = tp.save_tensors(str(tmp_path / "b"), {"w": np.float32([-np.inf, 3])})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = tp.average([a, b], str(tmp_path / "mean"))
+    np.testing.assert_array_equal(tp.load_variable(out, "w"), np.float32([np.nan, 2]))
+
+
+def test_one_checkpoint_averages_to_a_copy_of_its_floats(tmp_path) -> None:
+    """The docstring said "two or more" but one was accepted: one is documented, and gives a copy."""
+    paths, values = _three(tmp_path)
+    out = tp.average(paths[:1], str(tmp_path / "one"))
+    for i in range(len(DTYPES)):
+        assert tp.load_variable(out, f"f{i}").tobytes() == np.asarray(values[0][f"f{i}"]).tobytes()
+    assert "One or more" in (tp.average.__doc__ or "")

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -48,7 +49,7 @@ _CHUNK_ELEMENTS = 1 << 20  # 8 MiB of float64 per accumulator chunk: with its te
 def weights_for(count: int, weights: Any) -> list[float]:
     """The normalized weights of ``count`` checkpoints for a ``weights`` argument of :func:`average`.
 
-    ``None`` or ``"uniform"``: equal. ``("exponential", decay)``: an exponential moving
+    ``None`` or ``"uniform"``: equal. ``("exponential", decay)`` (or a list of the two): an exponential moving
     average over the checkpoints in order, started at the first: the last has weight
     ``1 - decay``, the one before ``(1 - decay) * decay`` and so on, the first the rest
     (``decay ** (count - 1)``). A list: one non-negative weight per checkpoint, normalized.
@@ -62,10 +63,11 @@ def weights_for(count: int, weights: Any) -> list[float]:
     """
     if weights is None or (isinstance(weights, str) and weights == "uniform"):
         return [1.0 / count] * count
-    if isinstance(weights, tuple) and len(weights) == 2 and weights[0] == "exponential":
+    if isinstance(weights, (tuple, list)) and len(weights) == 2 and _is_exponential(weights[0]):
         decay = weights[1]
-        if not isinstance(decay, (int, float)) or not 0.0 <= decay < 1.0:
+        if not _is_real(decay) or not 0.0 <= float(decay) < 1.0:
             raise InvalidArgumentError(f"average: the exponential decay must be a number in [0, 1), not {decay!r}")
+        decay = float(decay)
         out = [(1.0 - decay) * decay ** (count - 1 - i) for i in range(count)]
         out[0] = decay ** (count - 1)
         return out
@@ -73,6 +75,12 @@ def weights_for(count: int, weights: Any) -> list[float]:
         raise InvalidArgumentError(
             f"average: weights {weights!r}: pass None, 'uniform', ('exponential', decay) or one number per checkpoint"
         )
+    for position, weight in enumerate(weights):
+        if not _is_real(weight):
+            raise InvalidArgumentError(
+                f"average: weight {position} ({weight!r}) is not a real number; give one finite, non-negative "
+                "number per checkpoint, or ('exponential', decay) for a moving average"
+            )
     values = [float(w) for w in weights]
     if len(values) != count or any(not np.isfinite(w) or w < 0 for w in values) or sum(values) <= 0:
         raise InvalidArgumentError(
@@ -83,12 +91,22 @@ def weights_for(count: int, weights: Any) -> list[float]:
     return [w / total for w in values]
 
 
+def _is_exponential(value: Any) -> bool:
+    return isinstance(value, str) and value == "exponential"
+
+
+def _is_real(value: Any) -> bool:
+    """A real number (Python or numpy), not a bool, a string or a complex number."""
+    return isinstance(value, (numbers.Real, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
 def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
     """Write the element-wise weighted mean of ``checkpoints`` to the prefix ``out``.
 
     Args:
-        checkpoints: Two or more checkpoint prefixes (or directories with a state file) of the
-            same layout: the same keys, each with the same dtype and shape.
+        checkpoints: One or more checkpoint prefixes (or directories with a state file) of the
+            same layout: the same keys, each with the same dtype and shape. One gives a copy
+            (its floats round-trip exactly through float64).
         out: The prefix to write; the write is atomic.
         weights: See :func:`weights_for`.
 
@@ -184,8 +202,10 @@ def _mean(bundles: list[BundleReader], entries: list[Entry], dtype: DType, facto
         total.fill(0)
         for stream, factor in zip(streams, factors):
             # Widened and weighted in one pass (dtype=: a float16 times a Python float is otherwise float16).
-            np.multiply(stream.chunk(start, start + n, raw[:n]), factor, out=part, dtype=wide)
-            total += part
+            # inf + -inf (or inf * a zero weight) is nan, which is the mean's value: no warning about it.
+            with np.errstate(invalid="ignore", over="ignore"):
+                np.multiply(stream.chunk(start, start + n, raw[:n]), factor, out=part, dtype=wide)
+                total += part
         flat[start : start + n] = total
     for stream in streams:
         stream.done()
