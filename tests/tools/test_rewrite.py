@@ -556,3 +556,24 @@ def test_an_unwritable_destination_is_a_write_error_with_its_remedy(tmp_path, mo
     with pytest.raises(tp.errors.WriteError, match=r"new/ck: .*Permission denied.*Fix the directory's permissions"):
         tp.rewrite(src, str(tmp_path / "new" / "ck"))
     assert not (tmp_path / "new").exists()
+
+
+def test_rewrite_and_average_list_keys_as_the_reader_does(tmp_path) -> None:
+    """One function hides the slices of a partitioned tensor for the reader, rewrite and average
+    (rewrite and average had copies of their own)."""
+    from trackpoint import reader
+    from trackpoint.tools import average as average_module
+    from trackpoint.tools import rewrite as rewrite_module
+
+    assert rewrite_module._slice_keys is reader._slice_keys
+    assert average_module._slice_keys is reader._slice_keys
+    policy = tp.sharding.MaxShardSizePolicy(max_shard_size=64)
+    options = tp.CheckpointOptions(experimental_sharding_callback=policy)
+    src = tp.save_tensors(str(tmp_path / "src"), {"w": np.arange(64, dtype=np.float32).reshape(8, 8)}, options)
+    with BundleReader(src) as bundle:
+        assert len(bundle.entry("w").slices) > 1
+    out = tp.rewrite(src, str(tmp_path / "out"), rename={"w": "v"})
+    assert tp.list_variables(out) == [("v", [8, 8])]
+    mean = tp.average([src, src], str(tmp_path / "mean"))
+    assert tp.list_variables(mean) == tp.list_variables(src) == [("w", [8, 8])]
+    np.testing.assert_array_equal(tp.load_variable(out, "v"), np.arange(64).reshape(8, 8))

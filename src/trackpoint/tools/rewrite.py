@@ -41,14 +41,15 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import slices
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import dtype_of
 from trackpoint._format.dtypes import DType
+from trackpoint._format.keys import encode_key
 from trackpoint._format.state_file import resolve_prefix
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import read_object_graph
 from trackpoint.errors import InvalidArgumentError, NotFoundError
+from trackpoint.reader import _slice_keys
 from trackpoint.tools import casting
 from trackpoint.tools.graph_edit import GraphEdit
 from trackpoint.tools.key_rules import cast_for, check_casts, plan_keys
@@ -170,9 +171,10 @@ class _Rules:
 
     def plan(self, bundle: BundleReader) -> tuple[list[Item], bytes | None]:
         """The result's tensors in write order, and its serialized object graph (None without one)."""
-        entries = {e.key: e for e in bundle.entries()}
-        hidden = _slice_keys(entries)
-        visible = [key for key in entries if key not in hidden]
+        listed = bundle.entries()
+        entries = {e.key: e for e in listed}
+        hidden = _slice_keys(listed)  # the reader's: the keys TF lists are the keys a rewrite keeps
+        visible = [e.key for e in listed if encode_key(e.key) not in hidden]
         graph = read_object_graph(bundle)
         args = (visible, self.renames, self.drops, self.adds, self.casts, entries)
         if graph is None:
@@ -217,16 +219,6 @@ def _strings(values: Iterable[str], what: str) -> list[str]:
         if not isinstance(value, str):
             raise InvalidArgumentError(f"{what}: {value!r} is a {type(value).__name__}; pass paths as str")
     return out
-
-
-def _slice_keys(entries: Mapping[str, Any]) -> set[str]:
-    hidden = set()
-    for entry in entries.values():
-        for proto in entry.slices:
-            hidden.add(
-                slices.encode_slice_key(entry.key, slices.extents_from_proto(proto)).decode("utf-8", "surrogateescape")
-            )
-    return hidden
 
 
 def _plan_graph(
