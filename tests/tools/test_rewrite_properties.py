@@ -59,7 +59,12 @@ def _key(path: tuple[str, ...]) -> str:
 @settings(max_examples=40, deadline=None)
 @given(tree=trees(), data=st.data())
 def test_any_move_or_drop_restores_into_the_same_edit(tree: Tree, data: st.DataObject) -> None:
-    directory = tempfile.mkdtemp()
+    # A directory removed again: mkdtemp() left 40 behind on every run.
+    with tempfile.TemporaryDirectory() as directory:
+        _edit_and_restore(directory, tree, data)
+
+
+def _edit_and_restore(directory: str, tree: Tree, data: st.DataObject) -> None:
     module = tp.Module()
     module.tree = _objects(tree, zero=False)
     src = tp.Checkpoint(model=module).write(f"{directory}/src")
@@ -92,3 +97,9 @@ def test_any_move_or_drop_restores_into_the_same_edit(tree: Tree, data: st.DataO
             check(objects[name], value)
 
     check({name: getattr(fresh, name) for name in expected}, expected)
+
+
+def test_the_property_test_leaves_no_directories_behind(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    test_any_move_or_drop_restores_into_the_same_edit()  # about a second for its 40 examples
+    assert list(tmp_path.iterdir()) == []
