@@ -7,7 +7,9 @@ checkpoint, which also gives the result its object graph and data-file layout.
 
 Memory: the result tensor being built, plus 64 MiB at most. The inputs are read in chunks
 of a million elements (8 MiB of float64 accumulator), each input's checksum verified over its chunks; a
-tensor saved in slices or a big-endian checkpoint is read whole instead.
+tensor saved in slices is streamed slice by slice when every input slices it alike. Only a tensor the
+inputs slice differently (or store unsliced in one, sliced in another), or a big-endian checkpoint, is
+read whole, each input at once: those cost one tensor per input.
 
 Example:
     >>> import numpy as np, os, tempfile
