@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trackpoint._format import naming, previous, slices
+from trackpoint._format import naming, previous
 from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.dtypes import enum_name
+from trackpoint._format.entries import slice_keys
 from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
 from trackpoint._format.state_file import CheckpointState, read_state, resolve_prefix
@@ -95,7 +96,7 @@ class CheckpointReader:
         """``{key: entry}`` of the keys TF lists: every entry except slices that some full entry refers to."""
         if self._visible is None:
             entries = self._bundle.entries()
-            hidden = _slice_keys(entries)
+            hidden = slice_keys(entries)
             self._visible = {e.key: e for e in entries if encode_key(e.key) not in hidden}
         return self._visible
 
@@ -169,15 +170,6 @@ def _checked_name(name: object) -> str | bytes:
             "'model/w/.ATTRIBUTES/VARIABLE_VALUE'"
         )
     return name
-
-
-def _slice_keys(entries: list[Entry]) -> set[bytes]:
-    """Index keys of the slices that full entries refer to (read through those, not alone)."""
-    hidden: set[bytes] = set()
-    for entry in entries:
-        for proto in entry.slices:
-            hidden.add(slices.encode_slice_key(entry.key, slices.extents_from_proto(proto)))
-    return hidden
 
 
 def get_checkpoint_state(checkpoint_dir: str) -> CheckpointState | None:
@@ -259,7 +251,7 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
     malformed: dict[bytes, CheckpointError] = {}
     entries = bundle.entries(malformed)
     found += [Damage(readable_key(raw), str(exc)) for raw, exc in malformed.items()]
-    hidden = _slice_keys(entries)
+    hidden = slice_keys(entries)
     keys = [(e.key, e.size) for e in entries if encode_key(e.key) not in hidden]
     total = sum(max(size, 0) for _, size in keys)
     done = 0

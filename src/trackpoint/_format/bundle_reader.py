@@ -37,7 +37,7 @@ from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentErr
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time
 
-__all__ = ["BundleReader", "Entry"]
+__all__ = ["BundleReader", "Entry", "check_disjoint"]
 
 _MAX_INDEX_BYTES = 1 << 31
 
@@ -394,7 +394,7 @@ class BundleReader:
                 path=self.index_path,
                 key=entry.key,
             )
-        _check_disjoint([b for _, b in boxes], entry.key, self.index_path)
+        check_disjoint([b for _, b in boxes], entry.key, self.index_path)
         # Slices are disjoint and their volumes add up to the whole, so they cover it exactly.
         # Every part is validated against its file before the whole tensor is allocated.
         parts = []
@@ -442,7 +442,7 @@ class BundleReader:
             self.close()
 
 
-def _check_disjoint(boxes: list[tuple[tuple[int, int], ...]], key: str, path: str) -> None:
+def check_disjoint(boxes: list[tuple[tuple[int, int], ...]], key: str, path: str) -> None:
     """Raise if any two slices overlap (sweep along the first dimension)."""
     if not boxes or not boxes[0]:
         if len(boxes) > 1:

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError
 
+from trackpoint._format import slices
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.dtypes import DType, from_enum
 from trackpoint._format.entry_columns import EntryColumns
 from trackpoint._format.slices import readable_key
 from trackpoint.errors import DataLossError
 
-__all__ = ["Entry", "entries_from_columns", "parse_entry"]
+__all__ = ["Entry", "entries_from_columns", "parse_entry", "slice_keys"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +101,12 @@ def entries_from_columns(keys: Sequence[str], columns: EntryColumns) -> list[Ent
         Entry(key, dtype, shape, shard_id, offset, size, crc, (), from_enum(dtype)) if plain else None
         for key, plain, dtype, shape, shard_id, offset, size, crc in rows
     ]
+
+
+def slice_keys(entries: list[Entry]) -> set[bytes]:
+    """Index keys of the slices that full entries refer to (read through those, not alone)."""
+    hidden: set[bytes] = set()
+    for entry in entries:
+        for proto in entry.slices:
+            hidden.add(slices.encode_slice_key(entry.key, slices.extents_from_proto(proto)))
+    return hidden

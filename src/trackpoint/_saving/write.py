@@ -28,7 +28,7 @@ from trackpoint._saving.sharding_policies import (
 )
 from trackpoint.errors import CheckpointError, WriteError
 
-__all__ = ["MAX_WRITER_THREADS", "write_bundle"]
+__all__ = ["MAX_WRITER_THREADS", "write_bundle", "write_remedy"]
 
 MAX_WRITER_THREADS = 4
 
@@ -81,13 +81,14 @@ def write_bundle(
     except OSError as exc:
         raise WriteError(
             f"could not write checkpoint {prefix}: {exc}. Nothing of it was published; earlier "
-            f"checkpoints are untouched. {_remedy(exc)}",
+            f"checkpoints are untouched. {write_remedy(exc)}",
             path=prefix,
         ) from exc
     return prefix
 
 
-def _remedy(exc: OSError) -> str:
+def write_remedy(exc: OSError) -> str:
+    """What to do about ``exc``, a failed write of a checkpoint's files, in one sentence."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return "Free disk space and save again."
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):

@@ -34,15 +34,14 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format import slices
-from trackpoint._format.bundle_reader import BundleReader, Entry
-from trackpoint._format.bundle_reader import _check_disjoint as check_disjoint
+from trackpoint._format.bundle_reader import BundleReader, Entry, check_disjoint
 from trackpoint._format.crc import crc32c, unmask
 from trackpoint._format.dtypes import DType, enum_name
+from trackpoint._format.entries import slice_keys
 from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
 from trackpoint._format.tensors import numeric_bytes_view
 from trackpoint.errors import DataLossError, InvalidArgumentError
-from trackpoint.reader import _slice_keys
 from trackpoint.tools.casting import family
 from trackpoint.tools.rewrite import source_prefix
 from trackpoint.tools.tensor_copy import check_prefix, new_bundle
@@ -168,7 +167,7 @@ def _averaged(dtype: DType) -> bool:
 def _layout(bundle: BundleReader) -> dict[str, Entry]:
     """``{key: entry}`` of the tensors a reader lists (slices through their full entries)."""
     entries = bundle.entries()
-    hidden = _slice_keys(entries)  # the reader's, so that the layout is what tp.list_variables shows
+    hidden = slice_keys(entries)  # the reader's, so that the layout is what tp.list_variables shows
     return {e.key: e for e in entries if encode_key(e.key) not in hidden}
 
 

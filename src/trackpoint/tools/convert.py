@@ -29,7 +29,7 @@ import numpy as np
 from trackpoint._format import atomic
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint._saving.write import _remedy as write_remedy
+from trackpoint._saving.write import write_remedy
 from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError
 from trackpoint.reader import CheckpointReader, load_checkpoint
 from trackpoint.tools import embedded_graph, hf_layout, tf_stream, to_tf

@@ -44,12 +44,12 @@ import numpy as np
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import dtype_of
 from trackpoint._format.dtypes import DType
+from trackpoint._format.entries import slice_keys
 from trackpoint._format.keys import encode_key
 from trackpoint._format.state_file import resolve_prefix
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import read_object_graph
 from trackpoint.errors import InvalidArgumentError, NotFoundError
-from trackpoint.reader import _slice_keys
 from trackpoint.tools import casting
 from trackpoint.tools.graph_edit import GraphEdit
 from trackpoint.tools.key_rules import cast_for, check_casts, plan_keys
@@ -173,7 +173,7 @@ class _Rules:
         """The result's tensors in write order, and its serialized object graph (None without one)."""
         listed = bundle.entries()
         entries = {e.key: e for e in listed}
-        hidden = _slice_keys(listed)  # the reader's: the keys TF lists are the keys a rewrite keeps
+        hidden = slice_keys(listed)  # the reader's: the keys TF lists are the keys a rewrite keeps
         visible = [e.key for e in listed if encode_key(e.key) not in hidden]
         graph = read_object_graph(bundle)
         args = (visible, self.renames, self.drops, self.adds, self.casts, entries)

@@ -30,7 +30,7 @@ import numpy as np
 from trackpoint._format.atomic import fsync_directory, remove_quietly
 from trackpoint._format.temps import temp_path
 from trackpoint._format.writeback import WRITEBACK_BYTES, start_writeback
-from trackpoint._saving.write import _remedy as write_remedy
+from trackpoint._saving.write import write_remedy
 from trackpoint.errors import InvalidArgumentError, WriteError
 from trackpoint.tools.safetensors_format import MAX_HEADER_BYTES, TensorInfo, plan_layout, safetensors_dtype
 

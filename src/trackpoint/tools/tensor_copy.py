@@ -32,7 +32,7 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import BundleWriter
 from trackpoint._format.dtypes import DType
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint._saving.write import _remedy
+from trackpoint._saving.write import write_remedy
 from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError
 from trackpoint.tools import casting
 
@@ -121,7 +121,7 @@ def write_failed(dst: str, what: str, exc: OSError) -> WriteError:
     if blocker is not None:
         remedy = f"{blocker} is a file, not a directory: remove or rename it, or write to another prefix."
     else:
-        remedy = _remedy(exc)
+        remedy = write_remedy(exc)
     return WriteError(f"{what}: could not write {dst}: {exc}. Nothing was published. {remedy}", path=dst)
 
 
