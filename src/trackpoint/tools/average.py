@@ -148,11 +148,12 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
         last = layouts[-1]
         used = sorted({e.shard_id for e in last.values()} | {0})
         shard = {old: new for new, old in enumerate(used)}
+        result = _ResultBuffer()
         with new_bundle(out, len(used), "average") as writer:
             for key, entry in last.items():
                 dtype = entry.dtype
                 if dtype is not None and _averaged(dtype):
-                    value: Any = _mean(bundles, [lay[key] for lay in layouts], dtype, factors)
+                    value: Any = _mean(bundles, [lay[key] for lay in layouts], dtype, factors, result)
                 else:
                     value = bundles[-1].read(key)
                 writer.add(key, value, shard[entry.shard_id])
@@ -192,7 +193,30 @@ def _check_same(prefixes: list[str], layouts: list[dict[str, Entry]]) -> None:
                 )
 
 
-def _mean(bundles: list[BundleReader], entries: list[Entry], dtype: DType, factors: list[float]) -> np.ndarray:
+class _ResultBuffer:
+    """One buffer, as large as the largest tensor, that every mean is accumulated into and written from.
+
+    A new array per tensor measured several times slower on this VM: fresh pages are slow to touch
+    the first time, and 2 GiB of means would be 2 GiB of them (PERFORMANCE.md).
+    """
+
+    def __init__(self) -> None:
+        self.memory = bytearray()
+
+    def array(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """An array of ``shape`` and ``dtype`` over the buffer, valid until the next call."""
+        count = math.prod(shape)
+        if not count:
+            return np.empty(shape, dtype)
+        if len(self.memory) < count * dtype.itemsize:
+            self.memory = bytearray()  # the old one goes first: memory holds one result, not two
+            self.memory = bytearray(count * dtype.itemsize)
+        return np.frombuffer(self.memory, dtype, count).reshape(shape)
+
+
+def _mean(
+    bundles: list[BundleReader], entries: list[Entry], dtype: DType, factors: list[float], buffer: _ResultBuffer
+) -> np.ndarray:
     """The weighted mean of one tensor over the inputs, accumulated chunk by chunk.
 
     A tensor stored in slices is averaged slice by slice when every input slices it alike (one
@@ -200,7 +224,7 @@ def _mean(bundles: list[BundleReader], entries: list[Entry], dtype: DType, facto
     Reading the sliced inputs whole, all at once, cost one tensor per input (4 inputs of a 32 MiB
     tensor peaked at 180 MiB). Inputs sliced differently (or big-endian) are still read whole.
     """
-    result = np.empty(entries[-1].shape, dtype.numpy)
+    result = buffer.array(tuple(entries[-1].shape), np.dtype(dtype.numpy))
     pieces = [_pieces(b, e, dtype) for b, e in zip(bundles, entries)]
     if any(b.big_endian for b in bundles) or any(p.keys() != pieces[0].keys() for p in pieces):
         _accumulate(result, [_Stream(b, e, dtype, whole=True) for b, e in zip(bundles, entries)], None, factors)
