@@ -29,13 +29,13 @@ import numpy as np
 from trackpoint._format import atomic
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint._saving.write import write_remedy
-from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError
+from trackpoint.errors import CheckpointError, InvalidArgumentError
 from trackpoint.reader import CheckpointReader, load_checkpoint
 from trackpoint.tools import embedded_graph, hf_layout, tf_stream, to_tf
 from trackpoint.tools.names import MappingRow, NameRules, RenameRules, check_conflicts
 from trackpoint.tools.safetensors_format import MAX_HEADER_BYTES, METADATA_KEY, safetensors_dtype
 from trackpoint.tools.safetensors_writer import SafetensorsWriter, header_length
+from trackpoint.tools.tensor_copy import check_parents, missing_directories, remove_directories, write_failed
 from trackpoint.tools.tf_names import default_names
 
 __all__ = ["Conversion", "convert"]
@@ -309,37 +309,7 @@ def _check_destination(dst: str) -> None:
         raise InvalidArgumentError(
             f"{dst}: exists and is not a directory; name a directory or a .safetensors file", path=dst
         )
-    check_parents(directory, dst)
-
-
-def check_parents(directory: str, dst: str) -> None:
-    """Raise :class:`WriteError` naming the first existing ancestor of ``directory`` (itself included)
-    that is not a directory: ``os.makedirs`` would fail there with a raw OSError naming nothing useful."""
-    path = os.path.abspath(directory)
-    while not os.path.isdir(path):
-        if os.path.lexists(path):
-            raise WriteError(
-                f"cannot write {dst}: {path} is not a directory (a file is in the way); remove or rename it, "
-                "or choose another destination",
-                path=dst,
-            )
-        parent = os.path.dirname(path)
-        if parent == path:
-            return
-        path = parent
-
-
-def _missing_directories(directory: str) -> list[str]:
-    """The directories ``os.makedirs(directory)`` will create, deepest first (removed again on failure)."""
-    missing = []
-    path = os.path.abspath(directory)
-    while not os.path.isdir(path):
-        missing.append(path)
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    return missing
+    check_parents(os.path.join(directory, "x"), dst)
 
 
 def _destination(dst: str) -> tuple[str, str]:
@@ -452,7 +422,7 @@ def _write_safetensors(
                 "accept; give a smaller max_shard_size (--max-shard-size) so fewer tensors share a file, or drop some",
                 path=dst,
             )
-    made = _missing_directories(directory)
+    made = missing_directories(directory)
     writers: list[SafetensorsWriter] = []
     try:
         os.makedirs(directory, exist_ok=True)
@@ -465,14 +435,8 @@ def _write_safetensors(
     except BaseException as exc:
         for writer in writers:
             writer.abort()
-        for path in made:  # deepest first; none held anything before, so only what this made goes
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
+        remove_directories(made)
         if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
-            raise WriteError(
-                f"could not write {dst}: {exc}. Nothing of it was published. {write_remedy(exc)}", path=dst
-            ) from exc
+            raise write_failed(dst, "convert", exc) from exc
         raise
     return tuple(files)

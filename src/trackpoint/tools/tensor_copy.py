@@ -38,6 +38,7 @@ from trackpoint.tools import casting
 
 __all__ = [
     "Item",
+    "check_parents",
     "check_prefix",
     "missing_directories",
     "new_bundle",
@@ -148,6 +149,18 @@ def new_bundle(dst: str, num_shards: int = 1, what: str = "write") -> Iterator[B
         if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
             raise write_failed(dst, what, exc) from exc
         raise
+
+
+def check_parents(path: str, dst: str) -> None:
+    """Raise :class:`WriteError` naming the nearest existing ancestor of ``path`` that is a file, not
+    a directory: creating the directories there would fail with a raw OSError naming nothing useful."""
+    blocker = _file_ancestor(path)
+    if blocker is not None:
+        raise WriteError(
+            f"cannot write {dst}: {blocker} is not a directory (a file is in the way); remove or rename it, "
+            "or choose another destination",
+            path=dst,
+        )
 
 
 def remove_directories(made: list[str]) -> None:

@@ -38,7 +38,7 @@ from trackpoint.tools import embedded_graph
 from trackpoint.tools.hf_layout import SafetensorsSource
 from trackpoint.tools.names import MappingRow, NameRules, check_conflicts
 from trackpoint.tools.safetensors_format import SafetensorsFile
-from trackpoint.tools.tensor_copy import new_bundle
+from trackpoint.tools.tensor_copy import check_parents, new_bundle
 
 if TYPE_CHECKING:
     from trackpoint.tools.convert import Conversion
@@ -109,7 +109,7 @@ def convert_to_tf(
     src: str, prefix: str, rules: NameRules, skip_unsupported: bool, save_counter: bool, dry_run: bool
 ) -> Conversion:
     """:func:`trackpoint.tools.convert` from safetensors (see there)."""
-    from trackpoint.tools.convert import Conversion, check_parents
+    from trackpoint.tools.convert import Conversion
 
     del skip_unsupported  # every safetensors dtype has a TF checkpoint counterpart
     if os.path.isdir(prefix) or prefix.endswith(os.sep):
@@ -117,7 +117,7 @@ def convert_to_tf(
             f"{prefix}: give the TF checkpoint a prefix such as {os.path.join(prefix, 'ckpt')!r}, not a directory"
         )
     # A file where a directory of the prefix must be: refused now, naming it, not as a raw OSError later.
-    check_parents(os.path.dirname(os.path.abspath(prefix)), prefix)
+    check_parents(prefix, prefix)
     source = SafetensorsSource(src)
     try:
         embedded = _embedded(source, rules)
