@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
-
 from google.protobuf.message import DecodeError
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
@@ -14,6 +12,7 @@ from trackpoint.errors import DataLossError, InvalidArgumentError
 __all__ = [
     "check_child",
     "check_slot",
+    "first_parents",
     "has_values",
     "node_paths",
     "parse_graph",
@@ -89,22 +88,32 @@ def check_slot(
         raise DataLossError(f"{prefix}: node {node_id} has a slot reference outside the graph")
 
 
+def first_parents(graph: pb.TrackableObjectGraph) -> dict[int, tuple[int, str]]:
+    """``{node id: (parent id, local name)}`` of every node reachable along children from the root,
+    by the first edge found breadth first (the one TF names a node by), in the order found; the
+    root itself is not in it. Children outside the graph are left out."""
+    parents: dict[int, tuple[int, str]] = {}
+    count = len(graph.nodes)
+    order = [0]
+    for node_id in order:  # grows as it goes: breadth first
+        for child in graph.nodes[node_id].children:
+            child_id = child.node_id
+            if child_id != 0 and child_id not in parents and 0 <= child_id < count:
+                parents[child_id] = (node_id, child.local_name)
+                order.append(child_id)
+    return parents
+
+
 def tree_paths(graph: pb.TrackableObjectGraph, root: str) -> dict[int, str]:
     """``{node id: root.a.b}`` for the nodes reachable along children, along the first path found breadth
     first. A path longer than 512 characters is shortened in the middle: a hostile 50,000-deep chain would
     otherwise cost quadratic memory (gigabytes of path strings)."""
     paths = {0: root}
-    count = len(graph.nodes)
-    queue = deque([0])
-    while queue:
-        node_id = queue.popleft()
-        for child in graph.nodes[node_id].children:
-            if child.node_id not in paths and 0 <= child.node_id < count:
-                parent = paths[node_id]
-                if len(parent) > _MAX_PATH_CHARS:
-                    parent = parent[: _MAX_PATH_CHARS // 2] + "..."
-                paths[child.node_id] = f"{parent}.{child.local_name[:_MAX_PATH_CHARS]}"
-                queue.append(child.node_id)
+    for node_id, (parent_id, local_name) in first_parents(graph).items():  # a parent before its children
+        parent = paths[parent_id]
+        if len(parent) > _MAX_PATH_CHARS:
+            parent = parent[: _MAX_PATH_CHARS // 2] + "..."
+        paths[node_id] = f"{parent}.{local_name[:_MAX_PATH_CHARS]}"
     return paths
 
 

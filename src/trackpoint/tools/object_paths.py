@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._graph.keys import OPTIMIZER_SLOTS, escape_local_name, slot_variable_key, unescape_local_name
+from trackpoint._graph.object_graph import first_parents
 from trackpoint.errors import DataLossError, InvalidArgumentError
 
 __all__ = ["MAX_PATH_CHARS", "SLOT_MARK", "ObjectPaths", "SlotSpec", "mark_values", "split_path", "tf_paths"]
@@ -141,14 +142,8 @@ def tf_paths(graph: pb.TrackableObjectGraph, prefix: str = "checkpoint") -> Obje
     """
     own_keys = sum(len(a.checkpoint_key) for node in graph.nodes for a in node.attributes)
     paths = ObjectPaths(prefix, MAX_PATH_CHARS + 2 * own_keys)
-    queue = deque([0])
-    count = len(graph.nodes)
-    while queue:
-        node_id = queue.popleft()
-        for child in graph.nodes[node_id].children:
-            if child.node_id not in paths and 0 <= child.node_id < count:
-                paths.add_child(child.node_id, node_id, escape_local_name(child.local_name))
-                queue.append(child.node_id)
+    for node_id, (parent_id, local_name) in first_parents(graph).items():
+        paths.add_child(node_id, parent_id, escape_local_name(local_name))
     for node_id in list(paths):
         for slot in graph.nodes[node_id].slot_variables:
             if paths.in_tree(slot.original_variable_node_id) and slot.slot_variable_node_id not in paths:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._graph.keys import OBJECT_ATTRIBUTES, OBJECT_GRAPH_KEY, OPTIMIZER_SLOTS, unescape_local_name
-from trackpoint._graph.object_graph import parse_graph, unescape
+from trackpoint._graph.object_graph import first_parents, parse_graph, unescape
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.reader import CheckpointReader
 
@@ -118,13 +118,8 @@ def _graph_names(
     graph: pb.TrackableObjectGraph, include_slots: bool, include_save_counter: bool
 ) -> tuple[dict[str, str], set[str]]:
     """``({key: object path}, {keys left out})`` from the graph."""
-    parent: dict[int, tuple[int, str]] = {}
-    order = [0]
-    for node_id in order:  # breadth first: grows as it goes
-        for child in graph.nodes[node_id].children:
-            if child.node_id != 0 and child.node_id not in parent:
-                parent[child.node_id] = (node_id, child.local_name)
-                order.append(child.node_id)
+    parent = first_parents(graph)
+    order = [0, *parent]
 
     def path(node_id: int) -> list[str]:
         parts: list[str] = []
