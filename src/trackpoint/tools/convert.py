@@ -30,9 +30,10 @@ from trackpoint._format import atomic
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint.errors import CheckpointError, InvalidArgumentError
-from trackpoint.reader import CheckpointReader, load_checkpoint
+from trackpoint.reader import CheckpointReader
 from trackpoint.tools import embedded_graph, hf_layout, tf_stream, to_tf
 from trackpoint.tools.names import MappingRow, NameRules, RenameRules, check_conflicts
+from trackpoint.tools.rewrite import source_prefix
 from trackpoint.tools.safetensors_format import MAX_HEADER_BYTES, METADATA_KEY, safetensors_dtype
 from trackpoint.tools.safetensors_writer import SafetensorsWriter, header_length
 from trackpoint.tools.tensor_copy import check_parents, missing_directories, remove_directories, write_failed
@@ -162,7 +163,7 @@ def convert(
     if include_graph:
         _check_whole(os.fspath(src), rules, keys)
         keys, include_slots, include_save_counter = "tf", True, True
-    with _open_tf(os.fspath(src)) as reader:
+    with CheckpointReader(source_prefix(os.fspath(src))) as reader:
         mapping, skipped = _plan_from_tf(
             reader, rules, keys or "path", include_slots, include_save_counter, skip_unsupported, include_graph
         )
@@ -208,16 +209,6 @@ def _whole_checkpoint_metadata(reader: CheckpointReader, string_keys: list[str])
             path=reader.prefix,
         )
     return metadata
-
-
-def _open_tf(src: str) -> CheckpointReader:
-    """The TF checkpoint at ``src``: a prefix (``model/`` included, whose index is ``model/.index``),
-    its ``.index`` file, or a directory with a ``checkpoint`` file."""
-    if src.endswith(".index") and os.path.isfile(src):
-        return CheckpointReader(src[: -len(".index")])
-    if os.path.isfile(src + ".index"):
-        return CheckpointReader(src)
-    return load_checkpoint(src)
 
 
 def _plan_from_tf(

@@ -183,10 +183,12 @@ class _Rules:
 
 
 def source_prefix(src: str) -> str:
-    """The prefix of the checkpoint ``src`` names: itself when ``src.index`` exists (even a prefix
-    ending in ``/``, as ``Saver.save(sess, "model/")`` writes ``model/.index``), else through
-    a directory's ``checkpoint`` state file."""
+    """The prefix of the checkpoint ``src`` names: its ``.index`` file's prefix, itself when
+    ``src.index`` exists (even a prefix ending in ``/``, as ``Saver.save(sess, "model/")`` writes
+    ``model/.index``), else through a directory's ``checkpoint`` state file."""
     path = os.fspath(src)
+    if isinstance(path, str) and path.endswith(".index") and os.path.isfile(path):
+        return path[: -len(".index")]
     if isinstance(path, str) and os.path.isfile(path + ".index"):
         return path
     return resolve_prefix(path)
