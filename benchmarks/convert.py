@@ -12,8 +12,9 @@ operation rotated, medians reported:
   cp st         ``cp`` of that safetensors file (the baseline of safetensors -> TF)
   st->tf        ``tp.convert(model.safetensors, prefix)``
   rewrite       ``trackpoint.tools.rewrite.rewrite(src, dst, rename={"model": "net"})``, if present
-  average       ``trackpoint.tools.average.average([a, b], out)``, if present: it reads two
-                checkpoints, so its ratio is against ``cp tf`` of one (it reads twice those bytes)
+  cp a+b        ``cp -r`` of both of average's input checkpoints: the bytes it reads (it writes half)
+  average       ``trackpoint.tools.average.average([a, b], out)``, if present: its ratio is
+                against ``cp a+b``; ``cp tf`` (the bytes it writes) is printed beside it
 
 Each child runs its operation once untimed (output deleted) before the timed run, as compare.py
 warms up: on this kind of virtual machine a page-cache page the guest has not used yet is slow to
@@ -46,8 +47,8 @@ from typing import Any
 import numpy as np
 
 MiB = 1 << 20
-OPERATIONS = ("cp tf", "tf->st", "cp st", "st->tf", "rewrite", "average")
-BASELINE = {"tf->st": "cp tf", "rewrite": "cp tf", "average": "cp tf", "st->tf": "cp st"}
+OPERATIONS = ("cp tf", "tf->st", "cp st", "st->tf", "rewrite", "cp a+b", "average")
+BASELINE = {"tf->st": "cp tf", "rewrite": "cp tf", "average": "cp a+b", "st->tf": "cp st"}
 
 
 def _optional(module: str, name: str) -> Any:
@@ -82,7 +83,7 @@ def _inputs(directory: str, operation: str) -> list[str]:
 
     if operation in ("cp st", "st->tf"):
         return of("st")
-    return of("a") + (of("b") if operation == "average" else [])
+    return of("a") + (of("b") if operation in ("average", "cp a+b") else [])
 
 
 def _rss() -> int:
@@ -123,6 +124,7 @@ def child(operation: str, directory: str, cache: str) -> dict[str, Any]:
     run = {
         "cp tf": lambda: subprocess.run(["cp", *inputs, out], check=True),
         "cp st": lambda: subprocess.run(["cp", *inputs, out], check=True),
+        "cp a+b": lambda: subprocess.run(["cp", "-r", *(os.path.join(directory, c) for c in "ab"), out], check=True),
         "tf->st": lambda: tp.convert(a, out),
         "st->tf": lambda: tp.convert(inputs[0], os.path.join(out, "ckpt")),
         "rewrite": lambda: _optional("trackpoint.tools.rewrite", "rewrite")(
@@ -164,10 +166,11 @@ def child(operation: str, directory: str, cache: str) -> dict[str, Any]:
     row: dict[str, Any] = {"seconds": seconds, "peak_extra": max(0, peak - before)}
     if operation.startswith("cp"):  # what trackpoint pays on top: making the copy durable
         start = time.perf_counter()
-        for name in os.listdir(out):
-            fd = os.open(os.path.join(out, name), os.O_RDONLY)
-            os.fsync(fd)
-            os.close(fd)
+        for root, _, names in os.walk(out):
+            for name in names:
+                fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                os.fsync(fd)
+                os.close(fd)
         row["fsync"] = seconds + time.perf_counter() - start
         row["peak_extra"] = None  # cp's memory is another process's
     shutil.rmtree(out, ignore_errors=True)
@@ -177,7 +180,7 @@ def child(operation: str, directory: str, cache: str) -> dict[str, Any]:
 def available(operation: str) -> bool:
     if operation == "rewrite":
         return _optional("trackpoint.tools.rewrite", "rewrite") is not None
-    if operation == "average":
+    if operation in ("average", "cp a+b"):
         return _optional("trackpoint.tools.average", "average") is not None
     return True
 
@@ -229,7 +232,10 @@ def table(samples: dict[str, dict[str, list[dict[str, Any]]]], sizes: dict[str, 
                 extra = f" (+fsync {fsynced[operation]:.3f})"
             else:
                 extra = ""
-            read = sizes["bytes"] * (2 if operation == "average" else 1)
+            read = sizes["bytes"] * (2 if operation in ("average", "cp a+b") else 1)
+            if operation == "average" and "cp tf" in medians:
+                ratio += f" ({seconds / medians['cp tf']:.2f}x cp tf)"
+                ratio_sync += f" ({seconds / fsynced['cp tf']:.2f}x)"
             lines.append(
                 f"| {operation}{extra} | {cache} | {seconds:.3f} | {read / seconds / (1 << 30):.2f} | {ratio} | {ratio_sync} | {peak} |"
             )

@@ -26,7 +26,9 @@ def test_a_tiny_run_has_every_row_and_stays_within_the_memory_bound(tmp_path) ->
     absent = (
         result.stdout.split("not measured (not in this tree): ")[1].split() if "not measured" in result.stdout else []
     )
-    expected = {"cp tf", "tf->st", "cp st", "st->tf", "rewrite", "average"} - {name.strip(",") for name in absent}
+    expected = {"cp tf", "tf->st", "cp st", "st->tf", "rewrite", "cp a+b", "average"} - {
+        name.strip(",") for name in absent
+    }
     assert {operation for operation, _ in table} == expected
     assert {cache for _, cache in table} == {"cold", "warm"}
     doc = json.loads(out.read_text())
@@ -36,3 +38,4 @@ def test_a_tiny_run_has_every_row_and_stays_within_the_memory_bound(tmp_path) ->
             (sample,) = doc["samples"][cache][operation]
             assert sample["seconds"] > 0 and 0 <= sample["peak_extra"] <= bound
         assert table[("tf->st", cache)][4].strip().endswith("x")  # the ratio against cp is printed
+        assert "x cp tf)" in table[("average", cache)][4]  # average: against both inputs' cp, and one's

@@ -315,3 +315,26 @@ def test_rows_of_a_tensor_are_read_in_blocks(tmp_path) -> None:
         for start, out in [(20, np.empty(5, np.int16)), (0, np.empty((1, 2), np.int16)), (0, np.empty(2))]:
             with pytest.raises(tp.errors.InvalidArgumentError, match="do not fit"):
                 f.read_flat("w", start, out)
+
+
+def test_writeback_is_started_every_8_mib_across_pieces_and_tensors(tmp_path, monkeypatch) -> None:
+    """A converted tensor arrives in 1 MiB pieces; each piece used to start its own writeback (a
+    ``sync_file_range`` per MiB). The requests now cover 8 MiB of consecutive writes each, across
+    tensors, and the file is the same."""
+    from trackpoint.tools import safetensors_writer
+
+    started: list[tuple[int, int]] = []
+    monkeypatch.setattr(safetensors_writer, "start_writeback", lambda fd, offset, size: started.append((offset, size)))
+    mib = 1 << 20
+    values = {"a": np.arange(5 * mib, dtype=np.uint8), "b": np.arange(15 * mib, dtype=np.uint8) // 7}
+    path = str(tmp_path / "model.safetensors")
+    with SafetensorsWriter(path, [(n, v.dtype, v.shape) for n, v in values.items()]) as writer:
+        for name, value in values.items():
+            data = memoryview(value)
+            writer.write_pieces(name, (data[i : i + mib] for i in range(0, len(data), mib)))
+    # From the header on, two requests of 8 MiB and a little (where a piece crossed the mark); the
+    # last 4 MiB are left to the fsync.
+    assert len(started) == 2 and started[0][0] == 0 and started[1][0] == started[0][1]
+    assert all(8 * mib <= size < 9 * mib for _, size in started)
+    loaded = np_load(path)
+    assert all(np.array_equal(loaded[n], v) for n, v in values.items())

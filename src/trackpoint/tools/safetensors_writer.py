@@ -120,6 +120,7 @@ class SafetensorsWriter:
         self._base = len(header)
         self._pending = set(self.layout)
         self._publish = publish
+        self._unstarted = (0, 0)  # the written range whose writeback has not been started yet
         self.temp = temp_path(path)
         try:
             self._fd: int | None = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -134,21 +135,34 @@ class SafetensorsWriter:
     def _pwrite(self, data: memoryview, offset: int) -> None:
         assert self._fd is not None
         data = data.cast("B") if data.ndim != 1 or data.format != "B" else data
-        done = started = 0
+        done = 0
         while done < len(data):
             try:
                 # Pieces of 1 MiB: one write of a whole large tensor measured 2-5x slower than the
                 # same bytes in pieces, cold cache or warm (benchmarks/convert.py).
-                done += os.pwrite(self._fd, data[done : done + _WRITE_PIECE], offset + done)
+                n = os.pwrite(self._fd, data[done : done + _WRITE_PIECE], offset + done)
             except OSError as exc:
                 raise WriteError(
                     f"{self.path}: writing {self.temp} failed: {exc}. {write_remedy(exc)}", path=self.path
                 ) from exc
-            if done - started >= WRITEBACK_BYTES or done == len(data):
-                # Start the writeback now, so the disk works while the rest is read and the
-                # closing fsync has little left (as a bundle's shard writer does).
-                start_writeback(self._fd, offset + started, done - started)
-                started = done
+            self._written(offset + done, n)
+            done += n
+
+    def _written(self, offset: int, size: int) -> None:
+        """Start the writeback of every ``WRITEBACK_BYTES`` written, across writes and tensors, so
+        the disk works while the rest is read and the closing fsync has little left (as a bundle's
+        shard writer does); a write that does not follow the last one starts what came before."""
+        assert self._fd is not None
+        start, stop = self._unstarted
+        if offset != stop:
+            if stop > start:
+                start_writeback(self._fd, start, stop - start)
+            start = offset
+        stop = offset + size
+        if stop - start >= WRITEBACK_BYTES:
+            start_writeback(self._fd, start, stop - start)
+            start = stop
+        self._unstarted = (start, stop)
 
     def write(self, name: str, array: np.ndarray) -> None:
         """Write one tensor's values (any memory layout: a transposed view is written in chunks).
