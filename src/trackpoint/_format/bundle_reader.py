@@ -28,6 +28,7 @@ from trackpoint._format.entry_columns import EntryColumns, decode_spans, padded
 from trackpoint._format.in_place import InPlace
 from trackpoint._format.keys import decode_key, lookup_key, lookup_keys
 from trackpoint._format.read_tuning import DEFAULT_TUNING, ReadTuning
+from trackpoint._format.readahead import start_readahead
 from trackpoint._format.shard_files import ShardFiles, identity
 from trackpoint._format.slices import readable_key
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
@@ -227,6 +228,21 @@ class BundleReader:
         self._files.release()
 
     # -- reading ------------------------------------------------------------------------
+
+    def prefetch(self, entry: Entry) -> None:
+        """Let the disk start reading ``entry``'s stored bytes, for a read of it soon (see
+        :mod:`.readahead`): for a tool that reads one large tensor while it writes the last.
+
+        Small tensors (see :data:`.readahead.MIN_BYTES`) and sliced ones are left to the
+        kernel's own readahead, as is anything the index gets wrong: the read reports that.
+        """
+        if entry.is_sliced:
+            return
+        try:
+            fd = self.shard_fd(entry.shard_id, entry.key)[0]
+        except CheckpointError:
+            return
+        start_readahead(fd, entry.offset, entry.size)
 
     def checked(self, entry: Entry) -> DType:
         """Check ``entry`` against the rules for reading its value (and its file, if unsliced); its dtype.

@@ -363,9 +363,11 @@ def _write_files(
             publish=False,
         )
         writers.append(writer)
-        for info in writer.layout.values():  # in file order: the writes are sequential
-            row = by_name[info.name]
-            entry = bundle.entry(row.source)
+        in_order = [by_name[info.name] for info in writer.layout.values()]  # in file order: sequential writes
+        entries = [bundle.entry(row.source) for row in in_order]
+        for index, (row, entry) in enumerate(zip(in_order, entries)):
+            if index + 1 < len(entries):
+                bundle.prefetch(entries[index + 1])  # read from the disk while this one is written
             if not row.transposed and tf_stream.streamable(bundle, entry):
                 writer.write_pieces(row.name, tf_stream.stored_pieces(bundle, entry))
                 continue

@@ -29,6 +29,7 @@ import ml_dtypes
 import numpy as np
 
 from trackpoint._format.files import open_regular
+from trackpoint._format.readahead import start_readahead
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
@@ -321,6 +322,13 @@ class SafetensorsFile:
         size = info.dtype.itemsize
         self._read_into(name, out, info.begin + start * size, out.size * size)
         return out
+
+    def prefetch(self, name: str) -> None:
+        """Let the disk start reading tensor ``name`` now, for a :meth:`read` of it soon (see
+        :mod:`trackpoint._format.readahead`); unknown names are ignored."""
+        info = self.tensors.get(name)
+        if info is not None and self._fd is not None:
+            start_readahead(self._fd, info.begin, info.nbytes)
 
     def _read_into(self, name: str, out: np.ndarray, offset: int, size: int) -> None:
         if not size:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.bundle_writer import BundleWriter
 from trackpoint._format.dtypes import DType
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
@@ -67,9 +67,13 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
     used = sorted({item.shard_id for item in items} | {graph_shard})
     shard = {old: new for new, old in enumerate(used)}
     buffer = _ReadBuffer(bundle)
+    entries = [bundle.entry(item.source) if item.source is not None else None for item in items]
     with new_bundle(dst, len(used), "rewrite") as writer:
-        for item in items:
-            value = buffer.read(item.source) if item.source is not None else item.value
+        for index, (item, entry) in enumerate(zip(items, entries)):
+            following = entries[index + 1] if index + 1 < len(entries) else None
+            if following is not None:
+                bundle.prefetch(following)  # read from the disk while this one is written
+            value = buffer.read(entry) if entry is not None else item.value
             if item.cast is not None:
                 value = casting.cast_value(value, item.cast, item.key, bundle.prefix)
             # add_many checksums a large tensor while it writes it; the buffer is free again after.
@@ -87,8 +91,7 @@ class _ReadBuffer:
         self.bundle = bundle
         self.memory = bytearray()
 
-    def read(self, key: str) -> Any:
-        entry = self.bundle.entry(key)
+    def read(self, entry: Entry) -> Any:
         dtype = self.bundle.checked(entry)
         count = math.prod(entry.shape)
         if dtype.is_string or not count:

@@ -161,7 +161,8 @@ def _write(
     # put transposed into ``scratch``: one whole copy plus a block, not two whole copies.
     blocks = bytearray(min(largest, _BLOCK_BYTES) if any(row.transposed for row in by_name.values()) else 0)
     with new_bundle(prefix) as writer:
-        for name, key in keys:  # breadth first, as tf.train.Checkpoint writes values
+        for index, (name, key) in enumerate(keys):  # breadth first, as tf.train.Checkpoint writes values
+            _prefetch(source, by_name, keys[index + 1 : index + 2])
             row = by_name.get(name)
             if row is None:  # the save_counter added here, or a string tensor of the metadata
                 writer.add(key, strings[name] if strings and name in strings else np.int64(0))
@@ -179,6 +180,15 @@ def _write(
                 opened.read(row.source, out=value)
             writer.add_many([(key, value)])
         writer.add(OBJECT_GRAPH_KEY, graph)
+
+
+def _prefetch(source: SafetensorsSource, by_name: dict[str, MappingRow], following: list[tuple[str, str]]) -> None:
+    """Start reading the tensor that comes next while this one is written: they are taken in the
+    order of the graph, not of the file, so the kernel's readahead would not (see ``readahead``)."""
+    for name, _ in following:
+        row = by_name.get(name)
+        if row is not None:
+            source.where[row.source].prefetch(row.source)
 
 
 def _read_transposed(opened: SafetensorsFile, name: str, out: np.ndarray, blocks: bytearray) -> None:
