@@ -185,10 +185,12 @@ def available(operation: str) -> bool:
     return True
 
 
-def measure(directory: str, rounds: int, operations: list[str]) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    samples: dict[str, dict[str, list[dict[str, Any]]]] = {c: {o: [] for o in operations} for c in ("cold", "warm")}
+def measure(
+    directory: str, rounds: int, operations: list[str], caches: tuple[str, ...] = ("cold", "warm")
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    samples: dict[str, dict[str, list[dict[str, Any]]]] = {c: {o: [] for o in operations} for c in caches}
     for round_index in range(rounds):
-        for cache in ("cold", "warm"):
+        for cache in caches:
             shift = round_index % len(operations)
             for operation in operations[shift:] + operations[:shift]:
                 command = [sys.executable, __file__, "--child", operation, "--dir", directory, "--cache", cache]
@@ -206,7 +208,7 @@ def table(samples: dict[str, dict[str, list[dict[str, Any]]]], sizes: dict[str, 
     lines = [
         (
             f"{sizes['bytes'] / MiB:.0f} MiB checkpoint, largest tensor {sizes['largest'] / MiB:.0f} MiB; medians of "
-            f"{len(next(iter(samples['cold'].values())))} fresh processes; memory bound {limit / MiB:.0f} MiB"
+            f"{len(next(iter(next(iter(samples.values())).values())))} fresh processes; memory bound {limit / MiB:.0f} MiB"
         ),
         "",
         "| operation | cache | seconds | GiB/s | vs cp | vs cp+fsync | peak extra MiB |",
@@ -250,6 +252,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="32 x 2 MiB, 1 round")
     parser.add_argument("--dir", help="working directory (default: a new one under the system temporary directory)")
     parser.add_argument("--json", metavar="PATH", help="also write every sample as JSON")
+    parser.add_argument(
+        "--caches", default="cold,warm", choices=["cold,warm", "cold", "warm"], help="cache states to time (both)"
+    )
     parser.add_argument("--child", choices=OPERATIONS, help=argparse.SUPPRESS)
     parser.add_argument("--cache", choices=["cold", "warm"], default="warm", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -264,7 +269,7 @@ def main() -> int:
         sizes = build(directory, args.tensors, args.tensor_mib)
         operations = [o for o in OPERATIONS if available(o)]
         skipped = [o for o in OPERATIONS if o not in operations]
-        samples = measure(directory, args.rounds, operations)
+        samples = measure(directory, args.rounds, operations, tuple(args.caches.split(",")))
         print(table(samples, sizes))
         if skipped:
             print(f"\nnot measured (not in this tree): {', '.join(skipped)}")
