@@ -13,8 +13,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import numpy as np
 from hypothesis import strategies as st
@@ -26,6 +28,19 @@ TESTS = pathlib.Path(__file__).resolve().parent
 ROOT = TESTS.parent
 GOLDEN = TESTS / "golden"
 EXAMPLES = ROOT / "examples"
+
+_T = TypeVar("_T")
+
+
+def traced_peak(function: Callable[[], _T]) -> tuple[_T, int]:
+    """``function()``'s result and the peak of Python memory (tracemalloc) while it ran, in bytes."""
+    tracemalloc.start()
+    try:
+        result = function()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return result, peak
 
 
 # -- values -------------------------------------------------------------------------------------

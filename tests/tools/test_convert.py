@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
+from tests.helpers import traced_peak
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint.tools.safetensors_format import SafetensorsFile
 
@@ -496,18 +497,12 @@ def test_an_os_error_writing_safetensors_is_a_write_error_and_leaves_nothing(tmp
 
 
 def test_safetensors_to_tf_transposes_in_bounded_memory(tmp_path) -> None:
-    import tracemalloc
 
     rows, columns = 2048, 4096  # float32: 32 MiB
     value = np.arange(rows * columns, dtype=np.float32).reshape(rows, columns)
     src = _safetensors(tmp_path / "m.safetensors", {"w": value})
     del value
-    tracemalloc.start()
-    try:
-        tp.convert(src, str(tmp_path / "back" / "ckpt"), transpose="w", save_counter=False)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = traced_peak(lambda: tp.convert(src, str(tmp_path / "back" / "ckpt"), transpose="w", save_counter=False))[1]
     # one whole copy and a block of rows (16 MiB), not two whole copies (64 MiB, as a whole transpose took)
     assert peak < (32 << 20) + (24 << 20), peak
     back = tp.load_variable(str(tmp_path / "back" / "ckpt"), "w/.ATTRIBUTES/VARIABLE_VALUE")

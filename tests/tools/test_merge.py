@@ -134,21 +134,6 @@ def test_cli_merge(tmp_path, capsys) -> None:
     assert "is in both" in capsys.readouterr().err
 
 
-def test_an_output_under_a_file_or_at_a_directory_is_refused_naming_it(tmp_path) -> None:
-    """A file where a directory of the output must be raised a raw FileExistsError; a directory as the
-    output wrote ``<dir>.index`` beside it."""
-    parts = _parts(tmp_path)
-    (tmp_path / "afile").write_text("x")
-    with pytest.raises(tp.errors.WriteError, match=r"afile/ck: .*afile is a file, not a directory: remove"):
-        tp.merge(parts, str(tmp_path / "afile" / "ck"))
-    (tmp_path / "out").mkdir()
-    with pytest.raises(tp.errors.InvalidArgumentError, match=r"'.*out' is a directory; .* such as '.*out/ckpt'"):
-        tp.merge(parts, str(tmp_path / "out"))
-    with pytest.raises(tp.errors.InvalidArgumentError, match=r"is a directory"):
-        tp.merge(parts, str(tmp_path / "new") + "/")
-    assert not list(tmp_path.glob("out.*")) and not (tmp_path / "new").exists()
-
-
 def test_a_failed_merge_removes_the_directories_it_made(tmp_path, monkeypatch) -> None:
     import errno
 
