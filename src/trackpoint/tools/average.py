@@ -151,12 +151,13 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
         used = sorted({e.shard_id for e in last.values()} | {0})
         shard = {old: new for new, old in enumerate(used)}
         result = _ResultBuffer()
-        order = list(last)
+        keys = list(last)
         with new_bundle(out, len(used), "average") as writer:
-            for index, (key, entry) in enumerate(last.items()):
-                if index + 1 < len(order):  # read the next tensor from the disk while this one is averaged
+            for key, following in zip(keys, [*keys[1:], None]):
+                if following is not None:  # read the next tensor from the disk while this one is averaged
                     for bundle, layout in zip(bundles, layouts):
-                        bundle.prefetch(layout[order[index + 1]])
+                        bundle.prefetch(layout[following])
+                entry = last[key]
                 dtype = entry.dtype
                 if dtype is not None and _averaged(dtype):
                     value: Any = _mean(bundles, [lay[key] for lay in layouts], dtype, factors, result)

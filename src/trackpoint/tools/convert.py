@@ -365,9 +365,9 @@ def _write_files(
         writers.append(writer)
         in_order = [by_name[info.name] for info in writer.layout.values()]  # in file order: sequential writes
         entries = [bundle.entry(row.source) for row in in_order]
-        for index, (row, entry) in enumerate(zip(in_order, entries)):
-            if index + 1 < len(entries):
-                bundle.prefetch(entries[index + 1])  # read from the disk while this one is written
+        for row, entry, following in zip(in_order, entries, [*entries[1:], None]):
+            if following is not None:
+                bundle.prefetch(following)  # read from the disk while this one is written
             if not row.transposed and tf_stream.streamable(bundle, entry):
                 writer.write_pieces(row.name, tf_stream.stored_pieces(bundle, entry))
                 continue

@@ -69,8 +69,7 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
     buffer = _ReadBuffer(bundle)
     entries = [bundle.entry(item.source) if item.source is not None else None for item in items]
     with new_bundle(dst, len(used), "rewrite") as writer:
-        for index, (item, entry) in enumerate(zip(items, entries)):
-            following = entries[index + 1] if index + 1 < len(entries) else None
+        for item, entry, following in zip(items, entries, [*entries[1:], None]):
             if following is not None:
                 bundle.prefetch(following)  # read from the disk while this one is written
             value = buffer.read(entry) if entry is not None else item.value
