@@ -436,7 +436,7 @@ def test_a_plan_whose_object_died_binds_nothing(tmp_path) -> None:
     reader = BundleReader(one)
     coordinator = RestoreCoordinator(reader, read_object_graph(reader, validate=False))
     assert not replay(coordinator, stale)
-    assert coordinator.bound == {} and coordinator.matched_node_ids == set()
+    assert coordinator.bound == {} and not coordinator.matched.any()
     coordinator.silence()
 
 

@@ -82,7 +82,9 @@ class RestoreCoordinator:
         # binds an object several times faster than a WeakValueDictionary's Python-level
         # bookkeeping (a keyed reference with a callback per item).
         self.bound: dict[int, weakref.ref[Trackable]] = {}
-        self.matched_node_ids: set[int] = set()
+        # One flag a node rather than a set of ids: a set costs about 136 bytes a variable
+        # (an int and a hash slot each), this one byte (see PERFORMANCE.md, "Restore memory").
+        self.matched = np.zeros(self.node_count, bool)
         self.unused_attributes: dict[int, list[str]] = {}
         self.slot_node_ids: set[int] = set()
         self.slot_restorations: dict[int, list[tuple[int, int, str]]] = {}
@@ -222,7 +224,7 @@ class RestoreCoordinator:
         a bound variable's slots are resolved (or wait, as the repeat says)."""
         self.bound.update(zip(node_ids, refs))
         plan.bound.extend(node_ids)
-        self.matched_node_ids.update(node_ids)
+        self.matched[node_ids] = True
         uid = self.restore_uid
         for obj in objects:
             obj._tp_update_uid = uid
@@ -326,7 +328,7 @@ class RestoreCoordinator:
         for node_id in plan.bound:
             self.bound.pop(node_id, None)
             self.unused_attributes.pop(node_id, None)
-        self.matched_node_ids.difference_update(plan.bound)
+        self.matched[plan.bound] = False
         self.bound.update(plan.rebound)
         for undo in reversed(plan.undo):
             undo()
@@ -388,7 +390,8 @@ class RestoreCoordinator:
     def pending(self) -> dict[str, bool]:
         """Path -> whether it waits for an object to be created, for each value not restored yet."""
         waiting: set[int] = set()
-        for node_id in self.deferred_ids - self.matched_node_ids:
+        matched = self.matched
+        for node_id in [i for i in self.deferred_ids if not matched[i]]:
             waiting.update(self._subtree(node_id))
         for opt_id, node in enumerate(self.nodes):
             for slot in node.slot_variables:
@@ -428,14 +431,13 @@ class RestoreCoordinator:
 
     def unrestored_values(self) -> list[int]:
         """Checkpoint nodes holding values that no live object has received."""
-        # matched_node_ids, not the bound objects: the answer must not change when the
+        # The matched flags, not the bound objects: the answer must not change when the
         # restored objects are garbage-collected (e.g. at interpreter exit). Only unmatched
         # nodes are looked at: after a complete restore, none.
-        matched, nodes = self.matched_node_ids, self.nodes
-        if len(matched) == self.node_count:
-            return []
         skipped = self.slot_node_ids if self.skip_slot_variables else ()
-        return [i for i in range(self.node_count) if i not in matched and i not in skipped and nodes[i].attributes]
+        nodes = self.nodes
+        unmatched = np.flatnonzero(~self.matched).tolist()
+        return [i for i in unmatched if i not in skipped and nodes[i].attributes]
 
     def partial_restore_warning(self) -> str | None:
         """What TF warns about when a restore is deleted before all its values found a home.

@@ -112,7 +112,7 @@ class CheckpointPosition:
     def bind_object(self, trackable: Trackable) -> bool:
         """Bind this node to ``trackable``; True if that is a new binding."""
         coordinator = self.coordinator
-        coordinator.matched_node_ids.add(self.node_id)
+        coordinator.matched[self.node_id] = True
         ref = coordinator.bound.get(self.node_id)
         current = ref() if ref is not None else None
         if current is None:
@@ -166,8 +166,8 @@ class CheckpointPosition:
                 self._bind_children(node_id, obj, node.children, queue)
             if coordinator.slot_restorations or coordinator.deferred_slot_restorations:
                 queue.extend(CheckpointPosition(coordinator, node_id, plan)._slots_to_restore(obj))
-        # One call, not one a child.
-        coordinator.matched_node_ids.update(itertools.islice(plan.bound, first_bound, None))
+        # One store, not one a child.
+        coordinator.matched[plan.bound[first_bound:]] = True
         if recorder.refused is None and len(pending) > first:
             recorder.assigned(
                 list(map(_NODE_ID, itertools.islice(pending, first, None))),
