@@ -15,10 +15,11 @@ import contextlib
 import functools
 import itertools
 import logging
+import operator
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -32,12 +33,15 @@ from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
 from trackpoint._graph.values import CheckpointValues
 from trackpoint._graph.walk import Assignment, CheckpointPosition, RestorePlan, Wanted
 from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.epoch import structure_epoch, untracked_reason
+from trackpoint._tracking.slots import slot_variables
 from trackpoint._tracking.variables import Variable, take_restored, unshared_value
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 
 __all__ = ["RestoreCoordinator"]
 
 _log = logging.getLogger("trackpoint")
+_PLAIN_CHILDREN = Trackable._trackable_children
 _restore_uids = itertools.count(1)
 
 
@@ -90,6 +94,12 @@ class RestoreCoordinator:
         self.slot_restorations: dict[int, list[tuple[int, int, str]]] = {}
         self.deferred_slot_restorations: dict[int, list[tuple[Trackable, int, str]]] = {}
         self.expect_partial = False
+        # Whether every object the walks expanded had each of its live children bound (or, for a
+        # leaf of the checkpoint, had none); and the structure epoch that held from before the
+        # restore's walk (or repeat) until after it, when it did. Together they spare
+        # assert_existing_objects_matched its walk of the live objects (binds_every_live_object).
+        self.covered = True
+        self.covered_epoch: int | None = None
         self.deferred_ids: set[int] = set()  # nodes parked on live objects for restore-on-create
         self.slot_owners: list[int] = []  # see RestoreRecord.slot_owners
         nodes = self.nodes
@@ -196,6 +206,7 @@ class RestoreCoordinator:
             recorder: Takes down what a repeat of this restore would need (see
                 :mod:`~trackpoint._graph.restore_record`).
         """
+        self.covered_epoch = None  # a walk after the restore (restore-on-create): structure changed
         plan = RestorePlan(recorder)
         with self.reading():  # a restore-on-create reopens the files, and closes them after
             try:
@@ -354,6 +365,45 @@ class RestoreCoordinator:
             ) from exc
 
     # -- for the status -------------------------------------------------------------------
+
+    def binds_every_live_object(self, root: Trackable, attached: Mapping[str, Trackable]) -> bool:
+        """Whether every object reachable from ``root`` (and ``attached``, and the slots of its
+        optimizers unless slots are skipped) is bound, known without walking them; False when
+        that is not known.
+
+        Known when the restore's walk bound every live child of every object it expanded
+        (``covered``), when nothing gained, lost or replaced a child or slot since (the epoch
+        stands where it stood before the walk, and every bound object's class reports such
+        changes), and when the root, the attached objects and every slot the bound optimizers
+        hold are bound. The objects found from the root are then exactly the bound ones.
+        """
+        if self.covered_epoch is None or self.covered_epoch != structure_epoch():
+            return False
+        root_ref = self.bound.get(0)
+        if root_ref is None or root_ref() is not root:
+            return False
+        objects = [ref() for ref in self.bound.values()]
+        if not all(map(operator.is_not, objects, itertools.repeat(None))):  # `None in` would call __eq__
+            return False
+        live = cast(list[Trackable], objects)
+        if untracked_reason(live, lookups=True) is not None:
+            return False
+        # What a walk of the live objects asks the container wrappers: they check first that
+        # they can be saved (raising then as that walk would), and notice changes made behind
+        # their backs (which move the epoch).
+        classes: set[type[Trackable]] = set(map(type, live))
+        wrappers = {cls for cls in classes if cls._trackable_children is not _PLAIN_CHILDREN}
+        if wrappers:
+            for obj in live:
+                if type(obj) in wrappers:
+                    obj._trackable_children()
+            if self.covered_epoch != structure_epoch():
+                return False
+        slots = [] if self.skip_slot_variables else [slot for *_, slot in slot_variables(live)]
+        if attached or slots:
+            ids = set(map(id, live))
+            return all(id(obj) in ids for obj in itertools.chain(attached.values(), slots))
+        return True
 
     def bound_ids(self) -> set[int]:
         """``id()`` of every bound object still alive (no pair per binding: a restore of many

@@ -7,11 +7,17 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.dict_wrapper import DictWrapper
+from trackpoint._tracking.list_wrapper import ListWrapper
+from trackpoint._tracking.tuple_wrapper import TupleWrapper
 
-__all__ = ["LiveGraph", "breadth_first", "by_id", "children_with_attached"]
+__all__ = ["LiveGraph", "breadth_first", "by_id", "children_with_attached", "is_leaf", "tracked_children"]
 
 _PLAIN_CHILDREN = Trackable._trackable_children
 _NO_CHILDREN: Mapping[str, Trackable] = MappingProxyType({})
+_STATE_CHILDREN = frozenset(
+    cls._trackable_children for cls in (Trackable, ListWrapper, DictWrapper, TupleWrapper)
+)  # see tracked_children
 
 
 def children_with_attached(
@@ -35,10 +41,24 @@ def children_with_attached(
     return obj._trackable_children()
 
 
-def _is_leaf(obj: Trackable, root: Trackable) -> bool:
-    """The test :func:`children_with_attached` makes for a plain class with no children, without the call
+def tracked_children(obj: Trackable) -> Mapping[str, Trackable] | None:
+    """``obj``'s children as its state tracks them, to read and not to keep, without asking it;
+    None for a class that computes its own.
+
+    For ``Trackable`` and the container wrappers these are exactly its children: a wrapper's
+    ``_trackable_children`` only checks first that it can be saved (and raises if not), which
+    a restore's walk must not do.
+    """
+    if type(obj)._trackable_children not in _STATE_CHILDREN:
+        return None
+    state = obj._tp
+    return state["children"] if state is not None else _NO_CHILDREN
+
+
+def is_leaf(obj: Trackable) -> bool:
+    """Whether ``obj`` is of a plain class and has no children, known without asking for them
     (most objects of a walk are such leaves: variables)."""
-    return obj._tp is None and type(obj)._trackable_children is _PLAIN_CHILDREN and obj is not root
+    return obj._tp is None and type(obj)._trackable_children is _PLAIN_CHILDREN
 
 
 def by_id(root: Trackable, attached: Mapping[str, Trackable]) -> dict[int, Trackable]:
@@ -47,7 +67,7 @@ def by_id(root: Trackable, attached: Mapping[str, Trackable]) -> dict[int, Track
     live = {id(root): root}
     objects = [root]
     for obj in objects:  # grows as it goes: breadth first
-        if _is_leaf(obj, root):
+        if obj is not root and is_leaf(obj):
             continue
         for child in children_with_attached(obj, root, attached).values():
             key = id(child)
@@ -84,7 +104,7 @@ def breadth_first(root: Trackable, attached: Mapping[str, Trackable]) -> LiveGra
     children: list[Mapping[str, Trackable]] = []
     ids = {id(root): 0}
     for index, obj in enumerate(nodes):  # grows as it goes
-        if _is_leaf(obj, root):
+        if obj is not root and is_leaf(obj):
             children.append(_NO_CHILDREN)
             continue
         kids = children_with_attached(obj, root, attached)

@@ -82,10 +82,14 @@ def restore_checkpoint(
     with coordinator.reading():  # the files close when this ends
         try:
             with gc_paused():
-                if record is None or not replay(coordinator, record):
+                if record is not None and replay(coordinator, record):
+                    coordinator.covered = coordinator.covered and record.covered  # the structure that walk saw
+                else:
                     recorder = Recorder()
                     coordinator.restore(_root_bindings(coordinator, root, attached), recorder)
                     record = recorder.finish(coordinator, raw, epoch)
+                if coordinator.covered and structure_epoch() == epoch:
+                    coordinator.covered_epoch = epoch
             if then is not None:
                 then()
         except BaseException:

@@ -57,6 +57,9 @@ class RestoreRecord:
             of each slot that had to wait for its optimizer, in the stage that bound the
             variable (a later stage may bind the optimizer and resolve it).
         unused_attributes: Node id -> attribute names its object does not take.
+        covered: Whether the walk bound every live child of every object it expanded (see
+            ``RestoreCoordinator.binds_every_live_object``); a repeat, made only while the
+            structure is the one walked, holds it too.
     """
 
     epoch: int
@@ -70,6 +73,7 @@ class RestoreRecord:
     deferrals: list[tuple[int, str, int]]
     deferred_slots: list[tuple[int, int, int, str]]
     unused_attributes: dict[int, tuple[str, ...]]
+    covered: bool
 
     def refusal(self, graph: bytes, skip_slot_variables: bool, root: Trackable) -> str | None:
         """Why this record does not hold, now, for a restore of the serialized ``graph`` into
@@ -166,6 +170,7 @@ class Recorder:
             self.deferrals,
             self.slot_waits,
             {node_id: tuple(names) for node_id, names in coordinator.unused_attributes.items()},
+            coordinator.covered,
         )
 
 

@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+from trackpoint._graph.live import is_leaf, tracked_children
 from trackpoint._graph.node_bytes import variable_keys
 from trackpoint._graph.object_graph import check_child, has_values
 from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["Assignment", "CheckpointPosition", "RestorePlan", "Wanted"]
 
 _PLAIN_LOOKUP = Trackable._lookup_dependency
+_PLAIN_CHILDREN = Trackable._trackable_children  # a leaf test inline (live.is_leaf): one per variable
 _NO_CHILDREN: dict[str, Trackable] = {}
 _NODE_ID, _WANTED = operator.itemgetter(0), operator.itemgetter(2)  # of an Assignment
 
@@ -38,6 +40,13 @@ _NODE_ID, _WANTED = operator.itemgetter(0), operator.itemgetter(2)  # of an Assi
 Wanted = str | list[tuple[str, str]]
 #: (node id, object, wanted, the object's update uid before the walk).
 Assignment = tuple[int, Trackable, Wanted, int]
+
+
+def _unseen_children(obj: Trackable) -> bool:
+    """Whether ``obj``, which the walk does not expand, may have children: it has tracked ones,
+    or computes its own."""
+    children = tracked_children(obj)
+    return children is None or bool(children)
 
 
 class RestorePlan:
@@ -164,6 +173,8 @@ class CheckpointPosition:
                 recorder.refuse(f"node {node_id}'s object was assigned by a later restore")
             if node.children:
                 self._bind_children(node_id, obj, node.children, queue)
+            elif coordinator.covered and not is_leaf(obj) and _unseen_children(obj):
+                coordinator.covered = False  # it has children that the checkpoint has no node for
             if coordinator.slot_restorations or coordinator.deferred_slot_restorations:
                 queue.extend(CheckpointPosition(coordinator, node_id, plan)._slots_to_restore(obj))
         # One store, not one a child.
@@ -201,6 +212,12 @@ class CheckpointPosition:
             lookup = state["children"].get if state is not None else _NO_CHILDREN.get
         else:
             lookup = obj._lookup_dependency
+        # Whether every live child of every object walked is bound here (see
+        # RestoreCoordinator.covered): the names of obj's live children reached, and whether a
+        # leaf reached has children of its own.
+        covered = coordinator.covered
+        reached: list[str] = []
+        reach = reached.append
         # Once per node, not per child: slot_restorations only shrinks, and slots wait in
         # deferred_slots only when taken from it, so empty both stay empty.
         slots_pending = bool(slot_restorations or deferred_slots)
@@ -214,7 +231,9 @@ class CheckpointPosition:
         for (child_id, local_name), key in zip(named, variable_keys(coordinator.node_bytes, ids)):
             ref = bound.get(child_id)
             if ref is not None:
-                if ref() is not None:
+                if (held := ref()) is not None:
+                    if covered and lookup(local_name) is held:
+                        reach(local_name)
                     continue  # reached by another path
                 # A rebinding keeps the old place in walk order.
                 recorder.refuse(f"node {child_id}'s object was garbage-collected and is bound anew")
@@ -224,6 +243,7 @@ class CheckpointPosition:
                     plan.deferrals.append((obj, local_name, child_id))
                     recorder.deferred(node_id, local_name, child_id)
                 continue
+            reach(local_name)
             if ref is None:
                 new_bound.append(child_id)  # and matched at the end of the walk
             else:
@@ -233,7 +253,14 @@ class CheckpointPosition:
                 slots_pending and (child_id in slot_restorations or child_id in deferred_slots)
             ):
                 queue.append((child_id, local))
-            elif uid > (update_uid := local._tp_update_uid):
+                continue
+            if (
+                covered
+                and not (local._tp is None and type(local)._trackable_children is _PLAIN_CHILDREN)
+                and (_unseen_children(local))
+            ):
+                covered = False  # a leaf of the checkpoint with children here
+            if uid > (update_uid := local._tp_update_uid):
                 # A leaf, gathered here rather than queued; a plain variable's value is named
                 # by its key alone.
                 local._tp_update_uid = uid
@@ -245,6 +272,12 @@ class CheckpointPosition:
                         pending.append((child_id, local, wanted, update_uid))
             else:
                 recorder.refuse(f"node {child_id}'s object was assigned by a later restore")
+        if covered:
+            live = tracked_children(obj)
+            # Every name of a live child reached, each once (a checkpoint may name a child twice).
+            covered = live is not None and len(reached) == len(live) and live.keys() == set(reached)
+        if not covered:
+            coordinator.covered = False
 
     def _slots_to_restore(self, trackable: Trackable) -> list[tuple[int, Trackable]]:
         """``(slot node id, slot)`` of the existing slots to walk on to from this node (see :meth:`_slot`)."""
