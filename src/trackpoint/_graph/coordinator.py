@@ -87,7 +87,7 @@ class RestoreCoordinator:
         # bookkeeping (a keyed reference with a callback per item).
         self.bound: dict[int, weakref.ref[Trackable]] = {}
         # One flag a node rather than a set of ids: a set costs about 136 bytes a variable
-        # (an int and a hash slot each), this one byte (see PERFORMANCE.md, "Restore memory").
+        # (an int and a hash slot each), this one byte (see PERFORMANCE.md, "The match check").
         self.matched = np.zeros(self.node_count, bool)
         self.unused_attributes: dict[int, list[str]] = {}
         self.slot_node_ids: set[int] = set()
