@@ -27,6 +27,7 @@ from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.in_place import InPlace, fits
 from trackpoint._graph import kept_values
+from trackpoint._graph.live import ask_containers
 from trackpoint._graph.node_bytes import split_nodes
 from trackpoint._graph.object_graph import check_child, check_slot, node_paths, unescape
 from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
@@ -41,7 +42,6 @@ from trackpoint.errors import CheckpointError, InvalidArgumentError
 __all__ = ["RestoreCoordinator"]
 
 _log = logging.getLogger("trackpoint")
-_PLAIN_CHILDREN = Trackable._trackable_children
 _restore_uids = itertools.count(1)
 
 
@@ -388,17 +388,9 @@ class RestoreCoordinator:
         live = cast(list[Trackable], objects)
         if untracked_reason(live, lookups=True) is not None:
             return False
-        # What a walk of the live objects asks the container wrappers: they check first that
-        # they can be saved (raising then as that walk would), and notice changes made behind
-        # their backs (which move the epoch).
-        classes: set[type[Trackable]] = set(map(type, live))
-        wrappers = {cls for cls in classes if cls._trackable_children is not _PLAIN_CHILDREN}
-        if wrappers:
-            for obj in live:
-                if type(obj) in wrappers:
-                    obj._trackable_children()
-            if self.covered_epoch != structure_epoch():
-                return False
+        ask_containers(live)  # may raise, or move the epoch, as the walk of live objects would
+        if self.covered_epoch != structure_epoch():
+            return False
         slots = [] if self.skip_slot_variables else [slot for *_, slot in slot_variables(live)]
         if attached or slots:
             ids = set(map(id, live))

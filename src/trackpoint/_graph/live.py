@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -11,9 +11,19 @@ from trackpoint._tracking.dict_wrapper import DictWrapper
 from trackpoint._tracking.list_wrapper import ListWrapper
 from trackpoint._tracking.tuple_wrapper import TupleWrapper
 
-__all__ = ["LiveGraph", "breadth_first", "by_id", "children_with_attached", "is_leaf", "tracked_children"]
+__all__ = [
+    "PLAIN_CHILDREN",
+    "LiveGraph",
+    "ask_containers",
+    "breadth_first",
+    "by_id",
+    "children_with_attached",
+    "is_leaf",
+    "tracked_children",
+]
 
-_PLAIN_CHILDREN = Trackable._trackable_children
+#: Trackable's own ``_trackable_children``: a class that has it reads its children from its state.
+PLAIN_CHILDREN = Trackable._trackable_children
 _NO_CHILDREN: Mapping[str, Trackable] = MappingProxyType({})
 _STATE_CHILDREN = frozenset(
     cls._trackable_children for cls in (Trackable, ListWrapper, DictWrapper, TupleWrapper)
@@ -35,7 +45,7 @@ def children_with_attached(
         for name, child in attached.items():
             children.setdefault(name, child)
         return children
-    if type(obj)._trackable_children is _PLAIN_CHILDREN:
+    if type(obj)._trackable_children is PLAIN_CHILDREN:
         state = obj._tp
         return state["children"] if state is not None else _NO_CHILDREN
     return obj._trackable_children()
@@ -55,10 +65,22 @@ def tracked_children(obj: Trackable) -> Mapping[str, Trackable] | None:
     return state["children"] if state is not None else _NO_CHILDREN
 
 
+def ask_containers(objects: Sequence[Trackable]) -> None:
+    """Ask each of ``objects`` whose class computes its children (the container wrappers) for
+    them, as a walk of the live objects does: a wrapper raises when it cannot be saved, and
+    notices changes made behind its back (which moves the structure epoch)."""
+    classes: set[type[Trackable]] = set(map(type, objects))
+    containers = {cls for cls in classes if cls._trackable_children is not PLAIN_CHILDREN}
+    if containers:
+        for obj in objects:
+            if type(obj) in containers:
+                obj._trackable_children()
+
+
 def is_leaf(obj: Trackable) -> bool:
     """Whether ``obj`` is of a plain class and has no children, known without asking for them
     (most objects of a walk are such leaves: variables)."""
-    return obj._tp is None and type(obj)._trackable_children is _PLAIN_CHILDREN
+    return obj._tp is None and type(obj)._trackable_children is PLAIN_CHILDREN
 
 
 def by_id(root: Trackable, attached: Mapping[str, Trackable]) -> dict[int, Trackable]:

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
-from trackpoint._graph.live import is_leaf, tracked_children
+from trackpoint._graph.live import PLAIN_CHILDREN, is_leaf, tracked_children
 from trackpoint._graph.node_bytes import variable_keys
 from trackpoint._graph.object_graph import check_child, has_values
 from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["Assignment", "CheckpointPosition", "RestorePlan", "Wanted"]
 
 _PLAIN_LOOKUP = Trackable._lookup_dependency
-_PLAIN_CHILDREN = Trackable._trackable_children  # a leaf test inline (live.is_leaf): one per variable
 _NO_CHILDREN: dict[str, Trackable] = {}
 _NODE_ID, _WANTED = operator.itemgetter(0), operator.itemgetter(2)  # of an Assignment
 
@@ -254,12 +253,11 @@ class CheckpointPosition:
             ):
                 queue.append((child_id, local))
                 continue
-            if (
-                covered
-                and not (local._tp is None and type(local)._trackable_children is _PLAIN_CHILDREN)
-                and (_unseen_children(local))
-            ):
-                covered = False  # a leaf of the checkpoint with children here
+            # live.is_leaf inline (a call per variable costs more than the test), then whether
+            # this leaf of the checkpoint has children here.
+            leaf = local._tp is None and type(local)._trackable_children is PLAIN_CHILDREN
+            if covered and not leaf and _unseen_children(local):
+                covered = False
             if uid > (update_uid := local._tp_update_uid):
                 # A leaf, gathered here rather than queued; a plain variable's value is named
                 # by its key alone.
