@@ -22,7 +22,7 @@ import time
 import pytest
 
 import trackpoint as tp
-from tests.corrupt.overwrite_server import COUNT, build
+from tests.corrupt.overwrite_server import COUNT, build, options
 from trackpoint._format import previous
 
 pytestmark = pytest.mark.slow  # crash, kill and fuzz runs take seconds: not in the inner loop
@@ -82,8 +82,25 @@ def _tensorflow_reads(prefixes: list[str]) -> list[list]:
     return json.loads(done.stdout)
 
 
+def _kill_window(scratch: str) -> float:
+    """Seconds to draw kill times from: a little more than one 400-shard plus one 1-shard save.
+
+    A fixed window let a slow phase of the machine kill every writer before its first save
+    finished (the test then saw no versions at all); measuring the saves here, in this phase,
+    keeps the kills spread over whole saves however fast the disk is today.
+    """
+    ckpt, _ = build(0.0)
+    elapsed = []
+    for step in (1, 3, 1, 3):  # options(): 400 shards for step 1, one shard for step 3
+        start = time.perf_counter()
+        ckpt.write(os.path.join(scratch, "weights"), options(step))
+        elapsed.append(time.perf_counter() - start)
+    return max(0.35, 1.5 * (max(elapsed[0::2]) + max(elapsed[1::2])))
+
+
 def test_sigkill_during_in_place_overwrites_never_leaves_the_prefix_without_a_checkpoint(tmp_path) -> None:
     pytest.importorskip("tensorflow")
+    window = _kill_window(str(tmp_path / "timing"))
     directory = str(tmp_path / "run")
     os.makedirs(directory)
     prefix = os.path.join(directory, "weights")
@@ -100,7 +117,7 @@ def test_sigkill_during_in_place_overwrites_never_leaves_the_prefix_without_a_ch
             server.stdin.write(f"{int(last) + 1}\n")
             server.stdin.flush()
             pid = int(server.stdout.readline())
-            time.sleep(rng.uniform(0.0, 0.35))
+            time.sleep(rng.uniform(0.0, window))
             os.kill(pid, signal.SIGKILL)
             status = int(server.stdout.readline())
             assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, f"writer ended by itself: {status}"
@@ -117,7 +134,7 @@ def test_sigkill_during_in_place_overwrites_never_leaves_the_prefix_without_a_ch
     finally:
         server.stdin.close()
         server.wait(timeout=60)
-    assert last > 3, "the writers were killed before they saved anything"
+    assert last > 3, f"the writers were killed before they saved anything (kill window {window:.2f} s)"
     # TensorFlow reads every sampled state outside its window, as the version trackpoint read.
     results = _tensorflow_reads([p for p, _ in whole])
     for (snap, step), (outcome, detail) in zip(whole, results):
