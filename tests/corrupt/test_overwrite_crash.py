@@ -31,6 +31,7 @@ SERVER = os.path.join(os.path.dirname(__file__), "overwrite_server.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 KILLS = int(os.environ.get("TP_CRASH_KILLS", "200"))
 TF_SAMPLES = 24  # whole states TensorFlow must read, spread over the run
+MAX_WINDOW = 3.0  # seconds: a writer that cannot save in this fails the test rather than stall it
 
 TF_CHECK = textwrap.dedent(f"""
     import json, sys
@@ -110,7 +111,7 @@ def test_sigkill_during_in_place_overwrites_never_leaves_the_prefix_without_a_ch
             status = int(server.stdout.readline())
             assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, f"writer ended by itself: {status}"
             if stalled >= 5:  # the machine is slower than the window assumed: widen it
-                window, stalled = window * 1.5, 0
+                window, stalled = min(window * 1.5, MAX_WINDOW), 0
             if not os.path.exists(prefix + ".index") and last == 0.0:
                 stalled += 1
                 continue  # killed before the first save was published
