@@ -69,12 +69,9 @@ def ask_containers(objects: Sequence[Trackable]) -> None:
     """Ask each of ``objects`` whose class computes its children (the container wrappers) for
     them, as a walk of the live objects does: a wrapper raises when it cannot be saved, and
     notices changes made behind its back (which moves the structure epoch)."""
-    classes: set[type[Trackable]] = set(map(type, objects))
-    containers = {cls for cls in classes if cls._trackable_children is not PLAIN_CHILDREN}
-    if containers:
-        for obj in objects:
-            if type(obj) in containers:
-                obj._trackable_children()
+    for obj in objects:
+        if type(obj)._trackable_children is not PLAIN_CHILDREN:
+            obj._trackable_children()
 
 
 def is_leaf(obj: Trackable) -> bool:
