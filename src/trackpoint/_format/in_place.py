@@ -61,7 +61,10 @@ _Piece = tuple[int, int, int]
 
 def fits(entry: Entry, out: np.ndarray) -> bool:
     """Whether ``entry`` may be read straight into ``out``: a plain numeric tensor of exactly its
-    dtype and shape, and an array that owns its aligned, C-contiguous memory."""
+    dtype and shape, and an aligned, C-contiguous array over memory of its own size.
+
+    Whether that memory may be overwritten (a variable's own array that nothing else holds,
+    a framework tensor's storage) is for whoever offers it to say."""
     dtype = entry.dtype
     return (
         dtype is not None
@@ -71,8 +74,6 @@ def fits(entry: Entry, out: np.ndarray) -> bool:
         and out.dtype == dtype.numpy
         and out.shape == entry.shape
         and out.nbytes == entry.size
-        and out.base is None
-        and out.flags.owndata
         and out.flags.c_contiguous
         and out.flags.aligned
     )
@@ -207,7 +208,7 @@ class InPlace:
         arrays = [outs[row] for row in rows]
         views = []
         for array in arrays:
-            array.flags.writeable = True  # allowed: the array owns its memory (see fits)
+            array.flags.writeable = True  # allowed: its memory was offered for this (see fits)
             views.append(numeric_bytes_view(array))
 
         def read(share: list[_Piece]) -> None:

@@ -36,10 +36,14 @@ from trackpoint._graph.walk import Assignment, CheckpointPosition, RestorePlan, 
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch, untracked_reason
 from trackpoint._tracking.slots import slot_variables
+from trackpoint._tracking.tensor_owner import TensorOwner, is_tensor_owner
 from trackpoint._tracking.variables import Variable, take_restored, unshared_value
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 
 __all__ = ["RestoreCoordinator"]
+
+# What a restore reads in place, and each such row's variable or tensor-owner memory (see _assign).
+_InPlaceWork = tuple[InPlace, dict[int, Variable], dict[int, np.ndarray]]
 
 _log = logging.getLogger("trackpoint")
 _restore_uids = itertools.count(1)
@@ -264,21 +268,25 @@ class RestoreCoordinator:
                 raise
             self._finish(plan)
 
-    def _assign(self, assignments: list[Assignment]) -> tuple[InPlace, dict[int, Variable]] | None:
+    def _assign(self, assignments: list[Assignment]) -> _InPlaceWork | None:
         """Read the values of gathered nodes, check each against its object, then hand them out.
 
         No object takes a value before all are read and every plain variable's value was
         checked against its dtype and shape (each as it arrives, while the next batch is
         read). The values of one restore are therefore in memory together, beside the values
-        they replace, as in TF (which reads them in one op). Other objects check their tensors
-        themselves, in ``_restore_from_tensors``: they take theirs first, in walk order (as
-        TF restores Python state first), so that one refusing leaves every variable as it was.
+        they replace, as in TF (which reads them in one op). Objects of the
+        :class:`~trackpoint._tracking.tensor_owner.TensorOwner` protocol (the framework
+        adapters) check theirs next, all before any takes one. Other objects check their
+        tensors themselves, in ``_restore_from_tensors``: they take theirs after that, in walk
+        order (as TF restores Python state first), so that one refusing leaves every variable
+        and tensor owner as it was.
 
         Except large values whose variable alone holds its array (see
-        :func:`~trackpoint._tracking.variables.unshared_value`): those are only verified in
-        their files here, and each variable takes its own array back; they are read into it
-        by :func:`_copy_in_place` once this returns, with every value checked. Returned for
-        that: what was read in place, and each such row's variable.
+        :func:`~trackpoint._tracking.variables.unshared_value`), or whose tensor owner gave
+        its memory for them: those are only verified in their files here, and each object
+        takes its own array back; they are read into it by :func:`_copy_in_place` once this
+        returns, with every value checked. Returned for that: what was read in place, each
+        such row's variable, and each such row's tensor-owner destination.
         """
         if not assignments:
             return None
@@ -290,8 +298,10 @@ class RestoreCoordinator:
                 keys.extend(key for _, key in wanted)
         variables: list[Variable] = []
         arrays: list[Any] = []
-        others = []
+        owned: list[tuple[int, Trackable, Wanted, dict[str, Any]]] = []
+        others: list[tuple[int, Trackable, Wanted, dict[str, Any]]] = []
         owners: dict[int, Variable] = {}
+        targets: dict[int, np.ndarray] = {}
 
         def destinations(rows: Sequence[int]) -> dict[int, np.ndarray]:
             # Asked only when some values are large: a restore of small ones pays nothing.
@@ -301,6 +311,8 @@ class RestoreCoordinator:
                 if value is not None:
                     outs[row] = value
                     owners[row] = variable
+            targets.update(_owner_destinations(assignments, rows))
+            outs.update(targets)
             return outs
 
         in_place = InPlace(destinations)
@@ -313,14 +325,23 @@ class RestoreCoordinator:
                         raise self._refused(node_id, wanted, exc) from exc
                     variables.append(trackable)  # type: ignore[arg-type]
                 else:
-                    others.append((node_id, trackable, wanted, {name: next(values) for name, _ in wanted}))
+                    tensors = {name: next(values) for name, _ in wanted}
+                    (owned if is_tensor_owner(trackable) else others).append((node_id, trackable, wanted, tensors))
+        checked = []
+        for node_id, trackable, wanted, tensors in owned:
+            try:
+                checked.append(cast(TensorOwner, trackable)._tp_check_restored(tensors))
+            except InvalidArgumentError as exc:
+                raise self._refused(node_id, wanted, exc) from exc
         for node_id, trackable, wanted, tensors in others:
             try:
                 trackable._restore_from_tensors(tensors)
             except InvalidArgumentError as exc:
                 raise self._refused(node_id, wanted, exc) from exc
+        for (_, trackable, _, _), taken in zip(owned, checked):
+            cast(TensorOwner, trackable)._tp_take_restored(taken)
         take_restored(variables, arrays)
-        return (in_place, owners) if in_place.entries else None
+        return (in_place, owners, targets) if in_place.entries else None
 
     def _refused(self, node_id: int, wanted: Wanted, exc: Exception) -> InvalidArgumentError:
         keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)
@@ -540,17 +561,42 @@ def _plain_variables(assignments: list[Assignment], rows: Sequence[int]) -> dict
     return found
 
 
-def _copy_in_place(in_place: InPlace, owners: dict[int, Variable]) -> None:
-    """Read the values verified for reading in place into their variables' arrays.
+def _owner_destinations(assignments: list[Assignment], rows: Sequence[int]) -> dict[int, np.ndarray]:
+    """The memory a tensor owner gave for the value at each of ``rows`` (see
+    :meth:`~trackpoint._tracking.tensor_owner.TensorOwner._tp_destinations`), for the rows it gave some for."""
+    wanted_rows = set(rows)
+    found = {}
+    row = 0
+    for _, trackable, wanted, _ in assignments:
+        if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
+            row += 1
+            continue
+        if is_tensor_owner(trackable) and any(r in wanted_rows for r in range(row, row + len(wanted))):
+            given = cast(TensorOwner, trackable)._tp_destinations()
+            for offset, (name, _) in enumerate(wanted):
+                out = given.get(name)
+                if out is not None and row + offset in wanted_rows:
+                    found[row + offset] = out
+        row += len(wanted)
+    return found
 
-    Each array is asked for again: the objects that took their values before (other
-    trackables, in ``_restore_from_tensors``) run code of their own, which may have kept a
-    variable's array meanwhile. A variable whose array is now shared takes a new one, read
-    as any other value is.
+
+def _copy_in_place(in_place: InPlace, owners: dict[int, Variable], targets: dict[int, np.ndarray]) -> None:
+    """Read the values verified for reading in place into their variables' arrays and their
+    tensor owners' memory.
+
+    Each variable's array is asked for again: the objects that took their values before
+    (other trackables, in ``_restore_from_tensors``) run code of their own, which may have
+    kept a variable's array meanwhile. A variable whose array is now shared takes a new one,
+    read as any other value is. A tensor owner's memory is its own to vouch for.
     """
     outs = {}
     fresh = []
     for row, entry in in_place.entries.items():
+        target = targets.get(row)
+        if target is not None:
+            outs[row] = target
+            continue
         variable = owners[row]
         value = unshared_value(variable)
         if value is not None and fits(entry, value):

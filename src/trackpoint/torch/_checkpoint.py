@@ -1,0 +1,128 @@
+"""``trackpoint.torch.Checkpoint``: ``tp.Checkpoint`` with torch objects given to it wrapped as nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import trackpoint as tp
+from trackpoint import Trackable
+from trackpoint.errors import InvalidArgumentError
+from trackpoint.torch._nodes import module_node, tensor_node, unwrap
+from trackpoint.torch._optimizer import OptimizerNode
+from trackpoint.torch._state import StateDictNode, has_state_dict
+
+__all__ = ["Checkpoint", "check_aliasing", "parameter_names"]
+
+
+def parameter_names(modules: dict[str, torch.nn.Module]) -> dict[int, str]:
+    """``id(parameter)`` -> its first path (``model.fc.weight``) among ``modules`` (name -> module)."""
+    names: dict[int, str] = {}
+    for name in sorted(modules):
+        for path, param in modules[name].named_parameters():
+            names.setdefault(id(param), f"{name}.{path}" if name else path)
+    return names
+
+
+def check_aliasing(modules: dict[str, torch.nn.Module]) -> None:
+    """Refuse tensors that share storage at different places (a view of part of another).
+
+    A weight tied as the same tensor is one node, stored once; two different views of one
+    storage would be stored as two values and restored as two copies, so the link between
+    them would be lost silently.
+
+    Raises:
+        InvalidArgumentError: Two tensors of the modules overlap without being the same view; both are named.
+    """
+    seen: dict[tuple[str, int], tuple[str, torch.Tensor]] = {}
+    for name in sorted(modules):
+        module = modules[name]
+        named = list(module.named_parameters(remove_duplicate=False)) + list(
+            module.named_buffers(remove_duplicate=False)
+        )
+        for path, tensor in named:
+            if tensor is None or tensor.numel() == 0 or tensor.layout is not torch.strided:
+                continue
+            storage = tensor.untyped_storage()
+            key = (str(tensor.device), storage.data_ptr())
+            first = seen.setdefault(key, (f"{name}.{path}" if name else path, tensor))
+            other = first[1]
+            if other is tensor:
+                continue
+            if (other.storage_offset(), other.shape, other.stride(), other.dtype) != (
+                tensor.storage_offset(),
+                tensor.shape,
+                tensor.stride(),
+                tensor.dtype,
+            ):
+                raise InvalidArgumentError(
+                    f"{first[0]} and {name}.{path} share memory at different offsets or shapes (one is a view of part "
+                    "of the other); a checkpoint would store them as two values and lose the link. Tie them as one "
+                    "tensor, or give each its own memory (.clone())"
+                )
+
+
+def _wrap(value: Any, name: str, names: Callable[[], dict[int, str]], modules: dict[str, torch.nn.Module]) -> Any:
+    if isinstance(value, Trackable):
+        return value
+    if isinstance(value, torch.nn.Module):
+        modules[name] = unwrap(value)
+        return module_node(value)
+    if isinstance(value, torch.Tensor):
+        return tensor_node(value, name)
+    if isinstance(value, torch.optim.Optimizer) or (hasattr(value, "param_groups") and hasattr(value, "state")):
+        return OptimizerNode(value, names, name)
+    if has_state_dict(value):
+        return StateDictNode(value, name)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_wrap(item, f"{name}.{i}", names, modules) for i, item in enumerate(value))
+    if isinstance(value, dict):
+        return {key: _wrap(item, f"{name}.{key}", names, modules) for key, item in value.items()}
+    raise InvalidArgumentError(
+        f"Checkpoint argument {name!r} is a {type(value).__name__}: give a torch module, tensor or optimizer, an "
+        "object with state_dict() and load_state_dict(), or a trackpoint object"
+    )
+
+
+class Checkpoint(tp.Checkpoint):
+    """``tp.Checkpoint`` for torch objects: modules, optimizers, anything with
+    ``state_dict()``/``load_state_dict()`` (schedulers, ``GradScaler``), tensors, and
+    :class:`RNGState`, beside any trackpoint object.
+
+    The checkpoint's attributes are the nodes that stand for the objects (``ckpt.model`` is
+    the model's :class:`ModuleNode`, whose ``.module`` is the model). Files are TensorFlow
+    checkpoints: ``model/fc/weight/.ATTRIBUTES/VARIABLE_VALUE``, optimizer state under
+    ``.OPTIMIZER_SLOT``.
+
+    Example:
+        >>> import tempfile, torch
+        >>> import trackpoint.torch as tpt
+        >>> model = torch.nn.Linear(2, 1)
+        >>> opt = torch.optim.AdamW(model.parameters())
+        >>> ckpt = tpt.Checkpoint(model=model, optimizer=opt)
+        >>> path = ckpt.save(tempfile.mkdtemp() + "/ckpt")
+        >>> with torch.no_grad():
+        ...     _ = model.weight.fill_(0.0)
+        >>> ckpt.restore(path).assert_consumed().__class__.__name__
+        'CheckpointLoadStatus'
+    """
+
+    def __init__(self, root: Any = None, **kwargs: Any) -> None:
+        modules: dict[str, torch.nn.Module] = {}
+
+        def names() -> dict[int, str]:
+            return parameter_names(modules)
+
+        wrapped = {name: _wrap(value, name, names, modules) for name, value in kwargs.items()}
+        if root is not None:
+            root = _wrap(root, "", names, modules)
+        super().__init__(root, **wrapped)
+        object.__setattr__(self, "_tp_torch_modules", modules)
+
+    _tp_torch_modules: dict[str, torch.nn.Module]
+
+    def _write(self, file_prefix: str, options: Any, record: Any = None) -> str:
+        check_aliasing(self._tp_torch_modules)
+        return super()._write(file_prefix, options, record)

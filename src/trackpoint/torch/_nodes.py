@@ -1,0 +1,232 @@
+"""Torch modules and tensors as nodes of the object graph.
+
+A :class:`ModuleNode` stands for an ``nn.Module``: its children are read from the module
+each time they are asked for (parameters, then persistent buffers, then the extra state,
+then submodules: ``state_dict``'s order), so the graph always follows the live module. A
+:class:`TensorNode` stands for one tensor and is saved as a variable
+(``<path>/.ATTRIBUTES/VARIABLE_VALUE``). Each torch object has one node for as long as it
+lives (:func:`tensor_node`, :func:`module_node`): a weight tied into two modules is one
+tensor, so one node with two parents, stored once. The nodes hold their torch objects
+weakly; the torch objects never refer to their nodes (an attribute on a tensor would go
+into every ``torch.save`` of it).
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.weak import WeakIdKeyDictionary
+
+from trackpoint import Trackable
+from trackpoint.errors import InvalidArgumentError
+from trackpoint.torch import _hooks
+from trackpoint.torch._tensors import as_array, check_value, copy_into, destination, new_tensor
+
+__all__ = ["EXTRA_STATE", "ModuleNode", "TensorNode", "module_node", "tensor_node", "unwrap"]
+
+VARIABLE_VALUE = "VARIABLE_VALUE"
+PYTHON_STATE = "py_state"
+#: The child that holds a module's ``get_extra_state()``, under torch's own name for it.
+EXTRA_STATE = "_extra_state"
+
+_tensor_nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()
+_module_nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()
+_extra_nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def unwrap(module: torch.nn.Module) -> torch.nn.Module:
+    """The module a wrapper stands for: ``DistributedDataParallel``/``DataParallel``'s
+    ``.module`` and ``torch.compile``'s ``_orig_mod``, so that they add nothing to a key."""
+    while True:
+        inner: object = None
+        if isinstance(module, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
+            inner = module.module
+        elif type(module).__name__ == "OptimizedModule":
+            inner = getattr(module, "_orig_mod", None)
+        if not isinstance(inner, torch.nn.Module):
+            return module
+        module = inner
+
+
+class TensorNode(Trackable):
+    """One torch tensor, saved as a variable: a view of its memory (no copy for a contiguous
+    CPU tensor) and restored into that memory, all or nothing with the rest of the restore."""
+
+    def __init__(self, tensor: torch.Tensor, name: str) -> None:
+        self._ref = weakref.ref(tensor)
+        self._name = name
+
+    @property
+    def tensor(self) -> torch.Tensor:
+        """The tensor (alive as long as anything reaches this node through the graph)."""
+        tensor = self._ref()
+        if tensor is None:
+            raise InvalidArgumentError(f"the tensor {self._name!r} was deleted while its checkpoint node was in use")
+        return tensor
+
+    def __repr__(self) -> str:
+        return f"<TensorNode {self._name!r}>"
+
+    def _checkpoint_tensor_names(self) -> tuple[str, ...]:
+        return (VARIABLE_VALUE,)
+
+    def _checkpoint_full_name(self) -> str:
+        return self._name
+
+    def _serialize_to_tensors(self) -> dict[str, Any]:
+        return {VARIABLE_VALUE: as_array(self.tensor, self._name)}
+
+    # -- TensorOwner (trackpoint._tracking.tensor_owner) --------------------------------
+
+    def _tp_destinations(self) -> dict[str, np.ndarray]:
+        out = destination(self.tensor)
+        return {VARIABLE_VALUE: out} if out is not None else {}
+
+    def _tp_check_restored(self, tensors: dict[str, Any]) -> np.ndarray:
+        return check_value(self.tensor, tensors[VARIABLE_VALUE], f"tensor {self._name!r}")
+
+    def _tp_take_restored(self, checked: np.ndarray) -> None:
+        copy_into(self.tensor, checked)
+
+    def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
+        self._tp_take_restored(self._tp_check_restored(restored_tensors))
+
+
+def tensor_node(tensor: torch.Tensor, name: str) -> TensorNode:
+    """The node of ``tensor`` (made the first time it is asked for; ``name`` is its full name then)."""
+    node = _tensor_nodes.get(tensor)
+    if node is None:
+        node = _tensor_nodes[tensor] = TensorNode(tensor, name)
+    return node
+
+
+class ExtraStateNode(Trackable):
+    """A module's ``get_extra_state()``: a tensor (``VARIABLE_VALUE``), bytes, or JSON
+    (``py_state``); anything else is refused, since it could only be pickled."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self._ref = weakref.ref(module)
+
+    def _state(self) -> tuple[str, Any]:
+        module = self._ref()
+        if module is None:
+            raise InvalidArgumentError("a module was deleted while its checkpoint node was in use")
+        state = module.get_extra_state()
+        if isinstance(state, torch.Tensor):
+            return VARIABLE_VALUE, as_array(state, f"{type(module).__name__}.get_extra_state()")
+        if isinstance(state, (bytes, bytearray)):
+            return "bytes", bytes(state)
+        try:
+            return PYTHON_STATE, json.dumps(state, allow_nan=True, sort_keys=True).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(
+                f"{type(module).__name__}.get_extra_state() returned a {type(state).__name__}, which trackpoint "
+                f"cannot store ({exc}); return a tensor, bytes, or JSON-compatible data (trackpoint never pickles)"
+            ) from exc
+
+    def _checkpoint_tensor_names(self) -> tuple[str, ...]:
+        return (self._state()[0],)
+
+    def _serialize_to_tensors(self) -> dict[str, Any]:
+        name, value = self._state()
+        return {name: value}
+
+    def _tp_destinations(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def _tp_check_restored(self, tensors: dict[str, Any]) -> Any:
+        if VARIABLE_VALUE in tensors:
+            return new_tensor(np.asarray(tensors[VARIABLE_VALUE]))
+        if "bytes" in tensors:
+            return bytes(tensors["bytes"])
+        try:
+            return json.loads(tensors[PYTHON_STATE])
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"the stored extra state is not JSON: {exc}") from exc
+
+    def _tp_take_restored(self, checked: Any) -> None:
+        module = self._ref()
+        if module is not None:
+            module.set_extra_state(checked)
+
+    def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
+        self._tp_take_restored(self._tp_check_restored(restored_tensors))
+
+
+def _has_extra_state(module: torch.nn.Module) -> bool:
+    return type(module).get_extra_state is not torch.nn.Module.get_extra_state
+
+
+class ModuleNode(Trackable):
+    """An ``nn.Module``: submodules are children by attribute name, parameters and persistent
+    buffers are variables (non-persistent buffers are not saved), the extra state a child
+    ``_extra_state``. A child the module lacks when a restore reaches it gets its value when
+    it is registered (restore-on-create, :mod:`._hooks`)."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self._ref = weakref.ref(module)
+
+    @property
+    def module(self) -> torch.nn.Module:
+        module = self._ref()
+        if module is None:
+            raise InvalidArgumentError("a module was deleted while its checkpoint node was in use")
+        return module
+
+    def __repr__(self) -> str:
+        module = self._ref()
+        return f"<ModuleNode {type(module).__name__ if module is not None else 'deleted'}>"
+
+    def _trackable_children(self) -> dict[str, Trackable]:
+        module = self.module
+        children: dict[str, Trackable] = {}
+        for name, param in module._parameters.items():
+            if param is not None:
+                children[name] = tensor_node(param, name)
+        skipped = module._non_persistent_buffers_set
+        for name, buffer in module._buffers.items():
+            if buffer is not None and name not in skipped:
+                children[name] = tensor_node(buffer, name)
+        if _has_extra_state(module):
+            children[EXTRA_STATE] = _extra_node(module)
+        for name, sub in module._modules.items():
+            if sub is not None:
+                children[name] = module_node(sub)
+        return children
+
+    def _lookup_dependency(self, name: str) -> Trackable | None:
+        module = self.module
+        param = module._parameters.get(name)
+        if param is not None:
+            return tensor_node(param, name)
+        buffer = module._buffers.get(name)
+        if buffer is not None and name not in module._non_persistent_buffers_set:
+            return tensor_node(buffer, name)
+        if name == EXTRA_STATE and _has_extra_state(module):
+            return _extra_node(module)
+        sub = module._modules.get(name)
+        return module_node(sub) if sub is not None else None
+
+    def _defer_restore(self, name: str, position: Any) -> None:
+        super()._defer_restore(name, position)
+        _hooks.waiting(self.module, self)
+
+
+def _extra_node(module: torch.nn.Module) -> ExtraStateNode:
+    node = _extra_nodes.get(module)
+    if node is None:
+        node = _extra_nodes[module] = ExtraStateNode(module)
+    return node
+
+
+def module_node(module: torch.nn.Module) -> ModuleNode:
+    """The node of ``module`` (of the module a DDP or ``torch.compile`` wrapper stands for)."""
+    module = unwrap(module)
+    node = _module_nodes.get(module)
+    if node is None:
+        node = _module_nodes[module] = ModuleNode(module)
+    return node

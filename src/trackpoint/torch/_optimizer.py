@@ -1,0 +1,204 @@
+"""A torch optimizer in the object graph: its per-parameter state as slot variables of the parameters.
+
+Why slots: torch keys ``state_dict()["state"]`` by the parameter's index in
+``param_groups``, so adding, removing or reordering one parameter breaks
+``load_state_dict``. Here every tensor of ``opt.state[p]`` (``exp_avg``, ``exp_avg_sq``,
+``momentum_buffer``, ``step``, ...) is a slot variable of ``p``'s own node, as TF links a
+slot to its variable, and the ``param_groups`` hyperparameters and any non-tensor state are
+stored as JSON keyed by each parameter's path (``model.fc.weight``). A restore therefore
+follows the parameters, whatever their order now.
+
+A parameter the optimizer has no state for yet (no step taken, as in a fresh process)
+receives the checkpoint's state as torch's ``load_state_dict`` would make it: each value
+cast and placed by torch's own rule for its parameter
+(``Optimizer._process_value_according_to_param_policy``), and no step is run. The state
+arrives slot by slot as the restore reaches each parameter (a parameter created later
+brings its own), which is why it is filled in this way rather than by one
+``load_state_dict`` call at the end.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from trackpoint import Trackable
+from trackpoint.errors import InvalidArgumentError
+from trackpoint.torch._json import decode, encode
+from trackpoint.torch._nodes import PYTHON_STATE, TensorNode, tensor_node
+from trackpoint.torch._tensors import new_tensor
+
+__all__ = ["OptimizerNode"]
+
+#: Parameter (by ``id``) -> its path in the checkpoint, ``model.fc.weight``.
+Names = Callable[[], dict[int, str]]
+
+
+@dataclass(frozen=True)
+class _Restored:
+    """What an optimizer takes from a checkpoint: hyperparameters by current group, extra state by parameter."""
+
+    groups: list[tuple[dict[str, Any], dict[str, Any]]]
+    state: list[tuple[torch.Tensor, dict[str, Any]]]
+
+
+class OptimizerNode(Trackable):
+    """A ``torch.optim.Optimizer`` (or anything with its ``state``/``param_groups`` protocol); see the module docstring.
+
+    Args:
+        optimizer: The optimizer.
+        names: The path of each parameter of the checkpoint's modules.
+        where: What the optimizer is called in messages (its name in the checkpoint).
+    """
+
+    def __init__(self, optimizer: Any, names: Names, where: str) -> None:
+        self._ref = weakref.ref(optimizer)
+        self._names = names
+        self._where = where
+
+    @property
+    def optimizer(self) -> Any:
+        optimizer = self._ref()
+        if optimizer is None:
+            raise InvalidArgumentError(
+                f"the optimizer {self._where!r} was deleted while its checkpoint node was in use"
+            )
+        return optimizer
+
+    def __repr__(self) -> str:
+        return f"<OptimizerNode {self._where!r}>"
+
+    def _params(self) -> list[torch.Tensor]:
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    # -- slots (trackpoint._tracking.slots) ---------------------------------------------
+
+    def get_slot_names(self) -> list[str]:
+        state = self.optimizer.state
+        names = {k for p in self._params() for k, v in state.get(p, {}).items() if isinstance(v, torch.Tensor)}
+        return sorted(names)
+
+    def get_slot(self, var: Any, name: str) -> TensorNode | None:
+        if not isinstance(var, TensorNode):
+            return None
+        param = var._ref()
+        if param is None:
+            return None
+        value = self.optimizer.state.get(param, {}).get(name)
+        return tensor_node(value, f"{var._name}/{self._where}/{name}") if isinstance(value, torch.Tensor) else None
+
+    def _create_or_restore_slot_variable(self, position: Any, variable: Any, slot_name: str) -> TensorNode | None:
+        """The slot to bind for ``(variable, slot_name)``: the existing state tensor, or one made
+        now from the checkpoint's value when the parameter has no such state yet."""
+        slot = self.get_slot(variable, slot_name)
+        if slot is not None or not isinstance(variable, TensorNode) or not position.is_simple_variable():
+            return slot
+        param = variable._ref()
+        optimizer = self.optimizer
+        params = self._params()
+        index = next((i for i, p in enumerate(params) if p is param), None)
+        if param is None or index is None:
+            return None  # not this optimizer's parameter (any more): the value stays unused
+        value = new_tensor(np.asarray(position.simple_variable_value()))
+        policy = getattr(torch.optim.Optimizer, "_process_value_according_to_param_policy", None)
+        if policy is not None:
+            # It reads the groups as state_dict() gives them: parameters as their indices.
+            groups, start = [], 0
+            for group in optimizer.param_groups:
+                count = len(group["params"])
+                groups.append({**group, "params": list(range(start, start + count))})
+                start += count
+            value = policy(param, value, index, groups, slot_name)
+        elif torch.is_floating_point(param) and torch.is_floating_point(value) and slot_name != "step":
+            value = value.to(dtype=param.dtype, device=param.device)
+        optimizer.state[param][slot_name] = value
+        node = tensor_node(value, f"{variable._name}/{self._where}/{slot_name}")
+        node._tp_update_uid = position.restore_uid  # it holds that restore's value already
+        return node
+
+    # -- hyperparameters and other non-tensor state, as JSON ----------------------------
+
+    def _checkpoint_tensor_names(self) -> tuple[str, ...]:
+        return (PYTHON_STATE,)
+
+    def _serialize_to_tensors(self) -> dict[str, Any]:
+        optimizer = self.optimizer
+        names = self._names()
+        groups = []
+        state: dict[str, Any] = {}
+        for g, group in enumerate(optimizer.param_groups):
+            paths = []
+            for param in group["params"]:
+                path = names.get(id(param))
+                if path is None:
+                    raise InvalidArgumentError(
+                        f"optimizer {self._where!r}: param_groups[{g}] holds a parameter of shape "
+                        f"{list(param.shape)} that is in no module of this checkpoint; add the module that owns it "
+                        "to the Checkpoint, so that its state can be stored under the parameter's path"
+                    )
+                paths.append(path)
+                other = {k: v for k, v in optimizer.state.get(param, {}).items() if not isinstance(v, torch.Tensor)}
+                if other:
+                    state[path] = other
+            hyper = {k: (v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v) for k, v in group.items()}
+            hyper["params"] = paths
+            groups.append(hyper)
+        data, tensors = encode({"param_groups": groups, "state": state}, f"optimizer {self._where!r} state")
+        if tensors:
+            raise InvalidArgumentError(
+                f"optimizer {self._where!r}: a hyperparameter or non-slot state value is a tensor of more than one "
+                "element, which trackpoint cannot store by parameter path"
+            )
+        return {PYTHON_STATE: data}
+
+    def _tp_destinations(self) -> dict[str, np.ndarray]:
+        return {}
+
+    def _tp_check_restored(self, tensors: dict[str, Any]) -> _Restored:
+        """Each current group with the hyperparameters it takes; each parameter's extra state."""
+        where = f"optimizer {self._where!r}"
+        stored = decode(tensors[PYTHON_STATE], lambda i: None, where)
+        groups = stored.get("param_groups") if isinstance(stored, dict) else None
+        extra = stored.get("state", {}) if isinstance(stored, dict) else None
+        if not isinstance(groups, list) or not isinstance(extra, dict):
+            raise InvalidArgumentError(f"{where}: the stored state has no list of param_groups")
+        group_of: dict[str, dict[str, Any]] = {}
+        for group in groups:
+            if not isinstance(group, dict) or not isinstance(group.get("params"), list):
+                raise InvalidArgumentError(f"{where}: a stored param group has no list of parameter paths")
+            for path in group["params"]:
+                group_of.setdefault(path, group)
+        names = self._names()
+        restored = _Restored([], [])
+        for group in self.optimizer.param_groups:
+            paths = [names.get(id(p)) for p in group["params"]]
+            # A group takes the hyperparameters of the stored group its first known parameter was in.
+            saved = next((group_of[path] for path in paths if path in group_of), None)
+            if saved is not None:
+                restored.groups.append((group, {k: v for k, v in saved.items() if k != "params"}))
+            for param, path in zip(group["params"], paths):
+                if path in extra and isinstance(extra[path], dict):
+                    restored.state.append((param, extra[path]))
+        return restored
+
+    def _tp_take_restored(self, checked: _Restored) -> None:
+        state = self.optimizer.state
+        for param, values in checked.state:
+            state[param].update(values)
+        for target, values in checked.groups:
+            for key, value in values.items():
+                current = target.get(key)
+                if isinstance(current, torch.Tensor) and current.numel() == 1 and not isinstance(value, (list, dict)):
+                    current.fill_(value)  # a tensor learning rate stays a tensor (capturable optimizers)
+                elif isinstance(current, tuple) and isinstance(value, list):
+                    target[key] = tuple(value)
+                else:
+                    target[key] = value
+
+    def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
+        self._tp_take_restored(self._tp_check_restored(restored_tensors))
