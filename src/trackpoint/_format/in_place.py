@@ -207,8 +207,10 @@ class InPlace:
         fds = [reader.shard_fd(entry.shard_id, entry.key)[0] for entry in entries]
         arrays = [outs[row] for row in rows]
         views = []
-        for array in arrays:
+        frozen = [array for array in arrays if not array.flags.writeable]  # a variable's, read-only again after
+        for array in frozen:
             array.flags.writeable = True  # allowed: its memory was offered for this (see fits)
+        for array in arrays:
             views.append(numeric_bytes_view(array))
 
         def read(share: list[_Piece]) -> None:
@@ -224,7 +226,7 @@ class InPlace:
         finally:
             for view in views:
                 view.release()
-            for array in arrays:
+            for array in frozen:
                 array.flags.writeable = False
         for fd, entry in zip(fds, entries):
             if _state(fd) != self._seen.get(entry.shard_id):

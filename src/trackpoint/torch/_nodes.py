@@ -32,6 +32,7 @@ VARIABLE_VALUE = "VARIABLE_VALUE"
 PYTHON_STATE = "py_state"
 #: The child that holds a module's ``get_extra_state()``, under torch's own name for it.
 EXTRA_STATE = "_extra_state"
+_EXTRA_KINDS = (VARIABLE_VALUE, "bytes", PYTHON_STATE)
 
 _tensor_nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()
 _module_nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()
@@ -129,7 +130,9 @@ class ExtraStateNode(Trackable):
             ) from exc
 
     def _checkpoint_tensor_names(self) -> tuple[str, ...]:
-        return (self._state()[0],)
+        # Each kind under a name of its own, all asked for: a restore takes whichever the
+        # checkpoint holds, whatever the module returns before it is restored.
+        return _EXTRA_KINDS
 
     def _serialize_to_tensors(self) -> dict[str, Any]:
         name, value = self._state()

@@ -7,6 +7,8 @@ it names is there before the object's ``load_state_dict`` is called with the reb
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,26 @@ def _tensor_name(index: int) -> str:
     return f"tensor_{index}"
 
 
+_TENSOR_NAME = re.compile(r"tensor_\d+")
+
+
+class _TensorNames(Sequence[str]):
+    """The state's tensor names now, which also contains every ``tensor_N``: a restore takes
+    the tensors the checkpoint holds, however many the object holds before it is restored."""
+
+    def __init__(self, names: list[str]) -> None:
+        self._names = names
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._names[index]
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name == PYTHON_STATE or (isinstance(name, str) and _TENSOR_NAME.fullmatch(name) is not None)
+
+
 class StateDictNode(Trackable):
     """An object with ``state_dict()``/``load_state_dict()``; see the module docstring.
 
@@ -47,9 +69,9 @@ class StateDictNode(Trackable):
     def _encoded(self) -> tuple[bytes, list[Any]]:
         return encode(self.obj.state_dict(), f"{self._where}.state_dict()")
 
-    def _checkpoint_tensor_names(self) -> list[str]:
+    def _checkpoint_tensor_names(self) -> Sequence[str]:
         _, tensors = self._encoded()
-        return [PYTHON_STATE] + [_tensor_name(i) for i in range(len(tensors))]
+        return _TensorNames([PYTHON_STATE] + [_tensor_name(i) for i in range(len(tensors))])
 
     def _serialize_to_tensors(self) -> dict[str, Any]:
         data, tensors = self._encoded()
