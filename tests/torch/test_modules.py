@@ -239,3 +239,18 @@ def test_a_submodule_created_after_the_restore_receives_its_values_when_register
     torch.testing.assert_close(partial.norm.running_var, model.norm.running_var, rtol=0, atol=0)
     assert not _hooks.installed()  # nothing waits any more: the hooks are gone
     status.assert_consumed()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; this machine has none")
+def test_cuda_tensors_go_through_host_memory_in_bounded_chunks(tmp_path, monkeypatch) -> None:
+    from trackpoint.torch import _tensors
+
+    monkeypatch.setattr(_tensors, "DEVICE_CHUNK_BYTES", 1 << 16)  # many chunks for a 1 MiB weight
+    model = torch.nn.Linear(512, 512).cuda()
+    saved = model.weight.detach().cpu().clone()
+    path = tpt.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    np.testing.assert_array_equal(tp.load_variable(path, "model/weight/.ATTRIBUTES/VARIABLE_VALUE"), saved.numpy())
+    with torch.no_grad():
+        model.weight.zero_()
+    tpt.Checkpoint(model=model).read(path).assert_consumed()
+    assert torch.equal(model.weight.cpu(), saved)

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
 
 from trackpoint import Trackable
 from trackpoint.errors import InvalidArgumentError
@@ -34,9 +33,36 @@ PYTHON_STATE = "py_state"
 EXTRA_STATE = "_extra_state"
 _EXTRA_KINDS = (VARIABLE_VALUE, "bytes", PYTHON_STATE)
 
-_tensor_nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()
-_module_nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()
-_extra_nodes: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+class _Nodes:
+    """The node of each live torch object, by identity.
+
+    A dict by ``id`` whose entries leave with their objects (a weak reference's callback),
+    rather than ``torch.utils.weak.WeakIdKeyDictionary``, whose lookups build a Python
+    object each: a model of 20,000 parameters looks its nodes up several times a save.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref[Any], Any]] = {}
+
+    def get(self, obj: Any) -> Any:
+        entry = self._entries.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else None
+
+    def add(self, obj: Any, node: Any) -> None:
+        key = id(obj)
+        entries = self._entries
+
+        def gone(ref: weakref.ref[Any]) -> None:
+            if entries.get(key, (None,))[0] is ref:
+                del entries[key]
+
+        entries[key] = (weakref.ref(obj, gone), node)
+
+
+_tensor_nodes = _Nodes()
+_module_nodes = _Nodes()
+_extra_nodes = _Nodes()
 
 
 def unwrap(module: torch.nn.Module) -> torch.nn.Module:
@@ -101,7 +127,8 @@ def tensor_node(tensor: torch.Tensor, name: str) -> TensorNode:
     """The node of ``tensor`` (made the first time it is asked for; ``name`` is its full name then)."""
     node = _tensor_nodes.get(tensor)
     if node is None:
-        node = _tensor_nodes[tensor] = TensorNode(tensor, name)
+        node = TensorNode(tensor, name)
+        _tensor_nodes.add(tensor, node)
     return node
 
 
@@ -222,7 +249,8 @@ class ModuleNode(Trackable):
 def _extra_node(module: torch.nn.Module) -> ExtraStateNode:
     node = _extra_nodes.get(module)
     if node is None:
-        node = _extra_nodes[module] = ExtraStateNode(module)
+        node = ExtraStateNode(module)
+        _extra_nodes.add(module, node)
     return node
 
 
@@ -231,5 +259,6 @@ def module_node(module: torch.nn.Module) -> ModuleNode:
     module = unwrap(module)
     node = _module_nodes.get(module)
     if node is None:
-        node = _module_nodes[module] = ModuleNode(module)
+        node = ModuleNode(module)
+        _module_nodes.add(module, node)
     return node

@@ -84,12 +84,12 @@ class OptimizerNode(Trackable):
         return sorted(names)
 
     def get_slot(self, var: Any, name: str) -> TensorNode | None:
-        if not isinstance(var, TensorNode):
+        # Asked for every object of a save's graph and every slot name: kept to a few lookups.
+        if type(var) is not TensorNode:
             return None
-        param = var._ref()
-        if param is None:
-            return None
-        value = self.optimizer.state.get(param, {}).get(name)
+        param, optimizer = var._ref(), self._ref()
+        state = optimizer.state.get(param) if param is not None and optimizer is not None else None
+        value = state.get(name) if state else None
         return tensor_node(value, f"{var._name}/{self._where}/{name}") if isinstance(value, torch.Tensor) else None
 
     def _create_or_restore_slot_variable(self, position: Any, variable: Any, slot_name: str) -> TensorNode | None:

@@ -98,7 +98,9 @@ def as_array(tensor: torch.Tensor, name: str) -> np.ndarray:
     Raises:
         InvalidArgumentError: Its dtype has no TensorFlow equivalent.
     """
-    numpy_dtype(tensor, name)
+    found = _DTYPES.get(tensor.dtype)
+    if found is None:
+        numpy_dtype(tensor, name)  # raises, naming it
     tensor = tensor.detach()
     if tensor.device.type != "cpu":
         return _host_view(_to_host(tensor))
@@ -106,9 +108,9 @@ def as_array(tensor: torch.Tensor, name: str) -> np.ndarray:
         raise InvalidArgumentError(
             f"{name}: a {tensor.layout} tensor cannot be checkpointed; convert it to dense first"
         )
-    if not tensor.is_contiguous():
-        tensor = tensor.contiguous()
-    return _host_view(tensor.resolve_conj().resolve_neg())
+    if not tensor.is_contiguous() or (tensor.is_complex() and (tensor.is_conj() or tensor.is_neg())):
+        tensor = tensor.resolve_conj().resolve_neg().contiguous()
+    return _host_view(tensor)
 
 
 def _to_host(tensor: torch.Tensor) -> torch.Tensor:
@@ -124,13 +126,11 @@ def destination(tensor: torch.Tensor) -> np.ndarray | None:
     """A writable array over the tensor's memory for a restore to read into, or None when it
     has none to offer (another device, not contiguous, a conjugate or negative view)."""
     if (
-        tensor.device.type != "cpu"
+        tensor.dtype not in _DTYPES
+        or tensor.device.type != "cpu"
         or tensor.layout is not torch.strided
         or not tensor.is_contiguous()
-        or tensor.is_conj()
-        or tensor.is_neg()
-        or tensor.dtype not in _DTYPES
-        or tensor.numel() == 0
+        or (tensor.is_complex() and (tensor.is_conj() or tensor.is_neg()))
     ):
         return None
     return _host_view(tensor.detach())
@@ -155,8 +155,8 @@ def copy_into(tensor: torch.Tensor, array: np.ndarray) -> None:
     """Write a value that :func:`check_value` accepted into the tensor's existing memory."""
     out = destination(tensor)
     if out is not None:
-        if not np.shares_memory(out, array):  # else it was read into place already
-            np.copyto(out, array)
+        if out.__array_interface__["data"][0] != array.__array_interface__["data"][0] or out.size == 0:
+            np.copyto(out, array)  # else it was read into place already
         return
     dtype, through = _DTYPES[tensor.dtype]
     flat = np.ascontiguousarray(array).reshape(-1)

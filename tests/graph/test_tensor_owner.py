@@ -1,0 +1,77 @@
+"""The TensorOwner protocol: owners check all values before any takes one; large values land in their memory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import trackpoint as tp
+from trackpoint.errors import InvalidArgumentError
+
+MiB = 1 << 20
+
+
+class Buffer(tp.Trackable):
+    """Keeps its value in an array of its own, which it offers to restores."""
+
+    def __init__(self, value: np.ndarray, offer: bool = True) -> None:
+        self.value = value
+        self.offer = offer
+        self.checked = 0
+
+    def _checkpoint_tensor_names(self) -> tuple[str, ...]:
+        return ("VARIABLE_VALUE",)
+
+    def _serialize_to_tensors(self) -> dict[str, Any]:
+        return {"VARIABLE_VALUE": self.value}
+
+    def _tp_destinations(self) -> dict[str, np.ndarray]:
+        return {"VARIABLE_VALUE": self.value} if self.offer else {}
+
+    def _tp_check_restored(self, tensors: dict[str, Any]) -> np.ndarray:
+        self.checked += 1
+        array = np.asarray(tensors["VARIABLE_VALUE"])
+        if array.shape != self.value.shape:
+            raise InvalidArgumentError(f"shape {array.shape} is not {self.value.shape}")
+        return array
+
+    def _tp_take_restored(self, checked: np.ndarray) -> None:
+        if checked is not self.value:
+            self.value[...] = checked
+
+    def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
+        raise AssertionError("a tensor owner is restored through the protocol")
+
+
+def test_a_large_value_is_read_into_the_memory_its_owner_offered(tmp_path) -> None:
+    owner = Buffer(np.arange(MiB, dtype=np.float32))  # 4 MiB: read in place
+    path = tp.Checkpoint(b=owner).write(str(tmp_path / "ckpt"))
+    memory = owner.value
+    memory[...] = 0
+    tp.Checkpoint(b=owner).read(path).assert_consumed()
+    assert owner.value is memory
+    np.testing.assert_array_equal(memory, np.arange(MiB, dtype=np.float32))
+
+
+def test_a_small_value_is_copied_into_the_owner_by_its_take(tmp_path) -> None:
+    owner = Buffer(np.arange(10, dtype=np.float32))
+    path = tp.Checkpoint(b=owner).write(str(tmp_path / "ckpt"))
+    owner.value[...] = 0
+    tp.Checkpoint(b=owner).read(path).assert_consumed()
+    np.testing.assert_array_equal(owner.value, np.arange(10, dtype=np.float32))
+
+
+@pytest.mark.parametrize("size", [10, MiB])
+def test_one_owner_refusing_leaves_every_owner_and_variable_as_it_was(tmp_path, size) -> None:
+    first, second = Buffer(np.full(size, 1.0, np.float32)), Buffer(np.full(4, 2.0, np.float32))
+    variable = tp.Variable(np.full(3, 3.0, np.float32))
+    path = tp.Checkpoint(a=first, b=second, v=variable).write(str(tmp_path / "ckpt"))
+    first.value[...] = -1
+    variable.assign(np.full(3, -1.0, np.float32))
+    wrong = Buffer(np.zeros(5, np.float32))  # refuses the stored 4 values
+    with pytest.raises(InvalidArgumentError, match=r"into \(root\)\.b: shape \(4,\) is not \(5,\)"):
+        tp.Checkpoint(a=first, b=wrong, v=variable).read(path)
+    assert (first.value == -1).all()  # checked, never taken: the restore is all or nothing
+    assert (variable.numpy() == -1).all()
