@@ -43,3 +43,22 @@ def test_async_benchmark_quick_runs() -> None:
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert result.stdout.splitlines()[1].split()[0] == "large"
+
+
+def test_torch_benchmark_quick_runs_every_contender(tmp_path) -> None:
+    out = tmp_path / "torch.json"
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "torch_compare.py"), "--quick", "--workload", "large"]
+        + ["--rounds", "1", "--repeats", "1", "--json", str(out)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    for contender in ("trackpoint", "torch.save", "dcp", "safetensors"):
+        assert any(line.startswith(f"| {contender} |") for line in result.stdout.splitlines()), result.stdout
+    import json
+
+    runs = json.loads(out.read_text())["large"]
+    assert runs["trackpoint"][0]["async"] and runs["dcp"][0]["async"] and not runs["torch.save"][0]["async"]
