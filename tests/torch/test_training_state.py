@@ -178,3 +178,23 @@ def test_rng_state_puts_back_torch_numpy_and_python_generators(tmp_path) -> None
     assert torch.equal(torch.rand(3), expected[0])
     np.testing.assert_array_equal(np.random.rand(3), expected[1])
     assert random.random() == expected[2]
+
+
+@pytest.mark.parametrize("damage", ["python state", "no torch state"])
+def test_a_damaged_rng_state_is_refused_and_changes_no_generator(tmp_path, damage) -> None:
+    class Broken(tpt.RNGState):
+        def _serialize_to_tensors(self):
+            tensors = super()._serialize_to_tensors()
+            if damage == "python state":
+                tensors["py_state"] = b'{"numpy": [1]}'
+            else:
+                del tensors["torch"]
+            return tensors
+
+    path = tpt.Checkpoint(rng=Broken()).write(str(tmp_path / "ckpt"))
+    random.seed(11)
+    expected = random.random()
+    random.seed(11)
+    with pytest.raises(InvalidArgumentError, match=r"rng.*not what RNGState saves"):
+        tpt.Checkpoint(rng=tpt.RNGState()).read(path)
+    assert random.random() == expected

@@ -73,9 +73,9 @@ class RNGState(Trackable):
             probe = random.Random()
             probe.setstate(python_state)
             np.random.RandomState().set_state(numpy_state)
+            torch_state = np.asarray(tensors[_TORCH])
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"the stored random generator state is not what RNGState saves: {exc}") from exc
-        torch_state = np.asarray(tensors[_TORCH])
         if torch_state.dtype != np.uint8 or torch_state.shape != tuple(torch.get_rng_state().shape):
             raise InvalidArgumentError(
                 f"the stored torch generator state is {torch_state.dtype}{list(torch_state.shape)}, not this torch's "
