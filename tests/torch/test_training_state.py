@@ -198,3 +198,24 @@ def test_a_damaged_rng_state_is_refused_and_changes_no_generator(tmp_path, damag
     with pytest.raises(InvalidArgumentError, match=r"rng.*not what RNGState saves"):
         tpt.Checkpoint(rng=tpt.RNGState()).read(path)
     assert random.random() == expected
+
+
+def test_a_state_dict_object_refusing_its_state_leaves_the_model_as_it_was(tmp_path) -> None:
+    class Picky:
+        def __init__(self, keys):
+            self.keys = keys
+
+        def state_dict(self):
+            return {key: 1 for key in self.keys}
+
+        def load_state_dict(self, state):
+            if set(state) != set(self.keys):
+                raise KeyError(f"expected {self.keys}")
+
+    model = _model()
+    path = tpt.Checkpoint(model=model, picky=Picky(["a"])).write(str(tmp_path / "ckpt"))
+    other = _model(seed=7)
+    before = [p.detach().clone() for p in other.parameters()]
+    with pytest.raises(InvalidArgumentError, match=r"picky: Picky\.load_state_dict refused the stored state"):
+        tpt.Checkpoint(model=other, picky=Picky(["b"])).read(path)
+    assert all(torch.equal(a, b) for a, b in zip(before, other.parameters()))

@@ -172,6 +172,10 @@ class OptimizerNode(Trackable):
             if not isinstance(group, dict) or not isinstance(group.get("params"), list):
                 raise InvalidArgumentError(f"{where}: a stored param group has no list of parameter paths")
             for path in group["params"]:
+                if not isinstance(path, str):
+                    raise InvalidArgumentError(
+                        f"{where}: a stored param group names a parameter by {path!r}, not a path"
+                    )
                 group_of.setdefault(path, group)
         names = self._names()
         restored = _Restored([], [])

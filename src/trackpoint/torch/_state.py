@@ -1,8 +1,10 @@
 """Objects with ``state_dict()``/``load_state_dict()`` (schedulers, ``GradScaler``, data-loader
 state, ...) as nodes: their tensors as values, the rest as JSON (``py_state``).
 
-The state is taken whole: a restore checks that the stored JSON decodes and that every tensor
-it names is there before the object's ``load_state_dict`` is called with the rebuilt state.
+The state is taken whole: the stored JSON is decoded, every tensor it names looked up, and the
+object's ``load_state_dict`` called with the rebuilt state; an error it raises is reported as
+``InvalidArgumentError`` naming the object, before any variable or tensor owner of the restore
+has taken its value.
 """
 
 from __future__ import annotations
@@ -80,22 +82,22 @@ class StateDictNode(Trackable):
             out[_tensor_name(i)] = as_array(tensor, f"{self._where}.state_dict() tensor {i}")
         return out
 
-    def _tp_destinations(self) -> dict[str, np.ndarray]:
-        return {}
-
-    def _tp_check_restored(self, tensors: dict[str, Any]) -> Any:
+    def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
+        # Not a TensorOwner: only the object's own load_state_dict can tell whether it takes
+        # the state, so it runs where a refusal still leaves every variable and tensor owner
+        # of the restore untouched (after their checks, before they take their values).
         def tensor(index: int) -> Any:
-            value = tensors.get(_tensor_name(index))
+            value = restored_tensors.get(_tensor_name(index))
             if value is None:
                 raise InvalidArgumentError(
                     f"{self._where}: the stored state names tensor {index}, which the checkpoint does not hold"
                 )
             return new_tensor(np.asarray(value))
 
-        return decode(tensors[PYTHON_STATE], tensor, self._where)
-
-    def _tp_take_restored(self, checked: Any) -> None:
-        self.obj.load_state_dict(checked)
-
-    def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
-        self._tp_take_restored(self._tp_check_restored(restored_tensors))
+        state = decode(restored_tensors[PYTHON_STATE], tensor, self._where)
+        try:
+            self.obj.load_state_dict(state)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise InvalidArgumentError(
+                f"{self._where}: {type(self.obj).__name__}.load_state_dict refused the stored state: {exc!r}"
+            ) from exc
