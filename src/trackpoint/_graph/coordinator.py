@@ -306,13 +306,14 @@ class RestoreCoordinator:
         def destinations(rows: Sequence[int]) -> dict[int, np.ndarray]:
             # Asked only when some values are large: a restore of small ones pays nothing.
             outs = {}
-            for row, variable in _plain_variables(assignments, rows).items():
+            variables, owned = _takers(assignments, rows)
+            for row, variable in variables.items():
                 value = unshared_value(variable)
                 if value is not None:
                     outs[row] = value
                     owners[row] = variable
-            targets.update(_owner_destinations(assignments, rows))
-            outs.update(targets)
+            targets.update(owned)
+            outs.update(owned)
             return outs
 
         in_place = InPlace(destinations)
@@ -545,40 +546,30 @@ class RestoreCoordinator:
             warnings.warn(message, UserWarning, stacklevel=2)
 
 
-def _plain_variables(assignments: list[Assignment], rows: Sequence[int]) -> dict[int, Variable]:
-    """The variable that takes the value at each of ``rows`` (positions in the keys that
-    :meth:`RestoreCoordinator._assign` reads), for the rows of plain variables."""
+def _takers(assignments: list[Assignment], rows: Sequence[int]) -> tuple[dict[int, Variable], dict[int, np.ndarray]]:
+    """Who takes the value at each of ``rows`` (positions in the keys that
+    :meth:`RestoreCoordinator._assign` reads): the plain variable of each such row, and the
+    memory a tensor owner gave for it (see
+    :meth:`~trackpoint._tracking.tensor_owner.TensorOwner._tp_destinations`); rows of other
+    objects are in neither."""
     wanted_rows = set(rows)
-    found = {}
+    variables: dict[int, Variable] = {}
+    owned: dict[int, np.ndarray] = {}
     row = 0
     for _, trackable, wanted, _ in assignments:
         if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
             if row in wanted_rows and isinstance(trackable, Variable):
-                found[row] = trackable
-            row += 1
-        else:
-            row += len(wanted)
-    return found
-
-
-def _owner_destinations(assignments: list[Assignment], rows: Sequence[int]) -> dict[int, np.ndarray]:
-    """The memory a tensor owner gave for the value at each of ``rows`` (see
-    :meth:`~trackpoint._tracking.tensor_owner.TensorOwner._tp_destinations`), for the rows it gave some for."""
-    wanted_rows = set(rows)
-    found = {}
-    row = 0
-    for _, trackable, wanted, _ in assignments:
-        if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
+                variables[row] = trackable
             row += 1
             continue
-        if is_tensor_owner(trackable) and any(r in wanted_rows for r in range(row, row + len(wanted))):
+        if is_tensor_owner(trackable) and not wanted_rows.isdisjoint(range(row, row + len(wanted))):
             given = cast(TensorOwner, trackable)._tp_destinations()
             for offset, (name, _) in enumerate(wanted):
                 out = given.get(name)
                 if out is not None and row + offset in wanted_rows:
-                    found[row + offset] = out
+                    owned[row + offset] = out
         row += len(wanted)
-    return found
+    return variables, owned
 
 
 def _copy_in_place(in_place: InPlace, owners: dict[int, Variable], targets: dict[int, np.ndarray]) -> None:
