@@ -75,3 +75,14 @@ def test_one_owner_refusing_leaves_every_owner_and_variable_as_it_was(tmp_path, 
         tp.Checkpoint(a=first, b=wrong, v=variable).read(path)
     assert (first.value == -1).all()  # checked, never taken: the restore is all or nothing
     assert (variable.numpy() == -1).all()
+
+
+def test_restore_from_tensors_of_a_tensor_owner_checks_then_takes() -> None:
+    class Plain(Buffer):
+        _restore_from_tensors = tp.Trackable._restore_from_tensors  # the base's, not Buffer's guard
+
+    owner = Plain(np.zeros(3, np.float32))
+    owner._restore_from_tensors({"VARIABLE_VALUE": np.ones(3, np.float32)})
+    assert owner.checked == 1 and (owner.value == 1).all()
+    with pytest.raises(InvalidArgumentError, match="shape"):
+        owner._restore_from_tensors({"VARIABLE_VALUE": np.ones(4, np.float32)})

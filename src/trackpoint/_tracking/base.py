@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from trackpoint._tracking.epoch import structure_changed, trust_children
+from trackpoint._tracking.tensor_owner import TensorOwner, is_tensor_owner
 from trackpoint.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -198,8 +199,11 @@ class Trackable:
         return {}
 
     def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
-        """Take back the tensors :meth:`_serialize_to_tensors` produced."""
-        del restored_tensors
+        """Take back the tensors :meth:`_serialize_to_tensors` produced (a
+        :class:`~trackpoint._tracking.tensor_owner.TensorOwner` checks them, then takes them)."""
+        if is_tensor_owner(self):
+            owner = cast(TensorOwner, self)
+            owner._tp_take_restored(owner._tp_check_restored(restored_tensors))
 
     def _checkpoint_tensor_names(self) -> Sequence[str]:
         """Names :meth:`_serialize_to_tensors` would return, without computing values."""

@@ -119,9 +119,6 @@ class TensorNode(Trackable):
     def _tp_take_restored(self, checked: np.ndarray) -> None:
         copy_into(self.tensor, checked)
 
-    def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
-        self._tp_take_restored(self._tp_check_restored(restored_tensors))
-
 
 def tensor_node(tensor: torch.Tensor, name: str) -> TensorNode:
     """The node of ``tensor`` (made the first time it is asked for; ``name`` is its full name then)."""
@@ -182,9 +179,6 @@ class ExtraStateNode(Trackable):
         module = self._ref()
         if module is not None:
             module.set_extra_state(checked)
-
-    def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
-        self._tp_take_restored(self._tp_check_restored(restored_tensors))
 
 
 def _has_extra_state(module: torch.nn.Module) -> bool:

@@ -203,6 +203,3 @@ class OptimizerNode(Trackable):
                     target[key] = tuple(value)
                 else:
                     target[key] = value
-
-    def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
-        self._tp_take_restored(self._tp_check_restored(restored_tensors))

@@ -90,6 +90,3 @@ class RNGState(Trackable):
             torch.cuda.set_rng_state(torch.from_numpy(np.array(state)), int(name.split("_")[1]))
         np.random.set_state(checked["numpy"])
         random.setstate(checked["python"])
-
-    def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
-        self._tp_take_restored(self._tp_check_restored(restored_tensors))
