@@ -102,6 +102,26 @@ def test_optimizer_state_follows_the_parameters_when_the_model_changes(tmp_path)
             assert torch.equal(new["step"], old["step"])
 
 
+def test_a_param_group_added_after_a_restore_takes_its_state_at_the_next(tmp_path) -> None:
+    """Each parameter's group is looked up by a noted index; a group added later is found too."""
+    model = _model()
+    optimizer = torch.optim.AdamW(model.parameters())
+    _train(model, optimizer, None, _batches(2))
+    path = tpt.Checkpoint(model=model, optimizer=optimizer).write(str(tmp_path / "ckpt"))
+
+    fresh = _model(seed=5)
+    fresh_optimizer = torch.optim.AdamW(fresh[0].parameters())
+    ckpt = tpt.Checkpoint(model=fresh, optimizer=fresh_optimizer)
+    ckpt.read(path).expect_partial()
+    assert not fresh_optimizer.state.get(fresh[2].weight)  # not the optimizer's parameter yet
+    fresh_optimizer.add_param_group({"params": list(fresh[2].parameters())})
+    ckpt.read(path).assert_consumed()
+    for layer in (0, 2):
+        assert torch.equal(
+            fresh_optimizer.state[fresh[layer].weight]["exp_avg"], optimizer.state[model[layer].weight]["exp_avg"]
+        )
+
+
 def test_param_group_hyperparameters_are_kept_by_parameter_path(tmp_path) -> None:
     model = _model()
     optimizer = torch.optim.SGD(

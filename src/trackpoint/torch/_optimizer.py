@@ -60,6 +60,7 @@ class OptimizerNode(Trackable):
         self._ref = weakref.ref(optimizer)
         self._names = names
         self._where = where
+        self._places: dict[int, tuple[dict[str, Any], int]] = {}  # see _group_of
 
     @property
     def optimizer(self) -> Any:
@@ -75,6 +76,26 @@ class OptimizerNode(Trackable):
 
     def _params(self) -> list[torch.Tensor]:
         return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    def _group_of(self, param: torch.Tensor) -> dict[str, Any] | None:
+        """The param group that holds ``param`` now, or None.
+
+        Asked once per slot a restore creates, so not by a scan of every group (which made a
+        restore into a fresh optimizer quadratic: 31 s for 8,000 parameters): each
+        parameter's group and place in it are noted once, and a noted place is used only
+        while that group is still the optimizer's and holds the parameter there; else the
+        places are noted again.
+        """
+        groups = self.optimizer.param_groups
+        place = self._places.get(id(param))
+        if place is not None:
+            group, index = place
+            held = group["params"]
+            if index < len(held) and held[index] is param and any(g is group for g in groups):
+                return group
+        self._places = {id(p): (group, i) for group in groups for i, p in enumerate(group["params"])}
+        place = self._places.get(id(param))
+        return place[0] if place is not None else None
 
     # -- slots (trackpoint._tracking.slots) ---------------------------------------------
 
@@ -100,20 +121,15 @@ class OptimizerNode(Trackable):
             return slot
         param = variable._ref()
         optimizer = self.optimizer
-        params = self._params()
-        index = next((i for i, p in enumerate(params) if p is param), None)
-        if param is None or index is None:
+        group = self._group_of(param) if param is not None else None
+        if param is None or group is None:
             return None  # not this optimizer's parameter (any more): the value stays unused
         value = new_tensor(np.asarray(position.simple_variable_value()))
         policy = getattr(torch.optim.Optimizer, "_process_value_according_to_param_policy", None)
         if policy is not None:
-            # It reads the groups as state_dict() gives them: parameters as their indices.
-            groups, start = [], 0
-            for group in optimizer.param_groups:
-                count = len(group["params"])
-                groups.append({**group, "params": list(range(start, start + count))})
-                start += count
-            value = policy(param, value, index, groups, slot_name)
+            # It reads only the parameter's own group (its fused and capturable flags), with
+            # parameters as state_dict() numbers them: one group holding the parameter as 0.
+            value = policy(param, value, 0, [{**group, "params": [0]}], slot_name)
         elif torch.is_floating_point(param) and torch.is_floating_point(value) and slot_name != "step":
             value = value.to(dtype=param.dtype, device=param.device)
         optimizer.state[param][slot_name] = value
