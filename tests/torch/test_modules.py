@@ -241,6 +241,43 @@ def test_a_submodule_created_after_the_restore_receives_its_values_when_register
     status.assert_consumed()
 
 
+def _lazy() -> torch.nn.Sequential:
+    return torch.nn.Sequential(torch.nn.LazyLinear(3), torch.nn.LazyBatchNorm1d())
+
+
+def test_a_lazy_module_is_materialized_from_the_checkpoints_shapes(tmp_path) -> None:
+    trained = _lazy()
+    trained(torch.randn(5, 4))  # the first forward gives the shapes
+    _randomize(trained, 3)
+    trained[1].running_var.abs_()  # a variance, so the outputs compared are numbers
+    path = tpt.Checkpoint(model=trained).write(str(tmp_path / "ckpt"))
+
+    fresh = _lazy()
+    weight = fresh[0].weight
+    assert torch.nn.parameter.is_lazy(weight)
+    tpt.Checkpoint(model=fresh).read(path).assert_consumed()
+    assert fresh[0].weight is weight and not torch.nn.parameter.is_lazy(weight)  # the same Parameter, materialized
+    for key, value in trained.state_dict().items():
+        torch.testing.assert_close(fresh.state_dict()[key], value, rtol=0, atol=0)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(fresh.eval()(x), trained.eval()(x), rtol=0, atol=0)  # and the forward keeps them
+    assert type(fresh[0]) is torch.nn.Linear
+
+
+def test_an_uninitialized_lazy_tensor_is_not_saved_and_a_dtype_mismatch_is_refused(tmp_path) -> None:
+    path = tpt.Checkpoint(model=_lazy()).write(str(tmp_path / "lazy"))
+    saved = {k.split("/")[2] for k, _ in tp.list_variables(path) if k.startswith("model/")}
+    assert saved == {"num_batches_tracked"}  # the one tensor of the lazy modules that is not lazy
+
+    trained = _lazy().double()
+    trained(torch.randn(5, 4, dtype=torch.float64))
+    path = tpt.Checkpoint(model=trained).write(str(tmp_path / "ckpt"))
+    fresh = _lazy()
+    with pytest.raises(InvalidArgumentError, match=r"tensor 'weight' is an uninitialized float32 tensor.*float64"):
+        tpt.Checkpoint(model=fresh).read(path)
+    assert torch.nn.parameter.is_lazy(fresh[0].weight)  # all or nothing: still uninitialized
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; this machine has none")
 def test_cuda_tensors_go_through_host_memory_in_bounded_chunks(tmp_path, monkeypatch) -> None:
     from trackpoint.torch import _tensors

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.nn.parameter import is_lazy
 
 import trackpoint as tp
 from trackpoint import Trackable
@@ -43,7 +44,7 @@ def check_aliasing(modules: dict[str, torch.nn.Module]) -> None:
             module.named_buffers(remove_duplicate=False)
         )
         for path, tensor in named:
-            if tensor is None or tensor.numel() == 0 or tensor.layout is not torch.strided:
+            if tensor is None or is_lazy(tensor) or tensor.numel() == 0 or tensor.layout is not torch.strided:
                 continue
             storage = tensor.untyped_storage()
             key = (str(tensor.device), storage.data_ptr())

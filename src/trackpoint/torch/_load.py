@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
+from torch.nn.parameter import is_lazy
 
 import trackpoint as tp
+from trackpoint import Trackable
 from trackpoint.errors import InvalidArgumentError
-from trackpoint.torch._nodes import module_node, unwrap
+from trackpoint.torch._nodes import EXTRA_STATE, VARIABLE_VALUE, extra_state_node, tensor_node, unwrap
+from trackpoint.torch._tensors import describe, dtype_name
 
 __all__ = ["IncompatibleKeys", "load_state_dict"]
 
 
 class IncompatibleKeys(NamedTuple):
-    """What :func:`load_state_dict` could not match, in torch's names (``fc.weight``)."""
+    """What :func:`load_state_dict` could not load, in torch's names (``fc.weight``)."""
 
     missing_keys: list[str]
     unexpected_keys: list[str]
+    #: Names on both sides whose dtype or shape differ (left as they were; see ``strict``).
+    mismatched_keys: list[str]
 
 
 def _find(view: tp.CheckpointView, prefix: str | None) -> tuple[int, str]:
@@ -37,16 +42,17 @@ def _find(view: tp.CheckpointView, prefix: str | None) -> tuple[int, str]:
     return node_id, prefix
 
 
-def _value_names(view: tp.CheckpointView, node_id: int) -> set[str]:
+def _value_names(view: tp.CheckpointView, node_id: int) -> dict[str, dict[str, str]]:
     """The dotted name of every value below the node, by every path that reaches it (a tied
-    weight under both of its names)."""
-    names: set[str] = set()
+    weight under both of its names), with its attributes (``{name: checkpoint key}``)."""
+    names: dict[str, dict[str, str]] = {}
     expanded: set[int] = set()
     queue = [(node_id, "")]
     while queue:
         current, path = queue.pop()
-        if view.attributes(current) and current != node_id:
-            names.add(path)
+        attributes = view.attributes(current)
+        if attributes and current != node_id:
+            names[path] = attributes
         if current in expanded:
             continue
         expanded.add(current)
@@ -55,30 +61,71 @@ def _value_names(view: tp.CheckpointView, node_id: int) -> set[str]:
     return names
 
 
+def _mismatch(tensor: torch.Tensor, dtype: str, shape: list[int]) -> str | None:
+    """How the stored value's dtype and shape differ from the tensor's, or None."""
+    if is_lazy(tensor):  # no shape yet: it takes the checkpoint's
+        held = dtype_name(tensor)
+        return None if held == dtype else f"an uninitialized {held} tensor here, {dtype}{shape} in the checkpoint"
+    current = describe(tensor)
+    return None if current == f"{dtype}{shape}" else f"{current} here, {dtype}{shape} in the checkpoint"
+
+
+def _leaf(module: torch.nn.Module, name: str, value: Any) -> Trackable:
+    """The node that takes the value of state_dict name ``name`` (``value`` its state_dict entry)."""
+    owner, _, local = name.rpartition(".")
+    if local == EXTRA_STATE:
+        sub = module.get_submodule(owner)
+        if type(sub).get_extra_state is not torch.nn.Module.get_extra_state:
+            return extra_state_node(sub)
+    return tensor_node(value, local)
+
+
+def _mirror(module: torch.nn.Module, wanted: dict[str, Any]) -> tp.AutoTrackable:
+    """A tree of holders with only ``wanted``'s nodes at their dotted names (the module's own
+    nodes at the leaves), so that a restore reaches those values and no others."""
+    root = tp.AutoTrackable()
+    holders: dict[str, tp.AutoTrackable] = {"": root}
+    for name, value in wanted.items():
+        parent = ""
+        parts = name.split(".")
+        for part in parts[:-1]:
+            path = f"{parent}.{part}" if parent else part
+            if path not in holders:
+                holders[path] = tp.AutoTrackable()
+                setattr(holders[parent], part, holders[path])
+            parent = path
+        setattr(holders[parent], parts[-1], _leaf(module, name, value))
+    return root
+
+
 def load_state_dict(
     module: torch.nn.Module, path: str, strict: bool = True, prefix: str | None = None
 ) -> IncompatibleKeys:
     """Load a module's parameters, persistent buffers and extra state from a checkpoint, as
     ``module.load_state_dict(torch.load(...))`` would: by name, the names torch gives them.
 
-    All or nothing: with ``strict``, a name missing on either side raises before anything is
-    changed; a dtype or shape that differs always raises, naming the key, with nothing changed.
-    A ``DistributedDataParallel`` or ``torch.compile`` wrapper adds nothing to the names.
+    All or nothing: every name is compared (present on both sides, same dtype and shape)
+    before anything is changed. With ``strict`` any difference raises, naming every one;
+    without it the names both sides hold with the same dtype and shape are loaded and the
+    rest returned, so a model whose head changed shape loads its backbone (torch raises on a
+    shape mismatch even then). A lazy module's uninitialized tensors take the checkpoint's
+    shapes. A ``DistributedDataParallel`` or ``torch.compile`` wrapper adds nothing to the names.
 
     Args:
         module: The module to load into.
         path: A checkpoint prefix, or a directory with a ``checkpoint`` state file.
-        strict: Whether a name on one side only is an error (else it is only returned).
+        strict: Whether a name on one side only, or a dtype or shape that differs, is an
+            error (else it is only returned, and that value left as it was).
         prefix: Where the module lies in the checkpoint's object graph, dotted (``"model"``,
             ``"model.encoder"``; ``""`` for the root). By default the root's child ``model``
             if there is one, else the root.
 
     Returns:
-        The names of the module that the checkpoint lacks, and the checkpoint's names below
-        the prefix that the module lacks.
+        The names of the module that the checkpoint lacks, the checkpoint's names below the
+        prefix that the module lacks, and the names whose dtype or shape differ.
 
     Raises:
-        InvalidArgumentError: With ``strict``, names differ; or a dtype or shape differs.
+        InvalidArgumentError: With ``strict``, names, dtypes or shapes differ.
         NotFoundError: Nothing is at ``path``.
 
     Example:
@@ -86,35 +133,39 @@ def load_state_dict(
         >>> import trackpoint.torch as tpt
         >>> path = tpt.Checkpoint(model=torch.nn.Linear(2, 1)).write(tempfile.mkdtemp() + "/ckpt")
         >>> tpt.load_state_dict(torch.nn.Linear(2, 1), path)
-        IncompatibleKeys(missing_keys=[], unexpected_keys=[])
+        IncompatibleKeys(missing_keys=[], unexpected_keys=[], mismatched_keys=[])
     """
     module = unwrap(module)
+    current = module.state_dict(keep_vars=True)
     with tp.CheckpointView(path) as view:
         node_id, found = _find(view, prefix)
         stored = _value_names(view, node_id)
         resolved = view.prefix
-    expected = set(module.state_dict().keys())
-    missing, unexpected = sorted(expected - stored), sorted(stored - expected)
-    if strict and (missing or unexpected):
-        lines = [
-            f"{resolved}: the module and the checkpoint (at {found or 'the root'!r}) hold different names; nothing was loaded"
-        ]
+    with tp.load_checkpoint(resolved) as reader:
+        dtypes, shapes = reader.get_variable_to_dtype_map(), reader.get_variable_to_shape_map()
+    mismatches = {}
+    for name in sorted(stored.keys() & current.keys()):
+        key = stored[name].get(VARIABLE_VALUE)
+        value = current[name]
+        if key in dtypes and isinstance(value, torch.Tensor) and name.rpartition(".")[2] != EXTRA_STATE:
+            why = _mismatch(value, dtypes[key].name, shapes[key])
+            if why is not None:
+                mismatches[name] = why
+    missing, unexpected = sorted(current.keys() - stored.keys()), sorted(stored.keys() - current.keys())
+    if strict and (missing or unexpected or mismatches):
+        lines = [f"{resolved}: the module and the checkpoint (at {found or 'the root'!r}) differ; nothing was loaded"]
         if missing:
             lines.append("missing from the checkpoint: " + ", ".join(missing))
         if unexpected:
             lines.append("in the checkpoint but not the module: " + ", ".join(unexpected))
-        lines.append("pass strict=False to load the names both have")
+        lines.extend(f"{name}: {why}" for name, why in mismatches.items())
+        lines.append("pass strict=False to load the names both hold with the same dtype and shape")
         raise InvalidArgumentError("\n".join(lines), path=resolved)
-    node = module_node(module)
-    parts = [p for p in found.split(".") if p]
-    if not parts:
-        checkpoint = tp.Checkpoint(node)
-    else:
-        holder: tp.Trackable = node
-        for part in reversed(parts[1:]):
-            outer = tp.AutoTrackable()
-            setattr(outer, part, holder)
-            holder = outer
-        checkpoint = tp.Checkpoint(**{parts[0]: holder})
-    checkpoint.read(resolved).expect_partial()
-    return IncompatibleKeys(missing, unexpected)
+    wanted = {name: current[name] for name in sorted(stored.keys() & current.keys()) if name not in mismatches}
+    holder: tp.Trackable = _mirror(module, wanted)
+    for part in reversed([p for p in found.split(".") if p]):
+        outer = tp.AutoTrackable()
+        setattr(outer, part, holder)
+        holder = outer
+    tp.Checkpoint(holder).read(resolved).expect_partial()
+    return IncompatibleKeys(missing, unexpected, sorted(mismatches))

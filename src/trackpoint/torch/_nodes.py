@@ -19,13 +19,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.nn.parameter import is_lazy
 
 from trackpoint import Trackable
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.torch import _hooks
 from trackpoint.torch._tensors import as_array, check_value, copy_into, destination, new_tensor
 
-__all__ = ["EXTRA_STATE", "ModuleNode", "TensorNode", "module_node", "tensor_node", "unwrap"]
+__all__ = ["EXTRA_STATE", "ModuleNode", "TensorNode", "extra_state_node", "module_node", "tensor_node", "unwrap"]
 
 VARIABLE_VALUE = "VARIABLE_VALUE"
 PYTHON_STATE = "py_state"
@@ -81,7 +82,12 @@ def unwrap(module: torch.nn.Module) -> torch.nn.Module:
 
 class TensorNode(Trackable):
     """One torch tensor, saved as a variable: a view of its memory (no copy for a contiguous
-    CPU tensor) and restored into that memory, all or nothing with the rest of the restore."""
+    CPU tensor) and restored into that memory, all or nothing with the rest of the restore.
+
+    A lazy module's uninitialized parameter or buffer has no value yet, so it is not saved
+    (as an unbuilt Keras layer's variables are not); a restore materializes it with the
+    checkpoint's shape, in its own dtype and device, as torch's ``load_state_dict`` does.
+    """
 
     def __init__(self, tensor: torch.Tensor, name: str) -> None:
         self._ref = weakref.ref(tensor)
@@ -110,14 +116,22 @@ class TensorNode(Trackable):
     # -- TensorOwner (trackpoint._tracking.tensor_owner) --------------------------------
 
     def _tp_destinations(self) -> dict[str, np.ndarray]:
-        out = destination(self.tensor)
+        tensor = self.tensor
+        out = None if is_lazy(tensor) else destination(tensor)  # a lazy one has no memory yet
         return {VARIABLE_VALUE: out} if out is not None else {}
 
     def _tp_check_restored(self, tensors: dict[str, Any]) -> np.ndarray:
-        return check_value(self.tensor, tensors[VARIABLE_VALUE], f"tensor {self._name!r}")
+        tensor = self.tensor
+        value = tensors[VARIABLE_VALUE]
+        shape = np.shape(value) if is_lazy(tensor) else None  # takes the checkpoint's shape
+        return check_value(tensor, value, f"tensor {self._name!r}", shape)
 
     def _tp_take_restored(self, checked: np.ndarray) -> None:
-        copy_into(self.tensor, checked)
+        tensor = self.tensor
+        if is_lazy(tensor):
+            with torch.no_grad():
+                tensor.materialize(checked.shape)
+        copy_into(tensor, checked)
 
 
 def tensor_node(tensor: torch.Tensor, name: str) -> TensorNode:
@@ -208,15 +222,17 @@ class ModuleNode(Trackable):
     def _trackable_children(self) -> dict[str, Trackable]:
         module = self.module
         children: dict[str, Trackable] = {}
+        # Lazy (uninitialized) tensors are left out: they have no value to save. A restore
+        # still finds them (_lookup_dependency) and materializes them.
         for name, param in module._parameters.items():
-            if param is not None:
+            if param is not None and not is_lazy(param):
                 children[name] = tensor_node(param, name)
         skipped = module._non_persistent_buffers_set
         for name, buffer in module._buffers.items():
-            if buffer is not None and name not in skipped:
+            if buffer is not None and name not in skipped and not is_lazy(buffer):
                 children[name] = tensor_node(buffer, name)
         if _has_extra_state(module):
-            children[EXTRA_STATE] = _extra_node(module)
+            children[EXTRA_STATE] = extra_state_node(module)
         for name, sub in module._modules.items():
             if sub is not None:
                 children[name] = module_node(sub)
@@ -231,7 +247,7 @@ class ModuleNode(Trackable):
         if buffer is not None and name not in module._non_persistent_buffers_set:
             return tensor_node(buffer, name)
         if name == EXTRA_STATE and _has_extra_state(module):
-            return _extra_node(module)
+            return extra_state_node(module)
         sub = module._modules.get(name)
         return module_node(sub) if sub is not None else None
 
@@ -240,7 +256,8 @@ class ModuleNode(Trackable):
         _hooks.waiting(self.module, self)
 
 
-def _extra_node(module: torch.nn.Module) -> ExtraStateNode:
+def extra_state_node(module: torch.nn.Module) -> ExtraStateNode:
+    """The node of ``module``'s ``get_extra_state()`` (made the first time it is asked for)."""
     node = _extra_nodes.get(module)
     if node is None:
         node = ExtraStateNode(module)

@@ -25,6 +25,7 @@ __all__ = [
     "copy_into",
     "describe",
     "destination",
+    "dtype_name",
     "new_tensor",
     "numpy_dtype",
 ]
@@ -76,11 +77,15 @@ def numpy_dtype(tensor: torch.Tensor, name: str) -> np.dtype:
     return found[0]
 
 
-def describe(tensor: torch.Tensor) -> str:
-    """``float32[3,4]``, as the core names a value's dtype and shape."""
+def dtype_name(tensor: torch.Tensor) -> str:
+    """``float32``: the name of the dtype it is saved as (torch's name for one TF lacks)."""
     found = _DTYPES.get(tensor.dtype)
-    name = found[0].name if found is not None else str(tensor.dtype)
-    return f"{name}{list(tensor.shape)}"
+    return found[0].name if found is not None else str(tensor.dtype)
+
+
+def describe(tensor: torch.Tensor) -> str:
+    """``float32[3, 4]``, as the core names a value's dtype and shape."""
+    return f"{dtype_name(tensor)}{list(tensor.shape)}"
 
 
 def _host_view(tensor: torch.Tensor) -> np.ndarray:
@@ -136,18 +141,18 @@ def destination(tensor: torch.Tensor) -> np.ndarray | None:
     return _host_view(tensor.detach())
 
 
-def check_value(tensor: torch.Tensor, value: Any, name: str) -> np.ndarray:
-    """A checkpoint value as the array to copy into ``tensor``: exactly its dtype and shape.
+def check_value(tensor: torch.Tensor, value: Any, name: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """A checkpoint value as the array to copy into ``tensor``: exactly its dtype and shape
+    (``shape`` instead of the tensor's for one that has none yet: a lazy module's).
 
     Raises:
         InvalidArgumentError: The value is of another dtype or shape (no silent cast).
     """
     array = value if isinstance(value, np.ndarray) else np.asarray(value)
     wanted = _DTYPES.get(tensor.dtype)
-    if wanted is None or array.dtype != wanted[0] or array.shape != tuple(tensor.shape):
-        raise InvalidArgumentError(
-            f"{name} is {describe(tensor)} but the checkpoint holds {array.dtype.name}{list(array.shape)}"
-        )
+    if wanted is None or array.dtype != wanted[0] or array.shape != (tuple(tensor.shape) if shape is None else shape):
+        held = describe(tensor) if shape is None else f"an uninitialized {dtype_name(tensor)} tensor"
+        raise InvalidArgumentError(f"{name} is {held} but the checkpoint holds {array.dtype.name}{list(array.shape)}")
     return array
 
 
