@@ -14,6 +14,8 @@ Contenders, each saving and restoring the model and its optimizer:
   trackpoint   tpt.Checkpoint(model=, optimizer=).write / .read (durable: fsync, rename)
   torch.save   torch.save({"model": state_dict, "optimizer": state_dict}) / torch.load + load_state_dict
                (no fsync)
+  torch.save+fsync  the same, made durable as trackpoint's save is: written to a temporary file,
+               fsynced, renamed over the old one, its directory fsynced (the fair save to compare)
   dcp          torch.distributed.checkpoint.save / load, in one process, then load_state_dict (no fsync)
   safetensors  safetensors.torch.save_model / load_model: the model only (it has no optimizer state)
 
@@ -42,7 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 MiB = 1 << 20
-CONTENDERS = ("trackpoint", "torch.save", "dcp", "safetensors")
+CONTENDERS = ("trackpoint", "torch.save", "torch.save+fsync", "dcp", "safetensors")
 
 
 def build(workload: str, quick: bool) -> tuple[Any, Any]:
@@ -120,6 +122,23 @@ class TorchSave(Contender):
         self.optimizer.load_state_dict(state["optimizer"])
 
 
+class TorchSaveDurable(TorchSave):
+    def save(self) -> None:
+        import torch
+
+        temporary = self.path + ".tmp"
+        with open(temporary, "wb") as f:
+            torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, self.path)
+        directory = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
 class DCP(Contender):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -167,7 +186,13 @@ class Safetensors(Contender):
         safetensors.torch.load_model(self.model, self.path)
 
 
-KINDS = {"trackpoint": Trackpoint, "torch.save": TorchSave, "dcp": DCP, "safetensors": Safetensors}
+KINDS = {
+    "trackpoint": Trackpoint,
+    "torch.save": TorchSave,
+    "torch.save+fsync": TorchSaveDurable,
+    "dcp": DCP,
+    "safetensors": Safetensors,
+}
 
 
 def _peak_extra(action: Callable[[], object]) -> int:

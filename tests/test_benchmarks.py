@@ -56,7 +56,7 @@ def test_torch_benchmark_quick_runs_every_contender(tmp_path) -> None:
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    for contender in ("trackpoint", "torch.save", "dcp", "safetensors"):
+    for contender in ("trackpoint", "torch.save", "torch.save+fsync", "dcp", "safetensors"):
         assert any(line.startswith(f"| {contender} |") for line in result.stdout.splitlines()), result.stdout
     import json
 
