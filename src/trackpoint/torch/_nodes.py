@@ -92,6 +92,9 @@ class TensorNode(Trackable):
     def __init__(self, tensor: torch.Tensor, name: str) -> None:
         self._ref = weakref.ref(tensor)
         self._name = name
+        # The array over the tensor's memory last offered to a restore: when the value handed
+        # back is that array, the core reads it into place itself (see _tp_take_restored).
+        self._offered: np.ndarray | None = None
 
     @property
     def tensor(self) -> torch.Tensor:
@@ -118,6 +121,7 @@ class TensorNode(Trackable):
     def _tp_destinations(self) -> dict[str, np.ndarray]:
         tensor = self.tensor
         out = None if is_lazy(tensor) else destination(tensor)  # a lazy one has no memory yet
+        self._offered = out
         return {VARIABLE_VALUE: out} if out is not None else {}
 
     def _tp_check_restored(self, tensors: dict[str, Any]) -> np.ndarray:
@@ -127,6 +131,9 @@ class TensorNode(Trackable):
         return check_value(tensor, value, f"tensor {self._name!r}", shape)
 
     def _tp_take_restored(self, checked: np.ndarray) -> None:
+        offered, self._offered = self._offered, None
+        if checked is offered:
+            return  # read into the tensor's memory in place
         tensor = self.tensor
         if is_lazy(tensor):
             with torch.no_grad():

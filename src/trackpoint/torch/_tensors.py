@@ -160,8 +160,7 @@ def copy_into(tensor: torch.Tensor, array: np.ndarray) -> None:
     """Write a value that :func:`check_value` accepted into the tensor's existing memory."""
     out = destination(tensor)
     if out is not None:
-        if out.__array_interface__["data"][0] != array.__array_interface__["data"][0] or out.size == 0:
-            np.copyto(out, array)  # else it was read into place already
+        np.copyto(out, array)
         return
     dtype, through = _DTYPES[tensor.dtype]
     flat = np.ascontiguousarray(array).reshape(-1)
