@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -86,3 +87,30 @@ def test_restore_from_tensors_of_a_tensor_owner_checks_then_takes() -> None:
     assert owner.checked == 1 and (owner.value == 1).all()
     with pytest.raises(InvalidArgumentError, match="shape"):
         owner._restore_from_tensors({"VARIABLE_VALUE": np.ones(4, np.float32)})
+
+
+def test_an_owner_with_a_variable_value_saves_the_same_files_as_through_serialize_to_tensors(tmp_path) -> None:
+    class Single(Buffer):
+        asked = 0
+
+        def _tp_variable_value(self) -> np.ndarray:
+            return self.value
+
+        def _serialize_to_tensors(self) -> dict[str, Any]:
+            Single.asked += 1
+            return super()._serialize_to_tensors()
+
+        def _checkpoint_full_name(self) -> str:
+            return "single"
+
+    class General(Buffer):
+        def _checkpoint_full_name(self) -> str:
+            return "single"
+
+    value = np.arange(6, dtype=np.float32).reshape(2, 3)
+    fast = tp.Checkpoint(m=tp.Module(), w=Single(value.copy())).write(str(tmp_path / "fast" / "ckpt"))
+    general = tp.Checkpoint(m=tp.Module(), w=General(value.copy())).write(str(tmp_path / "general" / "ckpt"))
+    assert Single.asked == 0  # the save took the variable's path
+    for suffix in (".index", ".data-00000-of-00001"):
+        assert Path(fast + suffix).read_bytes() == Path(general + suffix).read_bytes()
+    assert tp.list_variables(fast)[-1][0] == "w/.ATTRIBUTES/VARIABLE_VALUE"

@@ -213,7 +213,26 @@ def serialize(
     # (object, tensor names, keys) (see save_layout).
     entries: list[Variable | tuple[Trackable, list[str], list[str]]] = []
     python_entries: list[Variable | tuple[Trackable, list[str], list[str]]] = []
+    single: dict[type, Any] = {}  # class -> its _tp_variable_value, or False (see tensor_owner)
     for node_id, obj in enumerate(objects):
+        cls = type(obj)
+        if cls is not Variable:
+            value_of: Any = single.get(cls)
+            if value_of is None:
+                value_of = single[cls] = getattr(cls, "_tp_variable_value", False)
+            if value_of:
+                # One variable value, as a Variable's: the same key, without the general
+                # branch's dict and escaping (a torch model's every tensor).
+                key = path_strings[node_id] + _VARIABLE_KEY_SUFFIX
+                counts.append(1)
+                attribute_names.append(_VARIABLE_ATTRIBUTE)
+                full_names.append(obj._checkpoint_full_name())
+                attribute_keys.append(key)
+                keys.append(key)
+                values.append(value_of(obj))
+                owners.append(obj)
+                entries.append((obj, [VARIABLE_VALUE], [key]))
+                continue
         if type(obj) is Variable:
             # Most nodes: one tensor under a name that needs no escaping, so its key is the
             # path and a fixed suffix (the general branch below gives the same key).

@@ -16,6 +16,12 @@ taking them. A trackable that implements this protocol is restored in three step
 3. :meth:`TensorOwner._tp_take_restored`, once every object accepted: take the values
    (copy those that are not the destinations). The bytes of the values read in place land
    right after this step, before the restore returns.
+
+A save asks a trackable for its tensors with ``_serialize_to_tensors()``. An owner whose only
+tensor is a variable's value (``VARIABLE_VALUE``, as a torch parameter's node) may also define
+``_tp_variable_value()``, returning that value: the save then forms its key and graph entry as
+it does a ``tp.Variable``'s, without the dict and the name escaping (a tenth of the save of a
+torch model of 20,000 parameters). The files are the same either way.
 """
 
 from __future__ import annotations

@@ -114,7 +114,10 @@ class TensorNode(Trackable):
         return self._name
 
     def _serialize_to_tensors(self) -> dict[str, Any]:
-        return {VARIABLE_VALUE: as_array(self.tensor, self._name)}
+        return {VARIABLE_VALUE: self._tp_variable_value()}
+
+    def _tp_variable_value(self) -> np.ndarray:
+        return as_array(self.tensor, self._name)
 
     # -- TensorOwner (trackpoint._tracking.tensor_owner) --------------------------------
 
