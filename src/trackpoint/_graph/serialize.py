@@ -14,8 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-import numpy as np
-
+from trackpoint._format.staging import copy_values
 from trackpoint._graph.encode_graph import GraphColumns, encode_graph
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, slot_variable_key
 from trackpoint._graph.live import breadth_first
@@ -86,10 +85,10 @@ class SerializedCheckpoint:
         """
         if self.only_variables:
             return self
-        arrays = [
-            value if isinstance(owner, Variable) or isinstance(value, bytes) else np.array(value, copy=True)
-            for value, owner in zip(self.arrays, self.owners)
-        ]
+        rows = [i for i, owner in enumerate(self.owners) if not isinstance(owner, Variable)]
+        arrays = list(self.arrays)
+        for row, copy in zip(rows, copy_values([arrays[i] for i in rows])):
+            arrays[row] = copy
         return SerializedCheckpoint(self.keys, arrays, self.owners, self._graph)
 
     def with_graph(self) -> tuple[Sequence[tuple[str, Any]], list[Trackable | None]]:
