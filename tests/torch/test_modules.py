@@ -241,6 +241,20 @@ def test_a_submodule_created_after_the_restore_receives_its_values_when_register
     status.assert_consumed()
 
 
+def test_non_contiguous_conjugate_and_negative_views_are_saved_as_their_values(tmp_path) -> None:
+    model = torch.nn.Module()
+    base = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    model.register_buffer("transposed", base.t())  # a strided view, not contiguous
+    model.register_buffer("conjugate", z.conj())  # a conjugate bit, which numpy() refuses
+    model.register_buffer("negative", torch._neg_view(z))  # a negative bit, likewise
+    model.register_buffer("requires_grad", torch.ones(2, requires_grad=True))
+    path = tpt.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    for name in ("transposed", "conjugate", "negative", "requires_grad"):
+        stored = tp.load_variable(path, f"model/{name}/.ATTRIBUTES/VARIABLE_VALUE")
+        np.testing.assert_array_equal(stored, getattr(model, name).detach().resolve_conj().resolve_neg().numpy())
+
+
 def _lazy() -> torch.nn.Sequential:
     return torch.nn.Sequential(torch.nn.LazyLinear(3), torch.nn.LazyBatchNorm1d())
 

@@ -27,6 +27,16 @@ def parameter_names(modules: dict[str, torch.nn.Module]) -> dict[int, str]:
     return names
 
 
+def _first_name(modules: dict[str, torch.nn.Module], tensor: torch.Tensor) -> str:
+    """The first path of ``tensor`` among ``modules`` (for a message)."""
+    for name in sorted(modules):
+        module = modules[name]
+        for path, other in [*module.named_parameters(remove_duplicate=False), *module.named_buffers()]:
+            if other is tensor:
+                return f"{name}.{path}" if name else path
+    return "a tensor"
+
+
 def check_aliasing(modules: dict[str, torch.nn.Module]) -> None:
     """Refuse tensors that share storage at different places (a view of part of another).
 
@@ -34,35 +44,38 @@ def check_aliasing(modules: dict[str, torch.nn.Module]) -> None:
     storage would be stored as two values and restored as two copies, so the link between
     them would be lost silently.
 
+    It runs before every save, so it reads each module's own parameter and buffer dicts and
+    finds a tensor's storage by pointer arithmetic (``untyped_storage()`` builds an object
+    per call, torch's ``named_*`` generators a tuple per tensor); names are looked up only
+    for the message.
+
     Raises:
         InvalidArgumentError: Two tensors of the modules overlap without being the same view; both are named.
     """
-    seen: dict[tuple[str, int], tuple[str, torch.Tensor]] = {}
+    seen: dict[tuple[str, int, int], torch.Tensor] = {}
     for name in sorted(modules):
-        module = modules[name]
-        named = list(module.named_parameters(remove_duplicate=False)) + list(
-            module.named_buffers(remove_duplicate=False)
-        )
-        for path, tensor in named:
-            if tensor is None or is_lazy(tensor) or tensor.numel() == 0 or tensor.layout is not torch.strided:
-                continue
-            storage = tensor.untyped_storage()
-            key = (str(tensor.device), storage.data_ptr())
-            first = seen.setdefault(key, (f"{name}.{path}" if name else path, tensor))
-            other = first[1]
-            if other is tensor:
-                continue
-            if (other.storage_offset(), other.shape, other.stride(), other.dtype) != (
-                tensor.storage_offset(),
-                tensor.shape,
-                tensor.stride(),
-                tensor.dtype,
-            ):
-                raise InvalidArgumentError(
-                    f"{first[0]} and {name}.{path} share memory at different offsets or shapes (one is a view of part "
-                    "of the other); a checkpoint would store them as two values and lose the link. Tie them as one "
-                    "tensor, or give each its own memory (.clone())"
-                )
+        for module in modules[name].modules():
+            for tensors in (module._parameters, module._buffers):
+                for tensor in tensors.values():
+                    if tensor is None or is_lazy(tensor) or tensor.layout is not torch.strided or not tensor.numel():
+                        continue
+                    offset = tensor.storage_offset()
+                    start = int(tensor.data_ptr() - offset * tensor.element_size())
+                    first = seen.setdefault((tensor.device.type, tensor.get_device(), start), tensor)
+                    if first is tensor:
+                        continue
+                    if (first.storage_offset(), first.shape, first.stride(), first.dtype) != (
+                        offset,
+                        tensor.shape,
+                        tensor.stride(),
+                        tensor.dtype,
+                    ):
+                        raise InvalidArgumentError(
+                            f"{_first_name(modules, first)} and {_first_name(modules, tensor)} share memory at "
+                            "different offsets or shapes (one is a view of part of the other); a checkpoint would "
+                            "store them as two values and lose the link. Tie them as one tensor, or give each its "
+                            "own memory (.clone())"
+                        )
 
 
 def _wrap(value: Any, name: str, names: Callable[[], dict[int, str]], modules: dict[str, torch.nn.Module]) -> Any:

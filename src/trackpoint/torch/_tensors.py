@@ -107,6 +107,16 @@ def as_array(tensor: torch.Tensor, name: str) -> np.ndarray:
     if found is None:
         numpy_dtype(tensor, name)  # raises, naming it
     tensor = tensor.detach()
+    if found is not None and found[1] is None:
+        # The usual tensor (CPU, dense, contiguous, no conjugate or negative bit) in one call,
+        # which raises for every other kind: the checks below cost as much again.
+        try:
+            array = tensor.numpy()
+        except (RuntimeError, TypeError):
+            pass
+        else:
+            if array.flags.c_contiguous:
+                return array
     if tensor.device.type != "cpu":
         return _host_view(_to_host(tensor))
     if tensor.layout is not torch.strided:
