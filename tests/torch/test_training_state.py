@@ -80,6 +80,24 @@ def test_optimizer_state_is_stored_as_slots_of_each_parameter(tmp_path) -> None:
     )
 
 
+def test_the_bulk_slot_scan_gives_the_files_the_per_slot_scan_gives(tmp_path, monkeypatch) -> None:
+    from trackpoint.torch._optimizer import OptimizerNode
+
+    model = _model()
+    optimizer = torch.optim.AdamW([*model[0].parameters(), model[2].weight])  # one without state
+    _train(model, optimizer, None, _batches(1))
+    calls = []
+    bulk = OptimizerNode._tp_slots_of
+    monkeypatch.setattr(OptimizerNode, "_tp_slots_of", lambda self, objects: calls.append(1) or bulk(self, objects))
+    fast = tpt.Checkpoint(model=model, optimizer=optimizer).write(str(tmp_path / "fast" / "ckpt"))
+    assert calls  # the save took the bulk scan
+    monkeypatch.delattr(OptimizerNode, "_tp_slots_of")
+    tpt.Checkpoint(model=model, optimizer=optimizer).write(str(tmp_path / "slow" / "ckpt"))
+    for suffix in (".index", ".data-00000-of-00001"):
+        assert (tmp_path / "fast" / f"ckpt{suffix}").read_bytes() == (tmp_path / "slow" / f"ckpt{suffix}").read_bytes()
+    assert not any("2/bias/.OPTIMIZER_SLOT" in key for key, _ in tp.list_variables(fast))
+
+
 def test_optimizer_state_follows_the_parameters_when_the_model_changes(tmp_path) -> None:
     """torch keys optimizer state by index: a layer added in front shifts every index. By path it does not."""
     model = _model()

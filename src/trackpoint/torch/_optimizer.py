@@ -20,7 +20,7 @@ brings its own), which is why it is filled in this way rather than by one
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +112,26 @@ class OptimizerNode(Trackable):
         state = optimizer.state.get(param) if param is not None and optimizer is not None else None
         value = state.get(name) if state else None
         return tensor_node(value, f"{var._name}/{self._where}/{name}") if isinstance(value, torch.Tensor) else None
+
+    def _tp_slots_of(self, objects: Sequence[Any]) -> list[tuple[str, int, TensorNode]]:
+        """Every slot of the parameters among ``objects``, as ``get_slot`` finds them one by
+        one: by slot name, then in the objects' order (see ``trackpoint._tracking.slots``)."""
+        state = self.optimizer.state
+        held = []  # (index, node, its parameter's state) of the parameters with state
+        for index, obj in enumerate(objects):
+            if type(obj) is TensorNode:
+                param = obj._ref()
+                param_state = state.get(param) if param is not None else None
+                if param_state:
+                    held.append((index, obj, param_state))
+        names = sorted({k for _, _, st in held for k, v in st.items() if isinstance(v, torch.Tensor)})
+        out = []
+        for name in names:
+            for index, node, param_state in held:
+                value = param_state.get(name)
+                if isinstance(value, torch.Tensor):
+                    out.append((name, index, tensor_node(value, f"{node._name}/{self._where}/{name}")))
+        return out
 
     def _create_or_restore_slot_variable(self, position: Any, variable: Any, slot_name: str) -> TensorNode | None:
         """The slot to bind for ``(variable, slot_name)``: the existing state tensor, or one made
