@@ -52,16 +52,23 @@ def check_aliasing(modules: dict[str, torch.nn.Module]) -> None:
     Raises:
         InvalidArgumentError: Two tensors of the modules overlap without being the same view; both are named.
     """
-    seen: dict[tuple[str, int, int], torch.Tensor] = {}
+    # Keyed by device, then by the storage's first byte (an int): no tuple per tensor. Tuples
+    # count towards the cyclic collector's thresholds, and a collection that fell here scanned
+    # every object of the process (this check took 0.03-0.35 s with a 20,000-parameter model
+    # alive, 0.04 s without the tuples; the save as a whole gained less, within noise).
+    seen: dict[torch.device, dict[int, torch.Tensor]] = {}
     for name in sorted(modules):
         for module in modules[name].modules():
             for tensors in (module._parameters, module._buffers):
                 for tensor in tensors.values():
                     if tensor is None or is_lazy(tensor) or tensor.layout is not torch.strided or not tensor.numel():
                         continue
+                    device = tensor.device
+                    on_device = seen.get(device)
+                    if on_device is None:
+                        on_device = seen[device] = {}
                     offset = tensor.storage_offset()
-                    start = int(tensor.data_ptr() - offset * tensor.element_size())
-                    first = seen.setdefault((tensor.device.type, tensor.get_device(), start), tensor)
+                    first = on_device.setdefault(int(tensor.data_ptr() - offset * tensor.element_size()), tensor)
                     if first is tensor:
                         continue
                     if (first.storage_offset(), first.shape, first.stride(), first.dtype) != (
