@@ -247,12 +247,21 @@ def test_non_contiguous_conjugate_and_negative_views_are_saved_as_their_values(t
     z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
     model.register_buffer("transposed", base.t())  # a strided view, not contiguous
     model.register_buffer("conjugate", z.conj())  # a conjugate bit, which numpy() refuses
-    model.register_buffer("negative", torch._neg_view(z))  # a negative bit, likewise
+    model.register_buffer("negative", torch._neg_view(z.clone()))  # a negative bit, likewise
     model.register_buffer("requires_grad", torch.ones(2, requires_grad=True))
     path = tpt.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
     for name in ("transposed", "conjugate", "negative", "requires_grad"):
         stored = tp.load_variable(path, f"model/{name}/.ATTRIBUTES/VARIABLE_VALUE")
         np.testing.assert_array_equal(stored, getattr(model, name).detach().resolve_conj().resolve_neg().numpy())
+
+
+def test_a_conjugate_view_beside_its_base_is_refused_as_two_values_of_one_memory(tmp_path) -> None:
+    model = torch.nn.Module()
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    model.register_buffer("z", z)
+    model.register_buffer("zbar", z.conj())  # same place, shape and stride: only the bit differs
+    with pytest.raises(InvalidArgumentError, match=r"model\.z and model\.zbar share memory"):
+        tpt.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
 
 
 def _lazy() -> torch.nn.Sequential:

@@ -71,12 +71,16 @@ def check_aliasing(modules: dict[str, torch.nn.Module]) -> None:
                     first = on_device.setdefault(int(tensor.data_ptr() - offset * tensor.element_size()), tensor)
                     if first is tensor:
                         continue
-                    if (first.storage_offset(), first.shape, first.stride(), first.dtype) != (
-                        offset,
-                        tensor.shape,
-                        tensor.stride(),
-                        tensor.dtype,
-                    ):
+                    # The same memory read another way: another place, shape or dtype, or a
+                    # conjugate or negative view of it.
+                    if (
+                        first.storage_offset(),
+                        first.shape,
+                        first.stride(),
+                        first.dtype,
+                        first.is_conj(),
+                        first.is_neg(),
+                    ) != (offset, tensor.shape, tensor.stride(), tensor.dtype, tensor.is_conj(), tensor.is_neg()):
                         raise InvalidArgumentError(
                             f"{_first_name(modules, first)} and {_first_name(modules, tensor)} share memory at "
                             "different offsets or shapes (one is a view of part of the other); a checkpoint would "
