@@ -126,6 +126,16 @@ class _Tensors(Sequence[tuple[str, Any]]):
         return self._keys[index], self._values[index]
 
 
+def _variable_value(cls: type, known: dict[type, Any]) -> Any:
+    """``cls._tp_variable_value`` (None for a class without one: see tensor_owner), looked up
+    once per class of a save."""
+    try:
+        return known[cls]
+    except KeyError:
+        found = known[cls] = getattr(cls, "_tp_variable_value", None)
+        return found
+
+
 def _after_save(hooks: list[Trackable]) -> None:
     for obj in hooks:
         obj._tp_after_save()  # type: ignore[attr-defined]  # grouped objects (split dependencies) check they were saved together
@@ -212,61 +222,48 @@ def serialize(
     # (object, tensor names, keys) (see save_layout).
     entries: list[Variable | tuple[Trackable, list[str], list[str]]] = []
     python_entries: list[Variable | tuple[Trackable, list[str], list[str]]] = []
-    single: dict[type, Any] = {}  # class -> its _tp_variable_value, or False (see tensor_owner)
+    single: dict[type, Any] = {}  # see _variable_value
     for node_id, obj in enumerate(objects):
-        cls = type(obj)
-        if cls is not Variable:
-            value_of: Any = single.get(cls)
-            if value_of is None:
-                value_of = single[cls] = getattr(cls, "_tp_variable_value", False)
-            if value_of:
-                # One variable value, as a Variable's: the same key, without the general
-                # branch's dict and escaping (a torch model's every tensor).
-                key = path_strings[node_id] + _VARIABLE_KEY_SUFFIX
-                counts.append(1)
-                attribute_names.append(_VARIABLE_ATTRIBUTE)
-                full_names.append(obj._checkpoint_full_name())
-                attribute_keys.append(key)
-                keys.append(key)
-                values.append(value_of(obj))
-                owners.append(obj)
-                entries.append((obj, [VARIABLE_VALUE], [key]))
-                continue
+        entry: Variable | None
         if type(obj) is Variable:
-            # Most nodes: one tensor under a name that needs no escaping, so its key is the
-            # path and a fixed suffix (the general branch below gives the same key).
-            key = path_strings[node_id] + _VARIABLE_KEY_SUFFIX
-            counts.append(1)
-            attribute_names.append(_VARIABLE_ATTRIBUTE)
-            full_names.append(obj._name)
-            attribute_keys.append(key)
-            keys.append(key)
-            values.append(obj._value)
-            owners.append(obj)
-            entries.append(obj)
+            full_name, value, entry = obj._name, obj._value, obj
+        elif (value_of := _variable_value(type(obj), single)) is not None:
+            full_name, value, entry = obj._checkpoint_full_name(), value_of(obj), None
+        else:
+            tensors = obj._serialize_to_tensors()
+            counts.append(len(tensors))
+            if tensors:
+                full_name = obj._checkpoint_full_name()
+                is_python = isinstance(obj, PythonState)
+                node_keys = []
+                for tensor_name, value in tensors.items():
+                    attribute_name = escape_local_name(tensor_name)
+                    # TF 2.21 escapes the already escaped name again when forming the key.
+                    key = checkpoint_key(path_strings[node_id], attribute_name)
+                    attribute_names.append(attribute_name)
+                    full_names.append(full_name)
+                    attribute_keys.append(key)
+                    if is_python:
+                        python_tensors.append((key, value))
+                        python_owners.append(obj)
+                    else:
+                        keys.append(key)
+                        values.append(value)
+                        owners.append(obj)
+                    node_keys.append(key)
+                (python_entries if is_python else entries).append((obj, list(tensors), node_keys))
             continue
-        tensors = obj._serialize_to_tensors()
-        counts.append(len(tensors))
-        if tensors:
-            full_name = obj._checkpoint_full_name()
-            is_python = isinstance(obj, PythonState)
-            node_keys = []
-            for tensor_name, value in tensors.items():
-                attribute_name = escape_local_name(tensor_name)
-                # TF 2.21 escapes the already escaped name again when forming the key.
-                key = checkpoint_key(path_strings[node_id], attribute_name)
-                attribute_names.append(attribute_name)
-                full_names.append(full_name)
-                attribute_keys.append(key)
-                if is_python:
-                    python_tensors.append((key, value))
-                    python_owners.append(obj)
-                else:
-                    keys.append(key)
-                    values.append(value)
-                    owners.append(obj)
-                node_keys.append(key)
-            (python_entries if is_python else entries).append((obj, list(tensors), node_keys))
+        # One variable value under a name that needs no escaping, so its key is the path and
+        # a fixed suffix (the general branch above gives the same key) and no dict is built.
+        key = path_strings[node_id] + _VARIABLE_KEY_SUFFIX
+        counts.append(1)
+        attribute_names.append(_VARIABLE_ATTRIBUTE)
+        full_names.append(full_name)
+        attribute_keys.append(key)
+        keys.append(key)
+        values.append(value)
+        owners.append(obj)
+        entries.append(entry if entry is not None else (obj, [VARIABLE_VALUE], [key]))
     hooks = _hooks(objects)
     _after_save(hooks)
 
