@@ -7,14 +7,11 @@ chosen with ``benchmarks/compare.py``; see PERFORMANCE.md.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
+from trackpoint._format.threads import default_workers
+
 __all__ = ["DEFAULT_TUNING", "ReadTuning"]
-
-
-def _default_threads() -> int:
-    return min(4, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -49,7 +46,7 @@ class ReadTuning:
     run_gap: int = 64 << 10
     read_ahead_rows: int = 256
     chunk_bytes: int = 2 << 20
-    read_threads: int = field(default_factory=_default_threads)
+    read_threads: int = field(default_factory=default_workers)
     in_place_bytes: int = 1 << 20
 
 

@@ -8,21 +8,16 @@ cores: 0.13-0.15 s against 0.23-3.4 s for ``np.array(copy=True)`` here; PERFORMA
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
-from trackpoint._format.threads import parallel_map
+from trackpoint._format.threads import default_workers, parallel_map
 
 __all__ = ["PIECE_BYTES", "copy_values"]
 
 #: Arrays this large or larger are copied in pieces of this size, several at a time.
 PIECE_BYTES = 8 << 20
-
-
-def _threads() -> int:
-    return min(4, os.cpu_count() or 1)
 
 
 def copy_values(values: list[Any], threads: int | None = None) -> list[Any]:
@@ -51,5 +46,5 @@ def copy_values(values: list[Any], threads: int | None = None) -> list[Any]:
         pieces.extend((source[i : i + step], target[i : i + step]) for i in range(0, source.size, step))
         out.append(copy)
     if pieces:
-        parallel_map(lambda piece: np.copyto(piece[1], piece[0]), pieces, threads or _threads())
+        parallel_map(lambda piece: np.copyto(piece[1], piece[0]), pieces, threads or default_workers())
     return out

@@ -8,14 +8,25 @@ interpreter has begun to exit, and that is when pending async saves are complete
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-__all__ = ["Background", "parallel_map"]
+__all__ = ["Background", "default_workers", "parallel_map"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+def default_workers() -> int:
+    """Threads for one job's file I/O, copies or checksums: up to four, no more than the cores.
+
+    Example:
+        >>> 1 <= default_workers() <= 4
+        True
+    """
+    return min(4, os.cpu_count() or 1)
 
 
 class Background(Generic[R]):
