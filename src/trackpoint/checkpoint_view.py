@@ -327,7 +327,20 @@ class CheckpointView:
             (self._paths[i], a.name): a.checkpoint_key for i, n in enumerate(self._graph.nodes) for a in n.attributes
         }
 
-    def _describe(self, key: str) -> tuple[str, list[int], int]:
+    def describe(self, key: str) -> tuple[str, list[int], int]:
+        """The dtype name, shape and size in bytes of the value at ``key``, from the index alone.
+
+        Raises:
+            NotFoundError: The checkpoint has no such key.
+
+        Example:
+            >>> import tempfile
+            >>> import trackpoint as tp
+            >>> path = tp.Checkpoint(w=tp.Variable([[1.0, 2.0]])).write(tempfile.mkdtemp() + "/ckpt")
+            >>> with tp.CheckpointView(path) as view:
+            ...     view.describe(view.attributes(1)["VARIABLE_VALUE"])
+            ('float32', [1, 2], 8)
+        """
         entry = self._reader.entry(key)
         name = entry.dtype.name if entry.dtype is not None else f"dtype{entry.dtype_enum}"
         size = entry.size
@@ -354,7 +367,7 @@ class CheckpointView:
                 if attribute.checkpoint_key == "" or attribute.checkpoint_key not in self._reader:
                     parts.append(f"{attribute.name}: missing")
                     continue
-                dtype, shape, size = self._describe(attribute.checkpoint_key)
+                dtype, shape, size = self.describe(attribute.checkpoint_key)
                 label = "" if attribute.name == "VARIABLE_VALUE" else f"{attribute.name}="
                 parts.append(f"{label}{dtype}{shape}  {_bytes(size)}".replace(", ", ","))
             return "  " + "  ".join(parts) if parts else ""

@@ -9,8 +9,8 @@ from torch.nn.parameter import is_lazy
 
 import trackpoint as tp
 from trackpoint import Trackable
-from trackpoint.errors import InvalidArgumentError
-from trackpoint.torch._nodes import EXTRA_STATE, VARIABLE_VALUE, extra_state_node, tensor_node, unwrap
+from trackpoint.errors import InvalidArgumentError, NotFoundError
+from trackpoint.torch._nodes import EXTRA_STATE, VARIABLE_VALUE, extra_state_node, has_extra_state, tensor_node, unwrap
 from trackpoint.torch._tensors import describe, dtype_name
 
 __all__ = ["IncompatibleKeys", "load_state_dict"]
@@ -75,7 +75,7 @@ def _leaf(module: torch.nn.Module, name: str, value: Any) -> Trackable:
     owner, _, local = name.rpartition(".")
     if local == EXTRA_STATE:
         sub = module.get_submodule(owner)
-        if type(sub).get_extra_state is not torch.nn.Module.get_extra_state:
+        if has_extra_state(sub):
             return extra_state_node(sub)
     return tensor_node(value, local)
 
@@ -141,16 +141,19 @@ def load_state_dict(
         node_id, found = _find(view, prefix)
         stored = _value_names(view, node_id)
         resolved = view.prefix
-    with tp.load_checkpoint(resolved) as reader:
-        dtypes, shapes = reader.get_variable_to_dtype_map(), reader.get_variable_to_shape_map()
-    mismatches = {}
-    for name in sorted(stored.keys() & current.keys()):
-        key = stored[name].get(VARIABLE_VALUE)
-        value = current[name]
-        if key in dtypes and isinstance(value, torch.Tensor) and name.rpartition(".")[2] != EXTRA_STATE:
-            why = _mismatch(value, dtypes[key].name, shapes[key])
-            if why is not None:
-                mismatches[name] = why
+        common = sorted(stored.keys() & current.keys())
+        mismatches = {}
+        for name in common:
+            key = stored[name].get(VARIABLE_VALUE)
+            value = current[name]
+            if key is not None and isinstance(value, torch.Tensor) and name.rpartition(".")[2] != EXTRA_STATE:
+                try:
+                    dtype, shape, _ = view.describe(key)
+                except NotFoundError:
+                    continue  # the restore below names the missing key
+                why = _mismatch(value, dtype, shape)
+                if why is not None:
+                    mismatches[name] = why
     missing, unexpected = sorted(current.keys() - stored.keys()), sorted(stored.keys() - current.keys())
     if strict and (missing or unexpected or mismatches):
         lines = [f"{resolved}: the module and the checkpoint (at {found or 'the root'!r}) differ; nothing was loaded"]
@@ -161,7 +164,7 @@ def load_state_dict(
         lines.extend(f"{name}: {why}" for name, why in mismatches.items())
         lines.append("pass strict=False to load the names both hold with the same dtype and shape")
         raise InvalidArgumentError("\n".join(lines), path=resolved)
-    wanted = {name: current[name] for name in sorted(stored.keys() & current.keys()) if name not in mismatches}
+    wanted = {name: current[name] for name in common if name not in mismatches}
     holder: tp.Trackable = _mirror(module, wanted)
     for part in reversed([p for p in found.split(".") if p]):
         outer = tp.AutoTrackable()

@@ -26,7 +26,16 @@ from trackpoint.errors import InvalidArgumentError
 from trackpoint.torch import _hooks
 from trackpoint.torch._tensors import as_array, check_value, copy_into, destination, new_tensor
 
-__all__ = ["EXTRA_STATE", "ModuleNode", "TensorNode", "extra_state_node", "module_node", "tensor_node", "unwrap"]
+__all__ = [
+    "EXTRA_STATE",
+    "ModuleNode",
+    "TensorNode",
+    "extra_state_node",
+    "has_extra_state",
+    "module_node",
+    "tensor_node",
+    "unwrap",
+]
 
 VARIABLE_VALUE = "VARIABLE_VALUE"
 PYTHON_STATE = "py_state"
@@ -205,7 +214,8 @@ class ExtraStateNode(Trackable):
             module.set_extra_state(checked)
 
 
-def _has_extra_state(module: torch.nn.Module) -> bool:
+def has_extra_state(module: torch.nn.Module) -> bool:
+    """Whether the module's class overrides ``get_extra_state`` (torch saves it only then)."""
     return type(module).get_extra_state is not torch.nn.Module.get_extra_state
 
 
@@ -241,7 +251,7 @@ class ModuleNode(Trackable):
         for name, buffer in module._buffers.items():
             if buffer is not None and name not in skipped and not is_lazy(buffer):
                 children[name] = tensor_node(buffer, name)
-        if _has_extra_state(module):
+        if has_extra_state(module):
             children[EXTRA_STATE] = extra_state_node(module)
         for name, sub in module._modules.items():
             if sub is not None:
@@ -256,7 +266,7 @@ class ModuleNode(Trackable):
         buffer = module._buffers.get(name)
         if buffer is not None and name not in module._non_persistent_buffers_set:
             return tensor_node(buffer, name)
-        if name == EXTRA_STATE and _has_extra_state(module):
+        if name == EXTRA_STATE and has_extra_state(module):
             return extra_state_node(module)
         sub = module._modules.get(name)
         return module_node(sub) if sub is not None else None
