@@ -111,7 +111,11 @@ class OptimizerNode(Trackable):
         param, optimizer = var._ref(), self._ref()
         state = optimizer.state.get(param) if param is not None and optimizer is not None else None
         value = state.get(name) if state else None
-        return tensor_node(value, f"{var._name}/{self._where}/{name}") if isinstance(value, torch.Tensor) else None
+        return self._slot_node(var, name, value) if isinstance(value, torch.Tensor) else None
+
+    def _slot_node(self, var: TensorNode, name: str, value: torch.Tensor) -> TensorNode:
+        """The node of state tensor ``value``, slot ``name`` of the parameter ``var`` stands for."""
+        return tensor_node(value, f"{var._name}/{self._where}/{name}")
 
     def _tp_slots_of(self, objects: Sequence[Any]) -> list[tuple[str, int, TensorNode]]:
         """Every slot of the parameters among ``objects``, as ``get_slot`` finds them one by
@@ -130,7 +134,7 @@ class OptimizerNode(Trackable):
             for index, node, param_state in held:
                 value = param_state.get(name)
                 if isinstance(value, torch.Tensor):
-                    out.append((name, index, tensor_node(value, f"{node._name}/{self._where}/{name}")))
+                    out.append((name, index, self._slot_node(node, name, value)))
         return out
 
     def _create_or_restore_slot_variable(self, position: Any, variable: Any, slot_name: str) -> TensorNode | None:
