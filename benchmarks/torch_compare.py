@@ -72,6 +72,15 @@ class Contender:
     def __init__(self, model: Any, optimizer: Any, directory: str) -> None:
         self.model, self.optimizer, self.directory = model, optimizer, directory
 
+    def state(self) -> dict[str, Any]:
+        """The state dicts the torch contenders save and load: ``{"model": ..., "optimizer": ...}``."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Put a loaded :meth:`state` back into the model and the optimizer."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
     def save(self) -> None:
         raise NotImplementedError
 
@@ -112,14 +121,12 @@ class TorchSave(Contender):
     def save(self) -> None:
         import torch
 
-        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}, self.path)
+        torch.save(self.state(), self.path)
 
     def restore(self) -> None:
         import torch
 
-        state = torch.load(self.path, weights_only=True)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.load(torch.load(self.path, weights_only=True))
 
 
 class TorchSaveDurable(TorchSave):
@@ -128,7 +135,7 @@ class TorchSaveDurable(TorchSave):
 
         temporary = self.path + ".tmp"
         with open(temporary, "wb") as f:
-            torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}, f)
+            torch.save(self.state(), f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(temporary, self.path)
@@ -144,29 +151,25 @@ class DCP(Contender):
         super().__init__(*args)
         self.path = os.path.join(self.directory, "dcp")
 
-    def _state(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
-
     def save(self) -> None:
         import torch.distributed.checkpoint as dcp
 
         shutil.rmtree(self.path, ignore_errors=True)
-        dcp.save(self._state(), checkpoint_id=self.path)
+        dcp.save(self.state(), checkpoint_id=self.path)
 
     def restore(self) -> None:
         import torch.distributed.checkpoint as dcp
 
-        state = self._state()
+        state = self.state()
         dcp.load(state, checkpoint_id=self.path)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.load(state)
 
     def async_save(self) -> Callable[[], None]:
         import torch.distributed.checkpoint as dcp
 
         path = self.path + "-async"
         shutil.rmtree(path, ignore_errors=True)
-        future = dcp.async_save(self._state(), checkpoint_id=path)
+        future = dcp.async_save(self.state(), checkpoint_id=path)
         return future.result
 
 
