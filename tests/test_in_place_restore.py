@@ -367,7 +367,7 @@ def test_read_plan_verifies_then_copies(tmp_path, sizes: list[int]) -> None:
     prefix = _bundle(tmp_path, tensors)
     keys = sorted(tensors)
     outs = _arrays(tensors)
-    in_place = InPlace(lambda rows: {row: outs[keys[row]] for row in rows})
+    in_place = InPlace(lambda rows, small: {row: outs[keys[row]] for row in rows})
     with BundleReader(prefix, tuning=TUNING) as reader:
         values = [v for batch in reader.read_batches(keys, 1 << 20, in_place) for v in batch]
         for key, value in zip(keys, values):
@@ -389,7 +389,7 @@ def test_read_plan_damage_is_found_before_any_value(tmp_path) -> None:
     prefix = _bundle(tmp_path, tensors)
     flip_byte(prefix, "b", where=0.7)
     outs = _arrays(tensors)
-    in_place = InPlace(lambda rows: {row: outs["ab"[row]] for row in rows})
+    in_place = InPlace(lambda rows, small: {row: outs["ab"[row]] for row in rows})
     with BundleReader(prefix, tuning=TUNING) as reader, pytest.raises(tp.errors.DataLossError, match="'b'"):
         list(reader.read_batches(["a", "b"], 1 << 20, in_place))
     assert not outs["a"].any() and not outs["b"].any()
@@ -404,7 +404,7 @@ def test_destinations_that_do_not_fit_are_read_as_usual(tmp_path) -> None:
         1: shared,
         2: np.zeros(3_000, np.float32),  # another dtype
     }
-    in_place = InPlace(lambda rows: offered)
+    in_place = InPlace(lambda rows, small: offered)
     with BundleReader(prefix, tuning=TUNING) as reader:
         values = [v for batch in reader.read_batches(["a", "b", "c"], 1 << 20, in_place) for v in batch]
     assert not in_place.entries
@@ -417,7 +417,7 @@ def test_a_file_changed_between_the_passes_raises(tmp_path) -> None:
     tensors = {"a": np.ones(5_000, np.float32)}
     prefix = _bundle(tmp_path, tensors)
     outs = _arrays(tensors)
-    in_place = InPlace(lambda rows: {0: outs["a"]})
+    in_place = InPlace(lambda rows, small: {0: outs["a"]})
     with BundleReader(prefix, tuning=TUNING) as reader:
         list(reader.read_batches(["a"], 1 << 20, in_place))
         with open(reader.data_path(0), "ab") as f:

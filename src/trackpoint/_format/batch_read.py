@@ -102,11 +102,15 @@ class ReadPlan:
         self.outs: dict[int, np.ndarray] = {}
         if in_place is not None:
             large = np.flatnonzero(~self.fast & (columns.size >= self.tuning.in_place_bytes)).tolist()
-            if large:
-                self.outs = in_place.claim(reader, {row: self.slow[row][0] for row in large})
-                for row in self.outs:
-                    del self.slow[row]
-                    self.batch_sizes[row] = 0  # nothing of it is held in memory
+            small = np.flatnonzero(self.fast).tolist() if in_place.small else []
+            if large or small:
+                self.outs = in_place.claim(reader, {row: self.slow[row][0] for row in large}, self, small)
+                taken = np.fromiter(self.outs, np.int64, len(self.outs))
+                for row in large:
+                    if row in self.outs:
+                        del self.slow[row]
+                self.fast[taken] = False  # so no run fetches it: it is handed out as its destination
+                self.batch_sizes[taken] = 0  # nothing of it is held in memory
 
     def _fast_rows(self, rows: Rows) -> np.ndarray:
         """Rows read in runs: small, plain, numeric, of a little-endian file, and passing every rule."""
@@ -133,6 +137,20 @@ class ReadPlan:
             and (columns.dtype[rows] == columns.dtype[head]).all()
             and (columns.ndim[rows] == columns.ndim[head]).all()
             and (columns.dims[rows] == columns.dims[head]).all()
+        )
+
+    def fits(self, row: int, out: np.ndarray) -> bool:
+        """Whether the small tensor of ``row`` may be read straight into ``out``, as
+        :func:`~trackpoint._format.in_place.fits` says of a large one (and ``out`` is writable)."""
+        flags = out.flags
+        return bool(
+            self.fast[row]
+            and out.dtype == self.dtypes[row]
+            and out.shape == self.shapes[row]
+            and out.nbytes == self.columns.size[row]
+            and flags.c_contiguous
+            and flags.aligned
+            and flags.writeable
         )
 
     # -- batches ------------------------------------------------------------------------
@@ -182,7 +200,13 @@ class ReadPlan:
 
     def runs(self, start: int, stop: int) -> list[Run]:
         """The reads that fetch the small tensors of rows ``start:stop``."""
-        rows = np.flatnonzero(self.fast[start:stop]) + start
+        return self.runs_of(np.flatnonzero(self.fast[start:stop]) + start)
+
+    def runs_of(self, rows: np.ndarray | list[int]) -> list[Run]:
+        """The reads that fetch the small tensors of ``rows`` (and no others)."""
+        rows = np.asarray(rows, np.int64)
+        if not len(rows):
+            return []
         shards = self.columns.shard_id[rows]
         return [run for shard_id in distinct(shards) for run in self._plan_runs(shard_id, rows[shards == shard_id])]
 

@@ -41,19 +41,24 @@ import numpy as np
 
 from trackpoint._format.crc import crc32c, crc32c_combine, unmask
 from trackpoint._format.entries import Entry
+from trackpoint._format.runs_in_place import RunsInPlace
 from trackpoint._format.slices import readable_key
 from trackpoint._format.tensors import numeric_bytes_view
 from trackpoint._format.threads import parallel_map
 from trackpoint.errors import CheckpointError, DataLossError
 
 if TYPE_CHECKING:
+    from trackpoint._format.batch_read import ReadPlan
     from trackpoint._format.bundle_reader import BundleReader
 
 __all__ = ["Destinations", "InPlace", "fits"]
 
-#: Asked with the rows (positions in the keys read) of tensors large enough to read in place:
-#: the arrays that may be overwritten with them, by row (rows left out are read as usual).
-Destinations = Callable[[Sequence[int]], dict[int, np.ndarray]]
+#: Asked with the rows (positions in the keys read) of tensors large enough to read in place,
+#: then those of small ones read in runs (see :mod:`.runs_in_place`): the arrays that may be
+#: overwritten with them, by row (rows left out are read as usual). A small row is only worth
+#: it for memory whose owner would copy its value into it anyway (a tensor owner's), not for
+#: a variable's array, which a variable replaces at no cost by the view read.
+Destinations = Callable[[Sequence[int], Sequence[int]], dict[int, np.ndarray]]
 
 # One piece of the work of a pass: (index of the tensor among those read in place, first byte, end).
 _Piece = tuple[int, int, int]
@@ -88,44 +93,64 @@ class InPlace:
     themselves, still holding the old values. The caller checks every value of the restore,
     then calls :meth:`copy`.
 
-    Only tensors of at least ``ReadTuning.in_place_bytes`` are offered: below that, reading
-    into fresh memory costs less than two passes (see PERFORMANCE.md).
+    Large tensors (``ReadTuning.in_place_bytes`` or more) are offered; small ones, read in
+    runs, only with ``small``: below that size, reading into fresh memory costs a variable less
+    than two passes (see PERFORMANCE.md), and only an owner that copies every value anyway
+    gains (see :mod:`.runs_in_place`).
 
     Args:
         destinations: Which arrays may be overwritten (see :data:`Destinations`).
+        small: Whether to offer small tensors too (a restore into some tensor owner).
 
     Attributes:
-        entries: Row -> entry of each tensor claimed, verified once :meth:`verify` returns.
+        entries: Row -> entry of each large tensor claimed, verified once :meth:`verify` returns.
     """
 
-    def __init__(self, destinations: Destinations) -> None:
+    def __init__(self, destinations: Destinations, small: bool = False) -> None:
         self.entries: dict[int, Entry] = {}
+        self.small = small
         self._destinations = destinations
         self._reader: BundleReader | None = None
+        self._runs: RunsInPlace | None = None  # the small tensors claimed
         self._seen: dict[int, tuple[int, int]] = {}  # shard id -> its file's (size, mtime) at verify
 
-    def claim(self, reader: BundleReader, offered: dict[int, Entry]) -> dict[int, np.ndarray]:
-        """The destination of each row of ``offered`` to be read in place: row -> array.
+    @property
+    def claimed(self) -> bool:
+        """Whether any tensor is to be read in place."""
+        return bool(self.entries) or self._runs is not None
 
-        ``offered`` holds entries that passed :meth:`BundleReader.checked`. A row whose
-        destination does not fit its entry (another dtype or shape: the usual read and check
-        then raise the precise error) is left to the usual read, as is an array offered for
-        two rows.
+    def claim(
+        self, reader: BundleReader, offered: dict[int, Entry], plan: ReadPlan | None = None, small: Sequence[int] = ()
+    ) -> dict[int, np.ndarray]:
+        """The destination of each row of ``offered`` and of ``small`` to be read in place: row -> array.
+
+        ``offered`` holds large entries that passed :meth:`BundleReader.checked`; ``small``,
+        rows that ``plan`` reads in runs. A row whose destination does not fit its entry
+        (another dtype or shape: the usual read and check then raise the precise error) is
+        left to the usual read, as is an array offered for two rows.
         """
-        if reader.big_endian or not offered:
+        if reader.big_endian or not (offered or small):
             return {}
-        outs = self._destinations(list(offered))
+        outs = self._destinations(list(offered), small)
         counts: dict[int, int] = {}
         for out in outs.values():
             counts[id(out)] = counts.get(id(out), 0) + 1
         taken = {}
+        runs = {}
         for row, out in outs.items():
+            if counts[id(out)] != 1:
+                continue
             entry = offered.get(row)
-            if entry is not None and counts[id(out)] == 1 and fits(entry, out):
-                taken[row] = out
-                self.entries[row] = entry
+            if entry is not None:
+                if fits(entry, out):
+                    taken[row] = out
+                    self.entries[row] = entry
+            elif plan is not None and plan.fits(row, out):
+                taken[row] = runs[row] = out
         if taken:
             self._reader = reader
+        if runs and plan is not None:
+            self._runs = RunsInPlace(reader, plan.runs_of(list(runs)), plan.crcs, plan.keys, runs)
         return taken
 
     # -- the two passes ---------------------------------------------------------------------
@@ -159,7 +184,11 @@ class InPlace:
             DataLossError: A checksum does not match, or a data file ends early.
         """
         reader = self._reader
-        if reader is None or not self.entries:
+        if reader is None:
+            return
+        if self._runs is not None:
+            self._runs.verify(lambda shard_id, fd: self._seen.setdefault(shard_id, _state(fd)))
+        if not self.entries:
             return
         entries = list(self.entries.values())
         fds = [reader.shard_fd(entry.shard_id, entry.key)[0] for entry in entries]
@@ -194,13 +223,26 @@ class InPlace:
 
     def copy(self, outs: dict[int, np.ndarray]) -> None:
         """Read the verified tensors of ``outs`` (row -> array, a subset of :attr:`entries`) into
-        their arrays (the second pass), which must be read-only arrays that nothing else holds.
+        their arrays (the second pass), which must be read-only arrays that nothing else holds,
+        and the small tensors claimed into theirs.
 
         Raises:
             DataLossError: A data file changed since :meth:`verify` (see the module docstring).
         """
         reader = self._reader
-        if reader is None or not outs:
+        if reader is None:
+            return
+        runs, self._runs = self._runs, None  # and with it, the last reference to their destinations
+        if runs is not None:
+            count = len(runs) + len(outs)
+            try:
+                runs.copy()
+            except CheckpointError as exc:  # the file ended early: it was cut short since verify
+                raise _changed(reader, exc.key or "", count) from exc
+            for shard_id, (fd, key) in runs.files.items():
+                if _state(fd) != self._seen.get(shard_id):
+                    raise _changed(reader, key, count)
+        if not outs:
             return
         rows = list(outs)
         entries = [self.entries[row] for row in rows]
@@ -222,7 +264,7 @@ class InPlace:
             parallel_map(read, shares, len(shares))
         except CheckpointError as exc:  # the file ended early: it was cut short since verify
             damaged = next((entry for entry in entries if entry.key == exc.key), entries[0])
-            raise _changed(reader, damaged, len(entries)) from exc
+            raise _changed(reader, damaged.key, len(entries)) from exc
         finally:
             for view in views:
                 view.release()
@@ -230,7 +272,7 @@ class InPlace:
                 array.flags.writeable = False
         for fd, entry in zip(fds, entries):
             if _state(fd) != self._seen.get(entry.shard_id):
-                raise _changed(reader, entry, len(entries))
+                raise _changed(reader, entry.key, len(entries))
 
     def read_fresh(self, row: int) -> np.ndarray:
         """A claimed tensor read into new memory, checksum verified: for a destination that
@@ -249,15 +291,15 @@ def _state(fd: int) -> tuple[int, int]:
     return stat.st_size, stat.st_mtime_ns
 
 
-def _changed(reader: BundleReader, entry: Entry, count: int) -> DataLossError:
-    """The error for a data file written to between the two passes (see the module docstring)."""
-    path = reader.data_path(entry.shard_id)
+def _changed(reader: BundleReader, key: str, count: int) -> DataLossError:
+    """The error for the data file of ``key`` written to between the two passes (see the module docstring)."""
+    path = reader.data_path(reader.entry(key).shard_id)
     return DataLossError(
-        f"{path}: the data file changed while key {readable_key(entry.key)!r} was being restored into an existing "
+        f"{path}: the data file changed while key {readable_key(key)!r} was being restored into an existing "
         f"variable; the {count} variable(s) restored in place in this call now hold whatever the files held: "
         "restore again from a checkpoint nothing writes to",
         path=path,
-        key=entry.key,
+        key=key,
     )
 
 

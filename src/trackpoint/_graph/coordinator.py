@@ -303,11 +303,15 @@ class RestoreCoordinator:
         owners: dict[int, Variable] = {}
         targets: dict[int, np.ndarray] = {}
 
-        def destinations(rows: Sequence[int]) -> dict[int, np.ndarray]:
-            # Asked only when some values are large: a restore of small ones pays nothing.
+        def destinations(rows: Sequence[int], small: Sequence[int]) -> dict[int, np.ndarray]:
+            # Asked only when some values are large, or some small ones are a tensor owner's:
+            # a restore of small values into variables alone pays nothing.
             outs = {}
-            variables, owned = _takers(assignments, rows)
+            variables, owned = _takers(assignments, [*rows, *small])
+            large = set(rows)
             for row, variable in variables.items():
+                if row not in large:
+                    continue  # the variable takes the view read, at no cost (see in_place.Destinations)
                 value = unshared_value(variable)
                 if value is not None:
                     outs[row] = value
@@ -316,7 +320,7 @@ class RestoreCoordinator:
             outs.update(owned)
             return outs
 
-        in_place = InPlace(destinations)
+        in_place = InPlace(destinations, small=any(is_tensor_owner(trackable) for _, trackable, _, _ in assignments))
         with self.values.many(keys, in_place) as values:
             for node_id, trackable, wanted, _ in assignments:
                 if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
@@ -342,7 +346,7 @@ class RestoreCoordinator:
         for (_, trackable, _, _), taken in zip(owned, checked):
             cast(TensorOwner, trackable)._tp_take_restored(taken)
         take_restored(variables, arrays)
-        return (in_place, owners, targets) if in_place.entries else None
+        return (in_place, owners, targets) if in_place.claimed else None
 
     def _refused(self, node_id: int, wanted: Wanted, exc: Exception) -> InvalidArgumentError:
         keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)
@@ -562,13 +566,16 @@ def _takers(assignments: list[Assignment], rows: Sequence[int]) -> tuple[dict[in
                 variables[row] = trackable
             row += 1
             continue
-        if is_tensor_owner(trackable) and not wanted_rows.isdisjoint(range(row, row + len(wanted))):
+        count = len(wanted)
+        if (row in wanted_rows if count == 1 else not wanted_rows.isdisjoint(range(row, row + count))) and (
+            is_tensor_owner(trackable)
+        ):
             given = cast(TensorOwner, trackable)._tp_destinations()
             for offset, (name, _) in enumerate(wanted):
                 out = given.get(name)
                 if out is not None and row + offset in wanted_rows:
                     owned[row + offset] = out
-        row += len(wanted)
+        row += count
     return variables, owned
 
 
