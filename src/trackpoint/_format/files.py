@@ -11,6 +11,10 @@ opened: a path checked and then opened can be swapped in between. ``O_NONBLOCK``
 keeps the open of a FIFO from blocking; it is cleared again once the file is known to be
 regular (where it means nothing on local file systems, but some network and FUSE ones honour
 it). Symlinks are followed, since one to a regular file is a legitimate checkpoint layout.
+
+A path that is an fsspec URL (``s3://...``) is read through :mod:`trackpoint._storage.remote`
+instead, with the same contract: a descriptor of the bytes (a local copy), a ``stat`` that
+tells one version of the object from another, and the same exceptions.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ import fcntl
 import os
 import stat
 
+from trackpoint._storage import is_url
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError, PermissionDeniedError
 
-__all__ = ["open_regular", "read_regular"]
+__all__ = ["exists", "open_regular", "read_regular", "stat_path"]
 
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -76,6 +81,10 @@ def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
         ...
         trackpoint.errors.InvalidArgumentError: ... is not a regular file but a directory; ...
     """
+    if is_url(path):
+        from trackpoint._storage import remote
+
+        return remote.open_object(path, what)
     try:
         fd = os.open(path, _FLAGS)
     except (FileNotFoundError, NotADirectoryError) as exc:
@@ -119,6 +128,10 @@ def read_regular(path: str, what: str, limit: int) -> tuple[bytes, os.stat_resul
         >>> read_regular(path, "checkpoint state file", 1 << 20)[0]
         b"model_checkpoint_path: 'ckpt-1'"
     """
+    if is_url(path):
+        from trackpoint._storage import remote
+
+        return remote.read_object(path, what, limit)
     fd, info = open_regular(path, what)
     try:
         size = info.st_size
@@ -136,3 +149,25 @@ def read_regular(path: str, what: str, limit: int) -> tuple[bytes, os.stat_resul
     finally:
         os.close(fd)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks), info
+
+
+def stat_path(path: str) -> os.stat_result:
+    """``os.stat`` of a local path, or the size and version of the object at a URL.
+
+    Raises:
+        OSError: Nothing is there (``NotFoundError`` for a URL, a subclass).
+    """
+    if is_url(path):
+        from trackpoint._storage import remote
+
+        return remote.stat_object(path)
+    return os.stat(path)
+
+
+def exists(path: str) -> bool:
+    """Whether a file (or, at a URL, an object) is at ``path``."""
+    if is_url(path):
+        from trackpoint._storage import remote
+
+        return remote.exists(path)
+    return os.path.exists(path)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from trackpoint._format import atomic, files, naming
 from trackpoint._format.temps import temp_path
+from trackpoint._storage import is_url
 from trackpoint.errors import CheckpointError, NotFoundError
 
 __all__ = [
@@ -82,8 +83,9 @@ def _same_file(a: str, b: str) -> bool:
 
 def readable_prefix(prefix: str) -> str:
     """The prefix a reader should open: ``prefix``, or its previous version while an overwrite
-    of it is unfinished (one ``stat`` when there is none)."""
-    if not os.path.exists(naming.index_filename(previous_prefix(prefix))):
+    of it is unfinished (one ``stat`` when there is none). An object store keeps no previous
+    version: its index is written last, only if absent (see :mod:`trackpoint._storage`)."""
+    if is_url(prefix) or not os.path.exists(naming.index_filename(previous_prefix(prefix))):
         return prefix
     return previous_prefix(prefix) if _same_index(prefix) else prefix
 

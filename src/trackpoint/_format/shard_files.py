@@ -99,7 +99,7 @@ class ShardFiles:
     def index_changed(self) -> bool:
         """Whether the index file at its path is no longer the one the reader parsed (or is gone)."""
         try:
-            return identity(os.stat(self.index_path)) != self._index_identity
+            return identity(files.stat_path(self.index_path)) != self._index_identity
         except OSError:
             return True
 

@@ -1,0 +1,138 @@
+"""Reading objects behind an fsspec URL as a reader reads local files: bounded, checked, translated errors.
+
+Why a local spool: every read path of the format layer (runs, large tensors in parallel,
+in-place restores with their two passes) works on a file descriptor with ``pread``. A data
+object is therefore fetched once, in parallel ranged requests of ``PART_BYTES`` with at most
+``PARTS_IN_FLIGHT`` in flight (memory stays bounded by their product), into a temporary file
+that is unlinked as soon as it is created: nothing is left behind, even by a killed process,
+and every checksum is then verified on the local bytes as for any checkpoint. The temporary
+file lives in ``tempfile.gettempdir()`` (``TMPDIR``).
+
+A remote object's identity (what tells one version from another at the same URL) is its size
+and its ETag (or generation, or modification time): :func:`stat_object` returns it in the
+fields of an ``os.stat_result`` that :mod:`~trackpoint._format.shard_files` compares, so a
+checkpoint replaced while it is read raises as a local one does.
+
+Credentials and endpoints come from fsspec's configuration (for example the environment
+variables ``FSSPEC_S3_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``), as for any fsspec user.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import stat
+import tempfile
+import zlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError, PermissionDeniedError
+
+__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "exists", "open_object", "read_object", "stat_object"]
+
+PART_BYTES = 8 << 20
+PARTS_IN_FLIGHT = 8
+
+_T = TypeVar("_T")
+
+
+def _filesystem(url: str) -> tuple[Any, str]:
+    try:
+        import fsspec  # an optional dependency: imported only when a URL is read
+    except ImportError as exc:
+        raise InvalidArgumentError(
+            f"{url}: reading a URL needs fsspec and the backend of its scheme: pip install 'trackpoint[s3]' (or [gcs])"
+        ) from exc
+    try:
+        return fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as exc:
+        raise InvalidArgumentError(f"{url}: no fsspec backend for this URL ({exc}); install it, e.g. s3fs") from exc
+
+
+def _call(url: str, what: str, action: Callable[[], _T]) -> _T:
+    """Run one request, translating the backend's errors into trackpoint's."""
+    try:
+        return action()
+    except CheckpointError:
+        raise
+    except FileNotFoundError as exc:
+        raise NotFoundError(f"{url}: no such {what}", path=url) from exc
+    except PermissionError as exc:
+        raise PermissionDeniedError(f"{url}: permission denied reading the {what}", path=url) from exc
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise DataLossError(f"{url}: cannot read the {what}: {exc}", path=url) from exc
+
+
+def stat_object(url: str, what: str = "object") -> os.stat_result:
+    """The object's size and version as an ``os.stat_result`` (see the module docstring).
+
+    Raises:
+        NotFoundError: No object is at ``url``.
+        InvalidArgumentError: ``url`` names a directory (a common prefix), not an object.
+    """
+    fs, path = _filesystem(url)
+    info = _call(url, what, lambda: fs.info(path))
+    if info.get("type") != "file":
+        raise InvalidArgumentError(f"{url} is not an object but a directory; a {what} must be an object")
+    size = int(info.get("size") or 0)
+    version = str(info.get("ETag") or info.get("etag") or info.get("generation") or info.get("mtime") or "")
+    tag = zlib.crc32(version.encode()) if version else 0
+    # mode, ino, dev, nlink, uid, gid, size, atime, mtime, ctime: the version stands in for the inode.
+    return os.stat_result((stat.S_IFREG | 0o444, tag, 0, 1, 0, 0, size, 0, 0, 0))
+
+
+def exists(url: str) -> bool:
+    """Whether an object is at ``url``."""
+    fs, path = _filesystem(url)
+    return bool(_call(url, "object", lambda: fs.isfile(path)))
+
+
+def read_object(url: str, what: str, limit: int) -> tuple[bytes, os.stat_result]:
+    """The bytes of the object at ``url``, refused if larger than ``limit``, and its :func:`stat_object`."""
+    info = stat_object(url, what)
+    if info.st_size > limit:
+        raise InvalidArgumentError(
+            f"{url}: {what} of {info.st_size} bytes is larger than the {limit} bytes it may hold"
+        )
+    fs, path = _filesystem(url)
+    data = _call(url, what, lambda: fs.cat_file(path, start=0, end=info.st_size)) if info.st_size else b""
+    return bytes(data), info
+
+
+def open_object(url: str, what: str) -> tuple[int, os.stat_result]:
+    """A descriptor of a local, unlinked copy of the object at ``url``, and its :func:`stat_object`.
+
+    The copy is fetched in ranged parts (see the module docstring); the caller closes the
+    descriptor, which frees the copy.
+
+    Raises:
+        NotFoundError: No object is at ``url``.
+        DataLossError: A request failed, or the object changed size while it was fetched.
+    """
+    info = stat_object(url, what)
+    fs, path = _filesystem(url)
+    fd, name = tempfile.mkstemp(prefix="trackpoint-spool-")
+    os.unlink(name)  # nothing to clean up, whatever happens to this process
+    try:
+        size = info.st_size
+        starts = list(range(0, size, PART_BYTES))
+        for first in range(0, len(starts), PARTS_IN_FLIGHT):
+            batch = starts[first : first + PARTS_IN_FLIGHT]
+            ends = [min(start + PART_BYTES, size) for start in batch]
+            fetch = functools.partial(fs.cat_ranges, [path] * len(batch), batch, ends, on_error="raise")
+            parts: list[bytes] = _call(url, what, fetch)
+            for start, end, part in zip(batch, ends, parts):
+                if len(part) != end - start:
+                    raise DataLossError(
+                        f"{url}: the {what} changed while it was read: {len(part)} bytes at offset {start}, "
+                        f"{end - start} expected; read it again",
+                        path=url,
+                    )
+                view = memoryview(part)
+                while view:
+                    view = view[os.pwrite(fd, view, start + len(part) - len(view)) :]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info

@@ -1,0 +1,54 @@
+"""A real S3-compatible server (moto's server mode) on 127.0.0.1 for the object-store tests."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+moto_server = pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+s3fs = pytest.importorskip("s3fs", reason="s3fs is in the test extra")
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """The server's URL; dummy credentials and the endpoint reach fsspec through its environment
+    configuration, as a user's would."""
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "FSSPEC_S3_ENDPOINT_URL")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", FSSPEC_S3_ENDPOINT_URL=endpoint)
+    import fsspec.config
+
+    fsspec.config.set_conf_env(fsspec.config.conf)  # the environment is read at import; read it again
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        fsspec.config.conf.pop("s3", None)
+
+
+@pytest.fixture()
+def bucket(s3_endpoint: str) -> str:
+    """A new, empty bucket: ``s3://<name>``."""
+    fs = s3fs.S3FileSystem(endpoint_url=s3_endpoint, key="testing", secret="testing")
+    name = f"tp-{uuid.uuid4().hex[:12]}"
+    fs.mkdir(name)
+    fs.invalidate_cache()
+    return f"s3://{name}"
+
+
+@pytest.fixture()
+def s3(s3_endpoint: str) -> s3fs.S3FileSystem:
+    """A client of the server, for putting and inspecting objects beside trackpoint."""
+    fs = s3fs.S3FileSystem(endpoint_url=s3_endpoint, key="testing", secret="testing", skip_instance_cache=True)
+    return fs
