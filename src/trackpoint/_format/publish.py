@@ -11,10 +11,12 @@ prefix keeps its previous version until the new index is in place (see
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Sequence
 
 from trackpoint._format import atomic, naming, previous
 from trackpoint._format.temps import remove_stale_temps
+from trackpoint._storage import is_url
 from trackpoint.errors import WriteError
 
 __all__ = ["prepare_directory", "publish"]
@@ -22,7 +24,17 @@ __all__ = ["prepare_directory", "publish"]
 
 def prepare_directory(prefix: str) -> None:
     """Create the directory of ``prefix`` if needed, clear what killed saves left in it, and
-    finish an interrupted overwrite of ``prefix`` (so TensorFlow reads it again)."""
+    finish an interrupted overwrite of ``prefix`` (so TensorFlow reads it again).
+
+    At a URL: clear what killed saves left in the local temporary directory, and refuse a
+    prefix whose index is committed (objects are never overwritten; see :func:`publish`).
+    """
+    if is_url(prefix):
+        from trackpoint._storage import remote
+
+        remove_stale_temps(tempfile.gettempdir())
+        remote.check_absent(naming.index_filename(prefix), "checkpoint")
+        return
     directory = os.path.dirname(prefix)
     if directory:
         os.makedirs(directory, exist_ok=True)
@@ -43,6 +55,14 @@ def publish(data_files: Sequence[tuple[str, str]], index_temp: str, index_final:
         WriteError: A rename failed part way and the previous version could not be put back;
             the message says where it is.
     """
+    if is_url(index_final):
+        from trackpoint._storage import remote
+
+        remote.commit(data_files, index_temp, index_final)  # the index, if absent, is the commit
+        for temp, _ in data_files:
+            atomic.remove_quietly(temp)
+        atomic.remove_quietly(index_temp)
+        return
     prefix = index_final[: -len(naming.index_filename(""))]
     previous.settle(prefix)
     new = {final for _, final in data_files}

@@ -15,7 +15,10 @@ import functools
 import hashlib
 import os
 import secrets
+import tempfile
 import time
+
+from trackpoint._storage import is_url
 
 __all__ = ["FOREIGN_TEMP_AGE", "TEMP_MARKER", "node_id", "remove_stale_temps", "temp_path"]
 
@@ -49,7 +52,12 @@ def node_id() -> str:
 
 
 def temp_path(final: str) -> str:
-    """A temporary name next to ``final`` that records the writing process and where it runs."""
+    """A temporary name next to ``final`` that records the writing process and where it runs.
+
+    For an object at a URL, which is uploaded once whole (see :mod:`trackpoint._storage.remote`),
+    a local name in the temporary directory instead."""
+    if is_url(final):
+        final = os.path.join(tempfile.gettempdir(), final.rsplit("/", 1)[-1])
     return f"{final}{TEMP_MARKER}{node_id()}-{os.getpid()}-{secrets.token_hex(4)}"
 
 

@@ -1,4 +1,4 @@
-"""Reading objects behind an fsspec URL as a reader reads local files: bounded, checked, translated errors.
+"""Objects behind an fsspec URL: read as a reader reads local files; a bundle committed without renames.
 
 Why a local spool: every read path of the format layer (runs, large tensors in parallel,
 in-place restores with their two passes) works on a file descriptor with ``pread``. A data
@@ -13,6 +13,12 @@ and its ETag (or generation, or modification time): :func:`stat_object` returns 
 fields of an ``os.stat_result`` that :mod:`~trackpoint._format.shard_files` compares, so a
 checkpoint replaced while it is read raises as a local one does.
 
+Writing: a bundle is written locally first (its temporary names are in the temporary
+directory, see :func:`trackpoint._format.temps.temp_path`), then :func:`commit` uploads each
+data file under its final name and the index last, every object only if absent: the index
+is the commit. Data objects left without an index by a killed writer are not read by
+anyone; a later save to the same prefix is refused while they are there.
+
 Credentials and endpoints come from fsspec's configuration (for example the environment
 variables ``FSSPEC_S3_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``), as for any fsspec user.
 """
@@ -24,12 +30,28 @@ import os
 import stat
 import tempfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError, PermissionDeniedError
+from trackpoint.errors import (
+    CheckpointError,
+    DataLossError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    WriteError,
+)
 
-__all__ = ["PARTS_IN_FLIGHT", "PART_BYTES", "exists", "open_object", "read_object", "stat_object"]
+__all__ = [
+    "PARTS_IN_FLIGHT",
+    "PART_BYTES",
+    "check_absent",
+    "commit",
+    "exists",
+    "open_object",
+    "read_object",
+    "stat_object",
+]
 
 PART_BYTES = 8 << 20
 PARTS_IN_FLIGHT = 8
@@ -136,3 +158,67 @@ def open_object(url: str, what: str) -> tuple[int, os.stat_result]:
         os.close(fd)
         raise
     return fd, info
+
+
+def _write_call(url: str, action: Callable[[], _T]) -> _T:
+    """Run one write request; a precondition failure (the object exists) is FileExistsError."""
+    try:
+        return action()
+    except FileExistsError:
+        raise
+    except PermissionError as exc:
+        raise WriteError(f"{url}: permission denied writing the object", path=url) from exc
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise WriteError(f"{url}: could not write the object: {exc}", path=url) from exc
+
+
+def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: str) -> None:
+    """Publish a bundle written locally to the object store, without renames.
+
+    Each data file is uploaded under its final name, only if no object is there yet (S3
+    ``If-None-Match: *``; a multipart upload is completed with the same condition, or
+    aborted). Then the index, on the same condition: that write is the commit. Another
+    writer of the prefix, or one resumed after it was thought dead, finds an object in
+    place and publishes nothing; the data objects this call created are deleted again.
+
+    Raises:
+        WriteError: Nothing was committed; the message says why.
+    """
+    created: list[str] = []
+    fs, _ = _filesystem(index_url)
+    try:
+        for local, final in [*data_files, (index_local, index_url)]:
+            _, path = _filesystem(final)
+            try:
+                _write_call(final, functools.partial(fs.put_file, local, path, mode="create"))
+            except FileExistsError as exc:
+                raise WriteError(
+                    f"{final} exists already, so checkpoint {index_url[: -len('.index')]} was not committed: another "
+                    "writer is saving to (or has saved) this prefix, and objects of an object store are never "
+                    "overwritten by a save; save to a new prefix",
+                    path=final,
+                ) from exc
+            created.append(path)
+    except BaseException:
+        for path in reversed(created):
+            try:
+                fs.rm_file(path)
+            except (OSError, ValueError, RuntimeError):
+                pass  # an uncommitted data object: a manager removes it later (see the module docstring)
+        raise
+    finally:
+        fs.invalidate_cache()
+
+
+def check_absent(url: str, what: str) -> None:
+    """Raise WriteError if an object is at ``url`` (a save to a committed prefix, refused early).
+
+    Raises:
+        WriteError: An object is there.
+    """
+    if exists(url):
+        raise WriteError(
+            f"{url} exists: the {what} is committed, and a save never overwrites an object; save to a new prefix "
+            "or delete the checkpoint first",
+            path=url,
+        )

@@ -1,0 +1,107 @@
+"""Saving TF checkpoints to an object store (moto's S3 server on 127.0.0.1): data under final names,
+the index last and only if absent, nothing overwritten."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+import trackpoint as tp
+from trackpoint._format.temps import TEMP_MARKER
+
+
+def _model(seed: int = 0) -> tp.Module:
+    rng = np.random.default_rng(seed)
+    m = tp.Module()
+    m.w = tp.Variable(rng.standard_normal((3, 4)).astype(np.float32))
+    m.big = tp.Variable(rng.standard_normal(2_000_000))  # 16 MB: a multipart upload
+    m.step = tp.Variable(7, dtype="int64")
+    return m
+
+
+def _objects(s3, url_prefix: str) -> dict[str, bytes]:
+    directory, base = url_prefix[5:].rsplit("/", 1)
+    s3.invalidate_cache()
+    return {
+        path.rsplit("/", 1)[1]: s3.cat_file(path)
+        for path in s3.ls(directory)
+        if path.rsplit("/", 1)[1].startswith(base + ".")
+    }
+
+
+def _stage_leftovers() -> list[str]:
+    return [name for name in os.listdir(tempfile.gettempdir()) if TEMP_MARKER in name and name.startswith("ckpt-")]
+
+
+def test_a_write_to_s3_stores_the_bytes_a_local_write_stores(tmp_path, bucket, s3) -> None:
+    model = _model()
+    before = _stage_leftovers()
+    url = tp.Checkpoint(model=model).write(f"{bucket}/run/ckpt-1")
+    assert url == f"{bucket}/run/ckpt-1"
+    tp.Checkpoint(model=model).write(str(tmp_path / "ckpt-1"))
+    objects = _objects(s3, url)
+    assert sorted(objects) == ["ckpt-1.data-00000-of-00001", "ckpt-1.index"]
+    for name, data in objects.items():
+        with open(tmp_path / name, "rb") as f:
+            assert f.read() == data, name
+    assert _stage_leftovers() == before  # the local staging files are gone
+    other = _model(1)
+    tp.Checkpoint(model=other).read(url).assert_consumed()
+    np.testing.assert_array_equal(other.big.numpy(), model.big.numpy())
+
+
+def test_save_tensors_to_s3_round_trips(bucket) -> None:
+    tensors = {"a": np.arange(5), "s": np.array([b"x", b"yz"], dtype=object)}
+    url = tp.save_tensors(f"{bucket}/plain", tensors)
+    np.testing.assert_array_equal(tp.load_variable(url, "a"), tensors["a"])
+    assert list(tp.load_variable(url, "s")) == [b"x", b"yz"]
+
+
+def test_a_second_write_to_a_committed_prefix_is_refused_and_changes_nothing(bucket, s3) -> None:
+    url = tp.Checkpoint(model=_model()).write(f"{bucket}/run/ckpt-1")
+    objects = _objects(s3, url)
+    with pytest.raises(tp.errors.WriteError, match=r"ckpt-1\.index exists.*new prefix"):
+        tp.Checkpoint(model=_model(1)).write(url)
+    assert _objects(s3, url) == objects
+
+
+def test_a_writer_that_finds_a_data_object_in_place_commits_nothing(bucket, s3) -> None:
+    """Another writer's data object under the same name (a live or zombie writer of the prefix):
+    this write uploads nothing over it, commits no index, and leaves no object of its own."""
+    url = f"{bucket}/run/ckpt-1"
+    s3.pipe_file(f"{url[5:]}.data-00000-of-00001", b"another writer's bytes")
+    with pytest.raises(tp.errors.WriteError, match="another writer"):
+        tp.Checkpoint(model=_model()).write(url)
+    assert _objects(s3, url) == {"ckpt-1.data-00000-of-00001": b"another writer's bytes"}
+    with pytest.raises(tp.errors.NotFoundError):
+        tp.load_checkpoint(url)
+
+
+def test_a_checkpoint_committed_by_another_writer_meanwhile_wins(tmp_path, bucket, s3, monkeypatch) -> None:
+    """Another writer commits its whole checkpoint between this one's start and its uploads: this
+    one uploads nothing over it and raises, and the other's checkpoint restores exactly."""
+    from trackpoint._storage import remote
+
+    url = f"{bucket}/run/ckpt-1"
+    winner = _model(5)
+    local = tp.Checkpoint(model=winner).write(str(tmp_path / "ckpt-1"))
+    real_commit = remote.commit
+
+    def racing(data_files, index_local, index_url):  # the other writer, just before this one's uploads
+        for suffix in (".data-00000-of-00001", ".index"):
+            s3.put_file(local + suffix, url[5:] + suffix)
+        return real_commit(data_files, index_local, index_url)
+
+    monkeypatch.setattr(remote, "commit", racing)
+    with pytest.raises(tp.errors.WriteError, match="another writer"):
+        tp.Checkpoint(model=_model()).write(url)
+    monkeypatch.undo()
+    assert _objects(s3, url) == {
+        name: (tmp_path / name).read_bytes() for name in ("ckpt-1.data-00000-of-00001", "ckpt-1.index")
+    }
+    restored = _model(9)
+    tp.Checkpoint(model=restored).read(url).assert_consumed()
+    np.testing.assert_array_equal(restored.big.numpy(), winner.big.numpy())
