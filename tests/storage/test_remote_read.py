@@ -11,7 +11,6 @@ import pytest
 
 import trackpoint as tp
 from trackpoint._format.bundle_reader import BundleReader
-from trackpoint._storage import remote
 
 
 def _upload(s3, local_prefix: str, url_prefix: str) -> None:
@@ -27,7 +26,7 @@ def _model() -> tp.Module:
     m = tp.Module()
     m.w = tp.Variable(np.arange(12, dtype=np.float32).reshape(3, 4))
     m.b = tp.Variable(np.ones(4, np.float64))
-    m.big = tp.Variable(np.random.default_rng(0).standard_normal(3 * remote.PART_BYTES // 8 + 5))  # 3+ parts
+    m.big = tp.Variable(np.random.default_rng(0).standard_normal(2_500_000))  # 20 MB: several parts of s3fs
     m.step = tp.Variable(7, dtype="int64")
     return m
 

@@ -105,3 +105,13 @@ def test_a_checkpoint_committed_by_another_writer_meanwhile_wins(tmp_path, bucke
     restored = _model(9)
     tp.Checkpoint(model=restored).read(url).assert_consumed()
     np.testing.assert_array_equal(restored.big.numpy(), winner.big.numpy())
+
+
+def test_an_async_write_to_s3_commits_on_the_writer_thread(bucket) -> None:
+    model = _model()
+    expected = model.big.numpy().copy()
+    ckpt = tp.Checkpoint(model=model)
+    url = ckpt.write(f"{bucket}/run/ckpt-a", tp.CheckpointOptions(enable_async=True))
+    model.big.assign(np.zeros_like(expected))  # after the return: not in the checkpoint
+    ckpt.sync()
+    np.testing.assert_array_equal(tp.load_variable(url, "model/big/.ATTRIBUTES/VARIABLE_VALUE"), expected)

@@ -2,10 +2,10 @@
 
 Why a local spool: every read path of the format layer (runs, large tensors in parallel,
 in-place restores with their two passes) works on a file descriptor with ``pread``. A data
-object is therefore fetched once, in parallel ranged requests of ``PART_BYTES`` with at most
-``PARTS_IN_FLIGHT`` in flight (memory stays bounded by their product), into a temporary file
-that is unlinked as soon as it is created: nothing is left behind, even by a killed process,
-and every checksum is then verified on the local bytes as for any checkpoint. The temporary
+object is therefore downloaded once by the backend (streamed, in concurrent parts where the
+backend has them) into a temporary file that is unlinked as soon as it is open, and every
+checksum is then verified on the local bytes as for any checkpoint. Memory stays bounded by
+the backend's parts; the disk holds the object while the reader has it open. The temporary
 file lives in ``tempfile.gettempdir()`` (``TMPDIR``).
 
 A remote object's identity (what tells one version from another at the same URL) is its size
@@ -43,8 +43,6 @@ from trackpoint.errors import (
 )
 
 __all__ = [
-    "PARTS_IN_FLIGHT",
-    "PART_BYTES",
     "check_absent",
     "commit",
     "exists",
@@ -52,9 +50,6 @@ __all__ = [
     "read_object",
     "stat_object",
 ]
-
-PART_BYTES = 8 << 20
-PARTS_IN_FLIGHT = 8
 
 _T = TypeVar("_T")
 
@@ -125,7 +120,7 @@ def read_object(url: str, what: str, limit: int) -> tuple[bytes, os.stat_result]
 def open_object(url: str, what: str) -> tuple[int, os.stat_result]:
     """A descriptor of a local, unlinked copy of the object at ``url``, and its :func:`stat_object`.
 
-    The copy is fetched in ranged parts (see the module docstring); the caller closes the
+    The copy is downloaded whole (see the module docstring); the caller closes the
     descriptor, which frees the copy.
 
     Raises:
@@ -135,28 +130,26 @@ def open_object(url: str, what: str) -> tuple[int, os.stat_result]:
     info = stat_object(url, what)
     fs, path = _filesystem(url)
     fd, name = tempfile.mkstemp(prefix="trackpoint-spool-")
-    os.unlink(name)  # nothing to clean up, whatever happens to this process
     try:
-        size = info.st_size
-        starts = list(range(0, size, PART_BYTES))
-        for first in range(0, len(starts), PARTS_IN_FLIGHT):
-            batch = starts[first : first + PARTS_IN_FLIGHT]
-            ends = [min(start + PART_BYTES, size) for start in batch]
-            fetch = functools.partial(fs.cat_ranges, [path] * len(batch), batch, ends, on_error="raise")
-            parts: list[bytes] = _call(url, what, fetch)
-            for start, end, part in zip(batch, ends, parts):
-                if len(part) != end - start:
-                    raise DataLossError(
-                        f"{url}: the {what} changed while it was read: {len(part)} bytes at offset {start}, "
-                        f"{end - start} expected; read it again",
-                        path=url,
-                    )
-                view = memoryview(part)
-                while view:
-                    view = view[os.pwrite(fd, view, start + len(part) - len(view)) :]
+        # The backend's own download: streamed (no whole-object buffer), in concurrent ranged
+        # parts where it has them (s3fs), with its retries. One GET per part matters on servers
+        # that read a whole object for every ranged GET (moto).
+        _call(url, what, functools.partial(fs.get_file, path, name))
+        local = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
     except BaseException:
         os.close(fd)
+        os.unlink(name)
         raise
+    os.close(fd)
+    os.unlink(name)  # nothing to clean up once the descriptor is closed, whatever happens then
+    fd = local
+    size = os.fstat(fd).st_size
+    if size != info.st_size:
+        os.close(fd)
+        raise DataLossError(
+            f"{url}: the {what} changed while it was read ({size} bytes fetched, {info.st_size} listed); read it again",
+            path=url,
+        )
     return fd, info
 
 

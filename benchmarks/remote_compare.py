@@ -1,0 +1,116 @@
+"""Checkpoints on an S3 server (moto's, on 127.0.0.1) against s3fs ``put``/``get`` of the same bytes.
+
+    python benchmarks/remote_compare.py                  # large and many, 3 rounds
+    python benchmarks/remote_compare.py --quick          # a smoke run
+
+Workloads (the issue's):
+  large  16 variables of 64 MiB (1 GiB)
+  many   20,000 variables of 1 KiB (20 MiB)
+
+Contenders, in one process against one server, interleaved round by round (the order rotated),
+each write to a fresh prefix after ``os.sync()``:
+  trackpoint save     ``tp.Checkpoint(...).write("s3://...")``: the bundle is staged in the local
+                      temporary directory, then uploaded, the index last and only if absent
+  s3fs put            ``fs.put_file`` of one local file holding the same number of bytes (one object)
+  trackpoint restore  ``tp.Checkpoint(...).read("s3://...")`` into the existing variables
+  s3fs get            ``fs.get_file`` of that object into a local file
+
+Medians in seconds and trackpoint's ratio to s3fs. moto keeps objects in memory and serves
+them over HTTP on the loopback, so the numbers say how the protocols compare, not what a real
+bucket gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+import uuid
+
+import numpy as np
+
+import trackpoint as tp
+
+MiB = 1 << 20
+
+
+def build(workload: str, quick: bool) -> tp.Module:
+    rng = np.random.default_rng(0)
+    m = tp.Module()
+    if workload == "large":
+        count, size = (16, (64 * MiB // 8) // (16 if quick else 1))
+    else:
+        count, size = (2_000 if quick else 20_000, 1024 // 8)
+    m.vars = [tp.Variable(rng.standard_normal(size)) for _ in range(count)]
+    return m
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", action="append", choices=("large", "many"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", FSSPEC_S3_ENDPOINT_URL=endpoint)
+    import fsspec.config
+    import s3fs
+
+    fsspec.config.set_conf_env(fsspec.config.conf)
+    fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="bench", secret="bench")
+    bucket = "tp-bench"
+    fs.mkdir(bucket)
+    work = tempfile.mkdtemp(prefix="tp-remote-bench-")
+    try:
+        for workload in args.workload or ["large", "many"]:
+            model = build(workload, args.quick)
+            ckpt = tp.Checkpoint(model=model)
+            nbytes = sum(v.numpy().nbytes for v in model.vars)
+            blob = os.path.join(work, "blob")
+            with open(blob, "wb") as f:
+                f.writelines(v.numpy().tobytes() for v in model.vars)
+            times: dict[str, list[float]] = {k: [] for k in ("save", "put", "restore", "get")}
+            for round_ in range(args.rounds):
+                name = uuid.uuid4().hex[:8]
+                steps = [
+                    ("save", lambda n=name, c=ckpt: c.write(f"s3://{bucket}/{n}/ckpt")),
+                    ("put", lambda n=name, b=blob: fs.put_file(b, f"{bucket}/{n}/blob")),
+                ]
+                for key, action in steps if round_ % 2 == 0 else steps[::-1]:
+                    os.sync()
+                    start = time.perf_counter()
+                    action()
+                    times[key].append(time.perf_counter() - start)
+                reads = [
+                    ("restore", lambda n=name, c=ckpt: c.read(f"s3://{bucket}/{n}/ckpt").assert_consumed()),
+                    ("get", lambda n=name: fs.get_file(f"{bucket}/{n}/blob", os.path.join(work, "got"))),
+                ]
+                for key, action in reads if round_ % 2 == 0 else reads[::-1]:
+                    os.sync()
+                    start = time.perf_counter()
+                    action()
+                    times[key].append(time.perf_counter() - start)
+                fs.rm(f"{bucket}/{name}", recursive=True)
+                print(workload, round_ + 1, {k: [round(t, 3) for t in v] for k, v in times.items()}, flush=True)
+            med = {k: statistics.median(v) for k, v in times.items()}
+            print(f"\n{workload} ({nbytes / MiB:.0f} MiB), medians in seconds:\n")
+            print("| | trackpoint | s3fs (one object) | ratio |")
+            print("|---|---|---|---|")
+            print(f"| save / put | {med['save']:.2f} | {med['put']:.2f} | {med['save'] / med['put']:.2f}x |")
+            print(f"| restore / get | {med['restore']:.2f} | {med['get']:.2f} | {med['restore'] / med['get']:.2f}x |\n")
+    finally:
+        server.stop()
+        for name in os.listdir(work):
+            os.unlink(os.path.join(work, name))
+        os.rmdir(work)
+
+
+if __name__ == "__main__":
+    main()
