@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -96,8 +94,3 @@ def test_an_object_replaced_while_a_restore_waits_is_refused(tmp_path, bucket, s
     with pytest.raises(tp.errors.CheckpointError, match="deleted or replaced"):
         reader.read("model/b/.ATTRIBUTES/VARIABLE_VALUE")
     reader.close()
-
-
-def test_reading_a_url_imports_fsspec_only_then() -> None:
-    code = "import sys, trackpoint as tp; tp.errors; assert 'fsspec' not in sys.modules and 's3fs' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True)
