@@ -19,6 +19,7 @@ from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.write import write_bundle
+from trackpoint._storage import is_url
 from trackpoint._tracking.autotrackable import AutoTrackable
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.data_structures import wrap_or_unwrap
@@ -264,6 +265,11 @@ class Checkpoint(AutoTrackable):
         With ``enable_async`` the state file is updated by the writer thread once the files
         are complete, so it never names a half-written checkpoint.
         """
+        if is_url(file_prefix):
+            raise InvalidArgumentError(
+                f"Checkpoint.save() to a URL ({file_prefix}) is not supported yet: the `checkpoint` state file needs a "
+                "compare-and-swap on the object store; use Checkpoint.write() with a prefix of your own"
+            )
         number = self._count_save()
         path = f"{os.fspath(file_prefix)}-{number}"
 

@@ -14,6 +14,7 @@ import numpy as np
 from trackpoint._format import atomic, naming, previous
 from trackpoint._format.state_file import STATE_FILENAME, write_state
 from trackpoint._graph import kept_values
+from trackpoint._storage import is_url
 from trackpoint.checkpoint import Checkpoint
 from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError
 from trackpoint.options import CheckpointOptions
@@ -109,6 +110,11 @@ class CheckpointManager:
         if checkpoint_interval is not None and step_counter is None:
             raise InvalidArgumentError("`step_counter` should be passed if `checkpoint_interval` is not None.")
         self._checkpoint = checkpoint
+        if is_url(directory):
+            raise InvalidArgumentError(
+                f"CheckpointManager at a URL ({directory}) is not supported yet: the `checkpoint` state file needs a "
+                "compare-and-swap on the object store; use Checkpoint.write() with prefixes of your own"
+            )
         self._directory = os.fspath(directory)
         self._max_to_keep = max_to_keep
         self._keep_every_n_hours = keep_checkpoint_every_n_hours

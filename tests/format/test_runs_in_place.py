@@ -112,7 +112,13 @@ def test_a_damaged_small_tensor_raises_before_any_destination_is_written(tmp_pat
     assert not any(out.any() for out in outs.values())
 
 
-def test_a_file_changed_between_the_passes_raises(tmp_path) -> None:
+def _append(path: str) -> None:
+    with open(path, "ab") as f:
+        f.write(b"x")
+
+
+@pytest.mark.parametrize("change", [_append, lambda path: os.truncate(path, 100)], ids=["appended", "cut short"])
+def test_a_file_changed_between_the_passes_raises(tmp_path, change) -> None:
     tensors = {f"t{i}": np.full(64, i + 1, np.float32) for i in range(10)}
     prefix = tp.save_tensors(str(tmp_path / "b"), tensors)
     keys = sorted(tensors)
@@ -120,21 +126,7 @@ def test_a_file_changed_between_the_passes_raises(tmp_path) -> None:
     in_place = InPlace(lambda rows, small: {row: outs[keys[row]] for row in small}, small=True)
     with BundleReader(prefix) as reader:
         list(reader.read_batches(keys, 1 << 20, in_place))
-        with open(reader.data_path(0), "ab") as f:
-            f.write(b"x")
-        with pytest.raises(tp.errors.DataLossError, match="changed while"):
-            in_place.copy({})
-
-
-def test_a_file_cut_short_between_the_passes_raises(tmp_path) -> None:
-    tensors = {f"t{i}": np.full(64, i + 1, np.float32) for i in range(10)}
-    prefix = tp.save_tensors(str(tmp_path / "b"), tensors)
-    keys = sorted(tensors)
-    outs = _zeros(tensors)
-    in_place = InPlace(lambda rows, small: {row: outs[keys[row]] for row in small}, small=True)
-    with BundleReader(prefix) as reader:
-        list(reader.read_batches(keys, 1 << 20, in_place))
-        os.truncate(reader.data_path(0), 100)
+        change(reader.data_path(0))
         with pytest.raises(tp.errors.DataLossError, match="changed while"):
             in_place.copy({})
 

@@ -26,6 +26,7 @@ variables ``FSSPEC_S3_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``), as for any fsspec 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import stat
 import tempfile
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+_log = logging.getLogger("trackpoint")
 
 
 def _filesystem(url: str) -> tuple[Any, str]:
@@ -77,7 +79,7 @@ def _call(url: str, what: str, action: Callable[[], _T]) -> _T:
         raise NotFoundError(f"{url}: no such {what}", path=url) from exc
     except PermissionError as exc:
         raise PermissionDeniedError(f"{url}: permission denied reading the {what}", path=url) from exc
-    except (OSError, ValueError, RuntimeError) as exc:
+    except Exception as exc:
         raise DataLossError(f"{url}: cannot read the {what}: {exc}", path=url) from exc
 
 
@@ -161,7 +163,7 @@ def _write_call(url: str, action: Callable[[], _T]) -> _T:
         raise
     except PermissionError as exc:
         raise WriteError(f"{url}: permission denied writing the object", path=url) from exc
-    except (OSError, ValueError, RuntimeError) as exc:
+    except Exception as exc:
         raise WriteError(f"{url}: could not write the object: {exc}", path=url) from exc
 
 
@@ -196,8 +198,8 @@ def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: s
         for path in reversed(created):
             try:
                 fs.rm_file(path)
-            except (OSError, ValueError, RuntimeError):
-                pass  # an uncommitted data object: a manager removes it later (see the module docstring)
+            except Exception as exc:  # noqa: BLE001 - left uncommitted: no reader looks at it
+                _log.warning("%s: could not delete the uncommitted object %s: %s", index_url, path, exc)
         raise
     finally:
         fs.invalidate_cache()
