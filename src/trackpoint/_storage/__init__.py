@@ -1,7 +1,9 @@
 """Where a checkpoint's bytes live: local files, or objects behind an fsspec URL (``s3://``, ``gs://``, ...).
 
-The format layer opens every file through :mod:`trackpoint._format.files`, which sends a URL
-here; nothing else in trackpoint knows whether bytes are local. fsspec and its backends are
+The format layer reads every file through :mod:`trackpoint._format.files` and publishes every
+bundle through :mod:`trackpoint._format.publish` (whose temporary names,
+:func:`trackpoint._format.temps.temp_path`, are local for a URL); both send a URL here, and
+nothing else in trackpoint knows whether bytes are local. fsspec and its backends are
 optional: they are imported only when a URL is used (see :mod:`.remote`).
 """
 
