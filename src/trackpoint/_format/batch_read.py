@@ -32,7 +32,6 @@ from trackpoint._format.dtypes import NUMPY_BY_ENUM, DType
 from trackpoint._format.entries import Entry
 from trackpoint._format.entry_columns import distinct
 from trackpoint._format.entry_rules import Rows
-from trackpoint._format.slices import readable_key
 from trackpoint._format.threads import Background
 
 if TYPE_CHECKING:
@@ -252,11 +251,7 @@ class ReadPlan:
         while len(buf) < run.length:  # a short read: only a file shrinking under us ends this
             more = os.pread(run.fd, run.length - len(buf), run.first + len(buf))
             if not more:
-                path = self.reader.data_path(run.shard_id)
-                key = self.keys[int(run.rows[0])]
-                raise self.reader.damaged(
-                    path, key, f"{path}: unexpected end of file reading key {readable_key(key)!r}"
-                )
+                raise self.reader.ended_early(run.shard_id, self.keys[int(run.rows[0])])
             buf += more
         return buf
 

@@ -215,6 +215,11 @@ class BundleReader:
             "damaged. Restore from another checkpoint or re-save",
         )
 
+    def ended_early(self, shard_id: int, key: str) -> CheckpointError:
+        """The error for a data file that ends before a tensor the index places in it."""
+        path = self.data_path(shard_id)
+        return self.damaged(path, key, f"{path}: unexpected end of file reading key {readable_key(key)!r}")
+
     def release_files(self) -> None:
         """Close the data files now; a later read reopens them, and raises if they changed meanwhile.
 
@@ -326,10 +331,7 @@ class BundleReader:
         while done < stop:
             n = os.preadv(fd, [buf[done:stop]], entry.offset + done)
             if n <= 0:
-                path = self.data_path(entry.shard_id)
-                raise self.damaged(
-                    path, entry.key, f"{path}: unexpected end of file reading key {readable_key(entry.key)!r}"
-                )
+                raise self.ended_early(entry.shard_id, entry.key)
             done += n
 
     def _read_parallel(self, fd: int, entry: Entry, buf: memoryview) -> int:

@@ -27,7 +27,7 @@ import stat
 from trackpoint._storage import is_url
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError, PermissionDeniedError
 
-__all__ = ["exists", "open_regular", "read_regular", "stat_path"]
+__all__ = ["open_regular", "read_regular", "stat_path"]
 
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -162,12 +162,3 @@ def stat_path(path: str) -> os.stat_result:
 
         return remote.stat_object(path)
     return os.stat(path)
-
-
-def exists(path: str) -> bool:
-    """Whether a file (or, at a URL, an object) is at ``path``."""
-    if is_url(path):
-        from trackpoint._storage import remote
-
-        return remote.exists(path)
-    return os.path.exists(path)

@@ -309,8 +309,5 @@ def _pread(reader: BundleReader, fd: int, entry: Entry, buf: memoryview, start: 
     while done < size:
         n = os.preadv(fd, [buf[done:]], entry.offset + start + done)
         if n <= 0:
-            path = reader.data_path(entry.shard_id)
-            raise reader.damaged(
-                path, entry.key, f"{path}: unexpected end of file reading key {readable_key(entry.key)!r}"
-            )
+            raise reader.ended_early(entry.shard_id, entry.key)
         done += n

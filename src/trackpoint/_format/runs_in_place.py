@@ -29,9 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trackpoint._format.crc import crc32c
-from trackpoint._format.slices import readable_key
 from trackpoint._format.tensors import numeric_bytes_view
-from trackpoint.errors import CheckpointError
 
 if TYPE_CHECKING:
     from trackpoint._format.batch_read import Run
@@ -148,14 +146,9 @@ class RunsInPlace:
                 rest = _after(part, done)
                 more = os.preadv(run.fd, rest, offset + done) if rest else 0
                 if more <= 0:
-                    raise self._short(run)
+                    raise self._reader.ended_early(run.shard_id, self._keys[int(run.rows[0])])
                 done += more
             offset += wanted
-
-    def _short(self, run: Run) -> CheckpointError:
-        path = self._reader.data_path(run.shard_id)
-        key = self._keys[int(run.rows[0])]
-        return self._reader.damaged(path, key, f"{path}: unexpected end of file reading key {readable_key(key)!r}")
 
 
 def _after(buffers: list[memoryview], done: int) -> list[memoryview]:

@@ -131,20 +131,16 @@ def open_object(url: str, what: str) -> tuple[int, os.stat_result]:
     """
     info = stat_object(url, what)
     fs, path = _filesystem(url)
-    fd, name = tempfile.mkstemp(prefix="trackpoint-spool-")
+    handle, name = tempfile.mkstemp(prefix="trackpoint-spool-")
+    os.close(handle)  # the backend opens the name itself
     try:
         # The backend's own download: streamed (no whole-object buffer), in concurrent ranged
         # parts where it has them (s3fs), with its retries. One GET per part matters on servers
         # that read a whole object for every ranged GET (moto).
         _call(url, what, functools.partial(fs.get_file, path, name))
-        local = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
-    except BaseException:
-        os.close(fd)
-        os.unlink(name)
-        raise
-    os.close(fd)
-    os.unlink(name)  # nothing to clean up once the descriptor is closed, whatever happens then
-    fd = local
+        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.unlink(name)  # nothing to clean up once the descriptor is closed, whatever happens then
     size = os.fstat(fd).st_size
     if size != info.st_size:
         os.close(fd)
