@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format import naming
-from trackpoint._format.state_file import resolve_prefix, write_state
+from trackpoint._format.state_file import point_state_at, require_swappable, resolve_prefix
 from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.restore import restore_checkpoint
 from trackpoint._graph.restore_record import RestoreRecord
@@ -19,7 +19,6 @@ from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.write import write_bundle
-from trackpoint._storage import is_url
 from trackpoint._tracking.autotrackable import AutoTrackable
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.data_structures import wrap_or_unwrap
@@ -265,18 +264,14 @@ class Checkpoint(AutoTrackable):
         With ``enable_async`` the state file is updated by the writer thread once the files
         are complete, so it never names a half-written checkpoint.
         """
-        if is_url(file_prefix):
-            raise InvalidArgumentError(
-                f"Checkpoint.save() to a URL ({file_prefix}) is not supported yet: the `checkpoint` state file needs a "
-                "compare-and-swap on the object store; use Checkpoint.write() with a prefix of your own"
-            )
+        directory = os.path.dirname(os.fspath(file_prefix)) or "."
+        require_swappable(directory)  # before the counter moves
         number = self._count_save()
         path = f"{os.fspath(file_prefix)}-{number}"
 
         def record_state() -> None:
-            directory = os.path.dirname(path) or "."
             try:
-                write_state(directory, path)
+                point_state_at(directory, path)
             except OSError as exc:
                 raise WriteError(
                     f"checkpoint {path} is complete, but the state file {os.path.join(directory, 'checkpoint')} could "

@@ -11,8 +11,16 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import atomic, naming, previous
-from trackpoint._format.state_file import STATE_FILENAME, write_state
+from trackpoint._format import atomic, files, naming, object_bundles, previous
+from trackpoint._format.state_file import (
+    STATE_FILENAME,
+    SWAP_ATTEMPTS,
+    CheckpointState,
+    read_state_versioned,
+    require_swappable,
+    swap_pause,
+    write_state,
+)
 from trackpoint._graph import kept_values
 from trackpoint._storage import is_url
 from trackpoint.checkpoint import Checkpoint
@@ -49,6 +57,9 @@ def _delete(path: str) -> None:
     """Delete the checkpoint ``path`` and what an interrupted overwrite of it left, the index first
     (a reader never finds an index whose data is gone)."""
     kept_values.keep_values_of(path)  # values a restore of it still waits to hand out
+    if is_url(path):
+        object_bundles.delete_bundle(path)
+        return
     kept = previous.previous_prefix(path)
     atomic.remove(
         [naming.index_filename(path)]
@@ -110,12 +121,11 @@ class CheckpointManager:
         if checkpoint_interval is not None and step_counter is None:
             raise InvalidArgumentError("`step_counter` should be passed if `checkpoint_interval` is not None.")
         self._checkpoint = checkpoint
-        if is_url(directory):
-            raise InvalidArgumentError(
-                f"CheckpointManager at a URL ({directory}) is not supported yet: the `checkpoint` state file needs a "
-                "compare-and-swap on the object store; use Checkpoint.write() with prefixes of your own"
-            )
         self._directory = os.fspath(directory)
+        self._remote = is_url(self._directory)
+        if self._remote:
+            self._directory = self._directory.rstrip("/")
+            require_swappable(self._directory)
         self._max_to_keep = max_to_keep
         self._keep_every_n_hours = keep_checkpoint_every_n_hours
         self._prefix = os.path.join(self._directory, checkpoint_name)
@@ -196,6 +206,8 @@ class CheckpointManager:
         head, name = os.path.split(path)
         if not name or name == STATE_FILENAME:
             return False
+        if self._remote or is_url(path):
+            return head == self._directory
         try:
             return os.path.samefile(head or ".", self._directory)
         except OSError:
@@ -234,15 +246,73 @@ class CheckpointManager:
             self._last_preserved_timestamp,
         )
 
-    def _sweep(self) -> None:
-        if not self._max_to_keep:
-            return
-        while len(self._maybe_delete) > self._max_to_keep:
+    def _doomed(self) -> list[str]:
+        """Take the checkpoints beyond ``max_to_keep`` off the list (those kept by
+        ``keep_checkpoint_every_n_hours`` move the preserved timestamp); return the ones to delete."""
+        doomed: list[str] = []
+        while self._max_to_keep and len(self._maybe_delete) > self._max_to_keep:
             path, stamp = self._maybe_delete.popitem(last=False)
             if self._keep_every_n_hours and stamp - self._keep_every_n_hours * 3600.0 >= self._last_preserved_timestamp:
                 self._last_preserved_timestamp = stamp
                 continue
+            doomed.append(path)
+        return doomed
+
+    def _sweep(self) -> None:
+        for path in self._doomed():
             _delete(path)
+
+    def _merge(self, theirs: CheckpointState | None, path: str, stamp: float) -> None:
+        """Take in what another manager recorded since this one read the state object.
+
+        A checkpoint listed on one side only was added or deleted by one of them: it stays
+        if its index exists. The latest is the newest by timestamp, as the list is ordered.
+        """
+        ours = collections.OrderedDict(self._maybe_delete)
+        ours.pop(path, None)
+        ours[path] = stamp
+        listed: dict[str, float] = {}
+        if theirs is not None:
+            self._last_preserved_timestamp = max(self._last_preserved_timestamp, theirs.last_preserved_timestamp)
+            stamps = theirs.all_model_checkpoint_timestamps or (theirs.last_preserved_timestamp,) * len(
+                theirs.all_model_checkpoint_paths
+            )
+            listed = {p: t for p, t in zip(theirs.all_model_checkpoint_paths, stamps) if self._owns(p)}
+        merged = {}
+        for name in ours.keys() | listed.keys():
+            if name == path or (name in ours and name in listed) or files.exists(naming.index_filename(name)):
+                merged[name] = ours.get(name, listed.get(name, stamp))
+        self._maybe_delete = collections.OrderedDict(sorted(merged.items(), key=lambda item: (item[1], item[0])))
+        self._latest_checkpoint = next(reversed(self._maybe_delete))
+
+    def _swap_state(self, path: str) -> list[str]:
+        """Record ``path`` in the state object at a URL by compare-and-swap; return what to delete.
+
+        Each attempt reads the object and its version, merges another manager's changes,
+        and writes only if the version is unchanged, so no manager's update is lost. The
+        checkpoints beyond ``max_to_keep`` are deleted by the caller once the object no longer
+        names them: the state never names a checkpoint being deleted.
+        """
+        stamp = time.time()
+        for attempt in range(SWAP_ATTEMPTS):
+            theirs, version = read_state_versioned(self._directory)
+            self._merge(theirs, path, stamp)
+            doomed = self._doomed()
+            assert self._latest_checkpoint is not None  # _merge named one
+            if write_state(
+                self._directory,
+                self._latest_checkpoint,
+                list(self._maybe_delete),
+                list(self._maybe_delete.values()),
+                self._last_preserved_timestamp,
+                version=version,
+            ):
+                return doomed
+            swap_pause(attempt)
+        raise WriteError(
+            f"{self._state_path} changed under every one of {SWAP_ATTEMPTS} attempts to record {path} (other "
+            "managers are saving to this directory without pause)"
+        )
 
     def save(
         self, checkpoint_number: Any = None, check_interval: bool = True, options: CheckpointOptions | None = None
@@ -263,6 +333,18 @@ class CheckpointManager:
         count = self._checkpoint._count_save()
         number = count if checkpoint_number is None else _as_int(checkpoint_number)
         path = f"{self._prefix}-{number}"
+
+        def record_remote() -> None:
+            # The state object is swapped, never renamed; then what it no longer names is
+            # deleted, and what killed writers left is cleared (see object_bundles).
+            before = (collections.OrderedDict(self._maybe_delete), self._latest_checkpoint)
+            try:
+                doomed = self._swap_state(path)
+            except OSError as exc:
+                raise self._unrecorded(path, before, exc) from exc
+            for old in doomed:
+                _delete(old)
+            object_bundles.remove_orphans(self._directory, keep=list(self._maybe_delete))
 
         def record_and_sweep() -> None:
             # After the files are complete (on the writer thread for async saves), so the list
@@ -286,7 +368,7 @@ class CheckpointManager:
                     "deletes them again at its next save. Free space or fix permissions and save again."
                 ) from exc
 
-        return self._checkpoint._write(path, options, record_and_sweep)
+        return self._checkpoint._write(path, options, record_remote if self._remote else record_and_sweep)
 
     def _unrecorded(
         self, path: str, before: tuple[collections.OrderedDict[str, float], str | None], exc: OSError

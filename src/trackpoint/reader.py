@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trackpoint._format import naming, previous
+from trackpoint._format import files, naming, previous
 from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.dtypes import enum_name
 from trackpoint._format.entries import slice_keys
@@ -200,7 +200,7 @@ def latest_checkpoint(checkpoint_dir: str) -> str | None:
     if state is None:
         return None
     path = state.model_checkpoint_path
-    if os.path.exists(naming.index_filename(path)):
+    if files.exists(naming.index_filename(path)):
         return path
     _log.error("Couldn't match files for checkpoint %s named by %s/checkpoint", path, checkpoint_dir)
     return None

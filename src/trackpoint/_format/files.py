@@ -162,3 +162,12 @@ def stat_path(path: str) -> os.stat_result:
 
         return remote.stat_object(path)
     return os.stat(path)
+
+
+def exists(path: str) -> bool:
+    """Whether a file is at the local ``path``, or an object at the URL."""
+    if is_url(path):
+        from trackpoint._storage import remote
+
+        return remote.exists(path)
+    return os.path.exists(path)

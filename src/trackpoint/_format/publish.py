@@ -14,7 +14,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 
-from trackpoint._format import atomic, naming, previous
+from trackpoint._format import atomic, naming, object_bundles, previous
 from trackpoint._format.temps import remove_stale_temps
 from trackpoint._storage import is_url
 from trackpoint.errors import WriteError
@@ -26,14 +26,16 @@ def prepare_directory(prefix: str) -> None:
     """Create the directory of ``prefix`` if needed, clear what killed saves left in it, and
     finish an interrupted overwrite of ``prefix`` (so TensorFlow reads it again).
 
-    At a URL: clear what killed saves left in the local temporary directory, and refuse a
-    prefix whose index is committed (objects are never overwritten; see :func:`publish`).
+    At a URL: clear what killed saves left in the local temporary directory and at the
+    prefix (see :mod:`.object_bundles`), and refuse a prefix whose index is committed
+    (objects are never overwritten; see :func:`publish`).
     """
     if is_url(prefix):
         from trackpoint._storage import remote
 
         remove_stale_temps(tempfile.gettempdir())
         remote.check_absent(naming.index_filename(prefix), "checkpoint")
+        object_bundles.clear_abandoned(prefix)
         return
     directory = os.path.dirname(prefix)
     if directory:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import random
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,9 +13,22 @@ from google.protobuf import text_format
 
 from trackpoint._format import atomic, files, naming
 from trackpoint._format._proto import checkpoint_state_pb2 as pb
-from trackpoint.errors import InvalidArgumentError, NotFoundError
+from trackpoint._storage import is_url
+from trackpoint.errors import InvalidArgumentError, NotFoundError, WriteError
 
-__all__ = ["STATE_FILENAME", "CheckpointState", "RepeatedField", "read_state", "resolve_prefix", "write_state"]
+__all__ = [
+    "STATE_FILENAME",
+    "SWAP_ATTEMPTS",
+    "CheckpointState",
+    "RepeatedField",
+    "point_state_at",
+    "read_state",
+    "read_state_versioned",
+    "require_swappable",
+    "resolve_prefix",
+    "swap_pause",
+    "write_state",
+]
 
 STATE_FILENAME = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20
@@ -74,7 +89,14 @@ class CheckpointState:
 
 
 def _absolute(directory: str, path: str) -> str:
-    return path if os.path.isabs(path) else os.path.join(directory, path)
+    return path if os.path.isabs(path) or is_url(path) else os.path.join(directory, path)
+
+
+def _state_path(directory: str) -> str:
+    try:
+        return os.path.join(os.fspath(directory), STATE_FILENAME)
+    except TypeError as exc:
+        raise InvalidArgumentError(f"{directory!r} is not a checkpoint directory path (pass a str)") from exc
 
 
 def read_state(directory: str) -> CheckpointState | None:
@@ -86,14 +108,45 @@ def read_state(directory: str) -> CheckpointState | None:
             which file.
         PermissionDeniedError: The file may not be read.
     """
-    try:
-        path = os.path.join(os.fspath(directory), STATE_FILENAME)
-    except TypeError as exc:
-        raise InvalidArgumentError(f"{directory!r} is not a checkpoint directory path (pass a str)") from exc
+    path = _state_path(directory)
     try:
         data, _ = files.read_regular(path, "checkpoint state file", _MAX_STATE_BYTES)
     except NotFoundError:
         return None
+    return _parse(directory, path, data)
+
+
+def read_state_versioned(directory: str) -> tuple[CheckpointState | None, str | None]:
+    """:func:`read_state` and, at a URL, the version of the state object read (for :func:`write_state`).
+
+    The version is None when there is no state file, and always None for a local directory,
+    whose state file is replaced by a rename rather than swapped.
+    """
+    path = _state_path(directory)
+    if not is_url(path):
+        return read_state(directory), None
+    from trackpoint._storage import remote
+
+    found = remote.read_versioned(path, "checkpoint state file", _MAX_STATE_BYTES)
+    if found is None:
+        return None, None
+    return _parse(directory, path, found[0]), found[1]
+
+
+def require_swappable(directory: str) -> None:
+    """Before a save that records itself: refuse a URL whose store cannot swap the state object.
+
+    Raises:
+        InvalidArgumentError: The store has no conditional writes trackpoint uses (see
+            :func:`trackpoint._storage.remote.swap`); the message names the alternative.
+    """
+    if is_url(directory):
+        from trackpoint._storage import remote
+
+        remote.require_swap(_state_path(directory))
+
+
+def _parse(directory: str, path: str, data: bytes) -> CheckpointState:
     state = pb.CheckpointState()
     try:
         text_format.Parse(data.decode("utf-8"), state)
@@ -135,7 +188,7 @@ def resolve_prefix(ckpt_dir_or_file: str) -> str:
             f"{ckpt_dir_or_file!r} is not a checkpoint path: pass a prefix such as 'dir/ckpt-1', or a directory "
             "holding a 'checkpoint' file, as a str"
         )
-    if not os.path.isdir(path):
+    if not _is_directory(path):
         return path
     state = read_state(path)
     if state is None:
@@ -144,8 +197,8 @@ def resolve_prefix(ckpt_dir_or_file: str) -> str:
             "prefix such as 'dir/ckpt-1', or a directory whose 'checkpoint' file names an existing checkpoint"
         )
     latest = state.model_checkpoint_path
-    if not os.path.exists(naming.index_filename(latest)):
-        others = [p for p in state.all_model_checkpoint_paths if os.path.exists(naming.index_filename(p))]
+    if not files.exists(naming.index_filename(latest)):
+        others = [p for p in state.all_model_checkpoint_paths if files.exists(naming.index_filename(p))]
         hint = f"; complete ones it still lists: {others}" if others else ""
         raise NotFoundError(
             f"{os.path.join(path, STATE_FILENAME)} names {latest}, but {naming.index_filename(latest)} is missing: "
@@ -154,12 +207,24 @@ def resolve_prefix(ckpt_dir_or_file: str) -> str:
     return latest
 
 
+def _is_directory(path: str) -> bool:
+    """Whether ``path`` names a checkpoint directory rather than a prefix: a local directory, or
+    a URL with a state object under it (object stores have no directories of their own)."""
+    if is_url(path):
+        return not files.exists(naming.index_filename(path)) and files.exists(_state_path(path))
+    return os.path.isdir(path)
+
+
 def _relative(directory: str, path: str) -> str:
     """Paths inside ``directory`` relative to it (TF's ``save_relative_paths=True``), others absolute.
 
     Unlike TF, a relative path given from the working directory is re-based on ``directory``
     rather than stored as is (which would point to the wrong place when read back).
     """
+    if is_url(directory) or is_url(path):
+        inside = directory.rstrip("/") + "/"
+        name = path[len(inside) :] if path.startswith(inside) else ""
+        return name if name and "/" not in name else path
     rel = os.path.relpath(os.path.abspath(path), os.path.abspath(directory))
     return os.path.abspath(path) if rel.startswith(os.pardir) else rel
 
@@ -170,11 +235,17 @@ def write_state(
     all_model_checkpoint_paths: Sequence[str] = (),
     all_model_checkpoint_timestamps: Sequence[float] = (),
     last_preserved_timestamp: float | None = None,
-) -> None:
-    """Atomically replace ``<directory>/checkpoint`` (temp file, then rename).
+    version: str | None = None,
+) -> bool:
+    """Replace ``<directory>/checkpoint``: locally atomically (temp file, then rename); at a URL
+    only if the state object is still ``version``, as :func:`read_state_versioned` gave it.
 
     ``model_checkpoint_path`` is appended to the list when it is not already last. Paths
     under ``directory`` are stored relative to it.
+
+    Returns:
+        True when written. False only at a URL, when another writer replaced (or created)
+        the state object since ``version`` was read: read it again, merge, and write again.
 
     Raises:
         InvalidArgumentError: Timestamps not parallel to paths, or a checkpoint path equal to the
@@ -197,4 +268,40 @@ def write_state(
     )
     if last_preserved_timestamp is not None:
         proto.last_preserved_timestamp = last_preserved_timestamp
-    atomic.write_file(state_path, text_format.MessageToString(proto).encode("utf-8"))
+    data = text_format.MessageToString(proto).encode("utf-8")
+    if is_url(state_path):
+        from trackpoint._storage import remote
+
+        return remote.swap(state_path, data, version)
+    atomic.write_file(state_path, data)
+    return True
+
+
+SWAP_ATTEMPTS = 20  # each failed swap re-reads, so only writers saving without pause exhaust them
+
+
+def swap_pause(attempt: int) -> None:
+    """Wait a random while after failed swap ``attempt``, longer each time, to fall out of step
+    with the other writer."""
+    time.sleep(random.uniform(0, 0.01 * 2 ** min(attempt, 6)))
+
+
+def point_state_at(directory: str, path: str) -> None:
+    """Make ``<directory>/checkpoint`` name ``path`` alone, as ``Checkpoint.save`` does.
+
+    At a URL the state object is swapped against the version just read, and read again
+    when another writer replaced it meanwhile.
+
+    Raises:
+        WriteError: Other writers replaced the state object under every attempt.
+    """
+    for attempt in range(SWAP_ATTEMPTS):
+        _, version = read_state_versioned(directory)
+        if write_state(directory, path, version=version):
+            return
+        swap_pause(attempt)
+    raise WriteError(
+        f"{_state_path(directory)} changed under every one of {SWAP_ATTEMPTS} attempts to name {path} (other "
+        "writers are saving to this directory without pause)",
+        path=_state_path(directory),
+    )

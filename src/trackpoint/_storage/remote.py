@@ -25,6 +25,7 @@ variables ``FSSPEC_S3_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``), as for any fsspec 
 
 from __future__ import annotations
 
+import datetime
 import functools
 import logging
 import os
@@ -47,12 +48,18 @@ __all__ = [
     "check_absent",
     "commit",
     "exists",
+    "list_objects",
     "open_object",
     "read_object",
+    "read_versioned",
+    "remove",
+    "require_swap",
     "stat_object",
+    "swap",
 ]
 
 _T = TypeVar("_T")
+_READ_ATTEMPTS = 20
 _log = logging.getLogger("trackpoint")
 
 
@@ -83,6 +90,35 @@ def _call(url: str, what: str, action: Callable[[], _T]) -> _T:
         raise DataLossError(f"{url}: cannot read the {what}: {exc}", path=url) from exc
 
 
+def _version(info: dict[str, Any]) -> str:
+    """What tells one version of an object from the next: S3's ETag, GCS's generation, else the time."""
+    return str(info.get("ETag") or info.get("etag") or info.get("generation") or info.get("mtime") or "")
+
+
+def _modified(info: dict[str, Any]) -> float:
+    """An object's last-modified time in seconds since the epoch (0 when the backend gives none)."""
+    value = info.get("LastModified") or info.get("updated") or info.get("mtime") or info.get("last_modified")
+    if isinstance(value, datetime.datetime):
+        return value.timestamp()
+    if isinstance(value, str):
+        try:
+            return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return 0.0
+    return float(value or 0.0)
+
+
+def _info(url: str, what: str) -> tuple[Any, str, dict[str, Any]]:
+    """The backend, the object's path in it, and what a HEAD of the object says."""
+    fs, path = _filesystem(url)
+    # A listing cached by the backend (s3fs fills one on ls) would hide other writers' changes.
+    fs.invalidate_cache(path)
+    info = _call(url, what, lambda: fs.info(path))
+    if info.get("type") != "file":
+        raise InvalidArgumentError(f"{url} is not an object but a directory; a {what} must be an object")
+    return fs, path, info
+
+
 def stat_object(url: str, what: str = "object") -> os.stat_result:
     """The object's size and version as an ``os.stat_result`` (see the module docstring).
 
@@ -90,12 +126,9 @@ def stat_object(url: str, what: str = "object") -> os.stat_result:
         NotFoundError: No object is at ``url``.
         InvalidArgumentError: ``url`` names a directory (a common prefix), not an object.
     """
-    fs, path = _filesystem(url)
-    info = _call(url, what, lambda: fs.info(path))
-    if info.get("type") != "file":
-        raise InvalidArgumentError(f"{url} is not an object but a directory; a {what} must be an object")
+    _, _, info = _info(url, what)
     size = int(info.get("size") or 0)
-    version = str(info.get("ETag") or info.get("etag") or info.get("generation") or info.get("mtime") or "")
+    version = _version(info)
     tag = zlib.crc32(version.encode()) if version else 0
     # mode, ino, dev, nlink, uid, gid, size, atime, mtime, ctime: the version stands in for the inode.
     return os.stat_result((stat.S_IFREG | 0o444, tag, 0, 1, 0, 0, size, 0, 0, 0))
@@ -104,6 +137,7 @@ def stat_object(url: str, what: str = "object") -> os.stat_result:
 def exists(url: str) -> bool:
     """Whether an object is at ``url``."""
     fs, path = _filesystem(url)
+    fs.invalidate_cache(path)  # see _info
     return bool(_call(url, "object", lambda: fs.isfile(path)))
 
 
@@ -190,6 +224,16 @@ def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: s
                     path=final,
                 ) from exc
             created.append(path)
+        # A cleanup elsewhere (a manager sweeping what it took for a dead writer's objects)
+        # may have removed a data object before the index landed: un-commit rather than leave
+        # an index whose data is gone.
+        missing = [final for _, final in data_files if not exists(final)]
+        if missing:
+            raise WriteError(
+                f"{missing[0]} was deleted while checkpoint {index_url[: -len('.index')]} was committed (by another "
+                "writer's cleanup of this directory), so the checkpoint was withdrawn; save again",
+                path=missing[0],
+            )
     except BaseException:
         for path in reversed(created):
             try:
@@ -213,3 +257,133 @@ def check_absent(url: str, what: str) -> None:
             "or delete the checkpoint first",
             path=url,
         )
+
+
+def read_versioned(url: str, what: str, limit: int) -> tuple[bytes, str] | None:
+    """The bytes of a small object and the version they are (for :func:`swap`); None if absent.
+
+    The version is listed before and after the bytes are fetched, and the read is repeated
+    until both agree: bytes of one version with the tag of another would make a swap either
+    fail for ever or overwrite a change unseen.
+
+    Raises:
+        DataLossError: The object kept changing under every attempt.
+    """
+    for _ in range(_READ_ATTEMPTS):
+        try:
+            fs, path, info = _info(url, what)
+        except NotFoundError:
+            return None
+        size = int(info.get("size") or 0)
+        if size > limit:
+            raise InvalidArgumentError(f"{url}: {what} of {size} bytes is larger than the {limit} bytes it may hold")
+        try:
+            data = bytes(_call(url, what, functools.partial(fs.cat_file, path)))
+            after = _info(url, what)[2]
+        except NotFoundError:
+            continue  # replaced or deleted meanwhile: look again
+        if _version(after) == _version(info) and len(data) == size:
+            return data, _version(info)
+    raise DataLossError(f"{url}: the {what} changed under every one of {_READ_ATTEMPTS} reads; try again", path=url)
+
+
+def _precondition_failed(exc: BaseException) -> bool:
+    """Whether a write failed on its condition (S3 412 or 409 ConditionalRequestConflict, GCS 412)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, FileExistsError):
+            return True
+        response = getattr(seen, "response", None)
+        if isinstance(response, dict):
+            code = str(response.get("Error", {}).get("Code", ""))
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+                return True
+        if getattr(seen, "code", None) == 412:  # gcsfs's HttpError
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _condition(fs: Any, url: str, version: str | None) -> dict[str, Any]:
+    """The keywords of ``pipe_file`` that make a write conditional on ``version`` (None: absent)."""
+    if version is None:
+        return {"mode": "create"}
+    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    if "s3" in protocols:
+        return {"IfMatch": version}
+    raise InvalidArgumentError(
+        f"{url}: replacing an object only if it is unchanged needs a store with conditional writes (s3://); "
+        f"{'/'.join(sorted(protocols))} has none that trackpoint uses, so a state file there could lose another "
+        "writer's update. Use Checkpoint.write() with prefixes of your own"
+    )
+
+
+def require_swap(url: str) -> None:
+    """Raise InvalidArgumentError unless objects at ``url`` can be swapped (see :func:`swap`)."""
+    fs, _ = _filesystem(url)
+    _condition(fs, url, "")
+
+
+def swap(url: str, data: bytes, version: str | None) -> bool:
+    """Write ``data`` at ``url`` only if the object there is still ``version`` (None: if none is there).
+
+    Returns:
+        True if written; False if another writer changed or created the object first (read
+        it again, merge, and swap against its new version).
+
+    Raises:
+        WriteError: The write failed for another reason.
+        InvalidArgumentError: The store has no conditional writes.
+    """
+    fs, path = _filesystem(url)
+    condition = _condition(fs, url, version)
+    try:
+        fs.pipe_file(path, data, **condition)
+    except BaseException as exc:
+        if _precondition_failed(exc) or (version is not None and isinstance(exc, FileNotFoundError)):
+            return False
+        if isinstance(exc, Exception):
+            raise WriteError(f"{url}: could not write the object: {exc}", path=url) from exc
+        raise
+    finally:
+        fs.invalidate_cache(path)
+    return True
+
+
+def remove(urls: Sequence[str]) -> None:
+    """Delete the objects at ``urls`` in order; those already gone are no error.
+
+    Raises:
+        WriteError: An object could not be deleted (those after it are left too).
+    """
+    for url in urls:
+        fs, path = _filesystem(url)
+        try:
+            fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            raise WriteError(f"{url}: could not delete the object: {exc}", path=url) from exc
+        finally:
+            fs.invalidate_cache(path)
+
+
+def list_objects(directory: str) -> list[tuple[str, float]]:
+    """The objects directly under ``directory`` (a URL), as ``(url, last modified)``, sorted."""
+    fs, path = _filesystem(directory)
+    scheme = directory.split("://", 1)[0]
+    try:
+        entries = fs.ls(path, detail=True, refresh=True)
+    except FileNotFoundError:
+        return []
+    except Exception as exc:
+        raise DataLossError(f"{directory}: cannot list the objects: {exc}", path=directory) from exc
+    finally:
+        fs.invalidate_cache(path)  # see _info
+    found = []
+    for entry in entries:
+        if entry.get("type") == "file":
+            name = str(entry["name"])
+            found.append((name if "://" in name else f"{scheme}://{name}", _modified(entry)))
+    return sorted(found)

@@ -1,0 +1,153 @@
+"""Checkpoint.save() and CheckpointManager at s3:// URLs: the state object swapped by compare-and-swap
+(S3 If-Match), max_to_keep deleting the index first, and what killed writers left cleared."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import trackpoint as tp
+from trackpoint._format import object_bundles
+
+KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _model(value: float = 0.0) -> tp.Module:
+    m = tp.Module()
+    m.w = tp.Variable(np.full((64, 64), value, np.float32))
+    return m
+
+
+def _names(s3, directory: str) -> list[str]:
+    s3.invalidate_cache()
+    return sorted(p.rsplit("/", 1)[1] for p in s3.ls(directory[5:]))
+
+
+def test_save_points_the_state_object_at_the_new_checkpoint(bucket, s3) -> None:
+    ckpt = tp.Checkpoint(model=_model(1.0))
+    first = ckpt.save(f"{bucket}/run/ckpt")
+    second = ckpt.save(f"{bucket}/run/ckpt")
+    assert (first, second) == (f"{bucket}/run/ckpt-1", f"{bucket}/run/ckpt-2")
+    assert tp.latest_checkpoint(f"{bucket}/run") == second
+    state = s3.cat_file(f"{bucket[5:]}/run/checkpoint").decode()
+    assert 'model_checkpoint_path: "ckpt-2"' in state  # relative, as TF writes it
+    restored = _model()
+    tp.Checkpoint(model=restored).restore(f"{bucket}/run").assert_consumed()  # a directory URL
+    assert restored.w.numpy()[0, 0] == 1.0
+    assert tp.get_checkpoint_state(f"{bucket}/run").all_model_checkpoint_paths == [second]
+
+
+def test_a_manager_keeps_max_to_keep_and_deletes_the_index_and_data_of_older_ones(bucket, s3) -> None:
+    model = _model()
+    manager = tp.CheckpointManager(tp.Checkpoint(model=model), f"{bucket}/run/", max_to_keep=2)
+    for step in range(1, 5):
+        model.w.assign(np.full((64, 64), float(step), np.float32))
+        manager.save()
+    assert manager.checkpoints == [f"{bucket}/run/ckpt-3", f"{bucket}/run/ckpt-4"]
+    assert _names(s3, f"{bucket}/run") == [
+        "checkpoint",
+        "ckpt-3.data-00000-of-00001",
+        "ckpt-3.index",
+        "ckpt-4.data-00000-of-00001",
+        "ckpt-4.index",
+    ]
+    again = tp.CheckpointManager(tp.Checkpoint(model=_model()), f"{bucket}/run", max_to_keep=2)
+    assert again.checkpoints == manager.checkpoints
+    assert again.restore_or_initialize() == f"{bucket}/run/ckpt-4"
+    assert again.checkpoint.model.w.numpy()[0, 0] == 4.0
+
+
+def test_two_managers_swapping_one_state_object_lose_neither_update(bucket, s3) -> None:
+    """Two managers in one directory (a job and its zombie, say), saving in turns and at once:
+    the state object lists every checkpoint either committed, none that is gone."""
+    a = tp.CheckpointManager(tp.Checkpoint(model=_model(1.0)), f"{bucket}/run", max_to_keep=None, checkpoint_name="a")
+    b = tp.CheckpointManager(tp.Checkpoint(model=_model(2.0)), f"{bucket}/run", max_to_keep=None, checkpoint_name="b")
+    a.save()  # b has not seen this one: its swap against the absent state object fails, and it merges
+    b.save()
+    barrier = threading.Barrier(2, timeout=60)
+    errors: list[BaseException] = []
+
+    def saves(manager: tp.CheckpointManager) -> None:
+        try:
+            for _ in range(4):
+                barrier.wait()
+                manager.save()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=saves, args=(m,)) for m in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    listed = tp.get_checkpoint_state(f"{bucket}/run").all_model_checkpoint_paths
+    expected = {f"{bucket}/run/{name}-{n}" for name in "ab" for n in range(1, 6)}
+    assert set(listed) == expected
+
+
+def test_a_conflicting_manager_does_not_revive_a_checkpoint_the_other_deleted(bucket, s3) -> None:
+    a = tp.CheckpointManager(tp.Checkpoint(model=_model(1.0)), f"{bucket}/run", max_to_keep=1, checkpoint_name="a")
+    a.save()
+    b = tp.CheckpointManager(tp.Checkpoint(model=_model(2.0)), f"{bucket}/run", max_to_keep=None, checkpoint_name="b")
+    assert b.checkpoints == [f"{bucket}/run/a-1"]
+    a.save()  # deletes a-1, which b still lists
+    b.save()
+    listed = tp.get_checkpoint_state(f"{bucket}/run").all_model_checkpoint_paths
+    assert f"{bucket}/run/a-1" not in listed
+    for path in listed:
+        assert s3.exists(path[5:] + ".index")
+
+
+def test_the_state_object_swap_is_conditional_on_its_version(bucket, s3) -> None:
+    from trackpoint._format.state_file import read_state_versioned, write_state
+
+    directory = f"{bucket}/run"
+    assert write_state(directory, f"{directory}/ckpt-1", version=None)
+    assert not write_state(directory, f"{directory}/ckpt-9", version=None)  # it exists now
+    state, version = read_state_versioned(directory)
+    assert write_state(directory, f"{directory}/ckpt-2", version=version)
+    assert not write_state(directory, f"{directory}/ckpt-3", version=version)  # that version is gone
+    assert tp.get_checkpoint_state(directory).model_checkpoint_path == f"{directory}/ckpt-2"
+    assert state.model_checkpoint_path == f"{directory}/ckpt-1"
+
+
+def test_a_manager_removes_data_a_dead_writer_left_older_than_its_newest_checkpoint(bucket, s3) -> None:
+    run = f"{bucket[5:]}/run"
+    s3.pipe_file(f"{run}/ckpt-9.data-00000-of-00001", b"left by a killed writer")
+    time.sleep(1.1)  # object times are in whole seconds
+    manager = tp.CheckpointManager(tp.Checkpoint(model=_model()), f"{bucket}/run", max_to_keep=3)
+    manager.save()
+    s3.pipe_file(f"{run}/ckpt-7.data-00000-of-00001", b"a live writer's, younger than ckpt-1")
+    manager.save()
+    names = _names(s3, f"{bucket}/run")
+    assert "ckpt-9.data-00000-of-00001" not in names
+    assert "ckpt-7.data-00000-of-00001" in names
+
+
+def test_a_save_to_a_prefix_a_writer_left_long_ago_clears_it_and_one_left_just_now_is_refused(
+    bucket, s3, monkeypatch
+) -> None:
+    run = f"{bucket[5:]}/run"
+    s3.pipe_file(f"{run}/ckpt-1.data-00000-of-00001", b"left by a killed writer")
+    ckpt = tp.Checkpoint(model=_model(3.0))
+    with pytest.raises(tp.errors.WriteError, match="another writer may be committing"):
+        ckpt.write(f"{bucket}/run/ckpt-1")
+    assert _names(s3, f"{bucket}/run") == ["ckpt-1.data-00000-of-00001"]
+    monkeypatch.setattr(object_bundles, "ABANDONED_AGE", 0.0)  # as if a quarter of an hour went by
+    time.sleep(1.1)
+    ckpt.write(f"{bucket}/run/ckpt-1")
+    assert tp.load_variable(f"{bucket}/run/ckpt-1", KEY)[0, 0] == 3.0
+
+
+def test_a_manager_on_a_store_without_conditional_writes_is_refused_before_saving(tmp_path) -> None:
+    pytest.importorskip("fsspec")
+    ckpt = tp.Checkpoint(model=_model())
+    with pytest.raises(tp.errors.InvalidArgumentError, match="conditional writes"):
+        tp.CheckpointManager(ckpt, "memory://run", max_to_keep=2)
+    with pytest.raises(tp.errors.InvalidArgumentError, match="conditional writes"):
+        ckpt.save("memory://run/ckpt")
+    assert int(ckpt.save_counter.numpy()) == 0
