@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.storage.proxy import Proxy
+
 moto_server = pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
 s3fs = pytest.importorskip("s3fs", reason="s3fs is in the test extra")
 
@@ -52,3 +54,19 @@ def s3(s3_endpoint: str) -> s3fs.S3FileSystem:
     """A client of the server, for putting and inspecting objects beside trackpoint."""
     fs = s3fs.S3FileSystem(endpoint_url=s3_endpoint, key="testing", secret="testing", skip_instance_cache=True)
     return fs
+
+
+@pytest.fixture()
+def proxy(s3_endpoint: str) -> Iterator[Proxy]:
+    """A :class:`Proxy` in front of the server, and fsspec pointed at it for the test."""
+    import fsspec.config
+
+    front = Proxy(s3_endpoint)
+    options = fsspec.config.conf.setdefault("s3", {})
+    saved = options.get("endpoint_url")
+    options["endpoint_url"] = front.endpoint
+    try:
+        yield front
+    finally:
+        options["endpoint_url"] = saved
+        front.close()

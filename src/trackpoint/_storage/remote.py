@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import hashlib
 import logging
 import os
 import stat
@@ -217,6 +218,11 @@ def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: s
             try:
                 _write_call(final, functools.partial(fs.put_file, local, path, mode="create"))
             except FileExistsError as exc:
+                if _holds(fs, path, local, compare_bytes=final == index_url):
+                    # A retry of our own write whose answer was lost (a dropped connection):
+                    # the object there is the one this call wrote.
+                    created.append(path)
+                    continue
                 raise WriteError(
                     f"{final} exists already, so checkpoint {index_url[: -len('.index')]} was not committed: another "
                     "writer is saving to (or has saved) this prefix, and objects of an object store are never "
@@ -243,6 +249,47 @@ def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: s
         raise
     finally:
         fs.invalidate_cache()
+
+
+def _holds(fs: Any, path: str, local: str, compare_bytes: bool) -> bool:
+    """Whether the object at ``path`` holds exactly the bytes of the local file ``local``.
+
+    By its S3 ETag (the MD5 of a single-part upload, or of the parts' MD5s for one in the parts
+    s3fs makes); with ``compare_bytes``, failing that, by downloading it (for an index, small).
+    """
+    try:
+        fs.invalidate_cache(path)
+        info = fs.info(path)
+        size = os.path.getsize(local)
+        if int(info.get("size") or -1) != size:
+            return False
+        etag = str(info.get("ETag") or "").strip('"')
+        if etag and etag in _s3_etags(local, size):
+            return True
+        if compare_bytes:
+            with open(local, "rb") as f:
+                return bytes(fs.cat_file(path)) == f.read()
+    except Exception:  # noqa: BLE001 - cannot tell: treated as another writer's
+        return False
+    return False
+
+
+def _s3_etags(local: str, size: int) -> set[str]:
+    """The ETags S3 gives ``local`` uploaded in one part, or in the parts s3fs cuts it into."""
+    whole = hashlib.md5(usedforsecurity=False)
+    parts: list[bytes] = []
+    try:
+        from s3fs.core import calculate_chunksize
+
+        part = int(calculate_chunksize(size))
+    except (ImportError, TypeError):
+        part = 50 << 20
+    with open(local, "rb") as f:
+        while chunk := f.read(part):
+            whole.update(chunk)
+            parts.append(hashlib.md5(chunk, usedforsecurity=False).digest())
+    joined = hashlib.md5(b"".join(parts), usedforsecurity=False).hexdigest()
+    return {whole.hexdigest(), f"{joined}-{len(parts)}"}
 
 
 def check_absent(url: str, what: str) -> None:

@@ -1,0 +1,118 @@
+"""A forwarding HTTP proxy on 127.0.0.1 in front of the S3 server, for what the server cannot do.
+
+- ``serialise_writes``: one write request (PUT, POST, DELETE) is forwarded at a time. moto
+  checks ``If-None-Match``/``If-Match`` and stores without a lock, so two truly concurrent
+  conditional writes can both succeed there; S3 decides them one at a time, and so does the
+  server behind this proxy.
+- ``fault``: called with each request's method, path and query; it returns None to forward it,
+  an HTTP status to answer with instead (500, 503: the server never sees the request),
+  ``"drop"`` to close the connection without an answer before forwarding, or
+  ``"drop-after"`` to forward it and then close the connection without passing the answer on
+  (the write happened; the client does not know).
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import socketserver
+import threading
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+Fault = Callable[[str, str, str], "int | str | None"]
+
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
+
+
+class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class Proxy:
+    """Forward ``http://127.0.0.1:<port>`` to ``upstream``; see the module docstring."""
+
+    def __init__(self, upstream: str) -> None:
+        parsed = urllib.parse.urlsplit(upstream)
+        self.upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
+        self.serialise_writes = False
+        self.fault: Fault | None = None
+        self.requests: list[tuple[str, str, str]] = []
+        self._write_lock = threading.Lock()
+        self._log_lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                proxy._forward(self)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _handle
+
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _forward(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        method = handler.command
+        path, _, query = handler.path.partition("?")
+        with self._log_lock:
+            self.requests.append((method, path, query))
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = handler.rfile.read(length) if length else b""
+        action = self.fault(method, path, query) if self.fault is not None else None
+        if action == "drop":
+            handler.close_connection = True
+            handler.connection.close()
+            return
+        if isinstance(action, int):
+            message = b"<Error><Code>InternalError</Code><Message>injected</Message></Error>"
+            if action == 503:
+                message = b"<Error><Code>SlowDown</Code><Message>injected</Message></Error>"
+            handler.send_response(action)
+            handler.send_header("Content-Type", "application/xml")
+            handler.send_header("Content-Length", str(len(message)))
+            handler.end_headers()
+            handler.wfile.write(message)
+            return
+        headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_BY_HOP and k.lower() != "expect"}
+        write = method in ("PUT", "POST", "DELETE")
+        lock = self._write_lock if write and self.serialise_writes else None
+        if lock is not None:
+            lock.acquire()
+        try:
+            upstream = http.client.HTTPConnection(*self.upstream, timeout=60)
+            try:
+                upstream.request(method, handler.path, body=body, headers=headers)
+                response = upstream.getresponse()
+                data = response.read()
+                status, reason, answer = response.status, response.reason, response.getheaders()
+            finally:
+                upstream.close()
+        finally:
+            if lock is not None:
+                lock.release()
+        if action == "drop-after":
+            handler.close_connection = True
+            handler.connection.close()
+            return
+        handler.send_response(status, reason)
+        for key, value in answer:
+            if key.lower() not in _HOP_BY_HOP and (key.lower() != "content-length" or method == "HEAD"):
+                handler.send_header(key, value)  # a HEAD's length is the object's, not of its empty body
+        if method != "HEAD":
+            handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        if method != "HEAD":
+            handler.wfile.write(data)

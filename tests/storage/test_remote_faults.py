@@ -1,0 +1,126 @@
+"""Object-store failures through a forwarding proxy in front of moto's server: injected 500/503
+answers and dropped connections are retried or end in a clear WriteError with nothing committed
+and no multipart upload left open; writes serialised as S3 serialises them for the races."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import trackpoint as tp
+
+KEY = "model/big/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _model(value: float, size: int = 2_000_000) -> tp.Module:
+    m = tp.Module()
+    m.big = tp.Variable(np.full(size, value))  # 16 MB by default: a multipart upload
+    return m
+
+
+def _once_per_request(action: int | str, method: str = "PUT"):
+    """A fault on the first attempt of each distinct request of ``method``, none on its retries."""
+    seen: set[tuple[str, str]] = set()
+    lock = threading.Lock()
+
+    def fault(m: str, path: str, query: str) -> int | str | None:
+        with lock:
+            if m != method or (path, query) in seen:
+                return None
+            seen.add((path, query))
+            return action
+
+    return fault
+
+
+def _leftovers(s3, bucket: str) -> tuple[list[str], list[dict]]:
+    s3.invalidate_cache()
+    objects = s3.find(bucket[5:])
+    uploads = s3.call_s3("list_multipart_uploads", Bucket=bucket[5:]).get("Uploads", [])
+    return objects, uploads
+
+
+@pytest.mark.parametrize("action", [500, 503, "drop"], ids=["500", "503-slowdown", "dropped-connection"])
+def test_transient_failures_of_every_upload_request_are_retried(bucket, s3, proxy, action) -> None:
+    proxy.fault = _once_per_request(action)
+    url = tp.Checkpoint(model=_model(2.5)).write(f"{bucket}/run/ckpt-1")
+    proxy.fault = None
+    assert tp.load_variable(url, KEY)[0] == 2.5
+    puts = [r for r in proxy.requests if r[0] == "PUT"]
+    assert len(puts) >= 2 * len({(p, q) for _, p, q in puts})  # every PUT failed once, then went through
+    assert _leftovers(s3, bucket)[1] == []
+
+
+def test_an_index_write_whose_answer_is_lost_is_recognised_as_ours(bucket, s3, proxy) -> None:
+    """The index is stored but the connection drops before the answer; the retry finds an index
+    in place. It is this writer's own, so the checkpoint is committed, not withdrawn."""
+    dropped = []
+
+    def fault(method: str, path: str, query: str) -> str | None:
+        if method == "PUT" and path.endswith(".index") and not dropped:
+            dropped.append(path)
+            return "drop-after"
+        return None
+
+    proxy.fault = fault
+    url = tp.Checkpoint(model=_model(4.0, size=1000)).write(f"{bucket}/run/ckpt-1")
+    assert dropped
+    assert tp.load_variable(url, KEY)[0] == 4.0
+
+
+@pytest.mark.parametrize("target", ["data", "index"])
+def test_a_persistent_failure_is_a_write_error_leaving_nothing(bucket, s3, proxy, target, monkeypatch) -> None:
+    import fsspec.config
+
+    # Fewer attempts than botocore's default, through the user's own knob, to keep the test short.
+    monkeypatch.setitem(fsspec.config.conf["s3"], "config_kwargs", {"retries": {"max_attempts": 2}})
+
+    def fault(method: str, path: str, query: str) -> int | None:
+        if target == "data" and method == "PUT" and ".data-" in path:
+            return 500
+        if target == "index" and method == "PUT" and path.endswith(".index"):
+            return 503
+        return None
+
+    proxy.fault = fault
+    with pytest.raises(tp.errors.WriteError, match="ckpt-1"):
+        tp.Checkpoint(model=_model(1.0)).write(f"{bucket}/run/ckpt-1")
+    proxy.fault = None
+    objects, uploads = _leftovers(s3, bucket)
+    assert objects == [] and uploads == []
+
+
+def test_two_writers_racing_for_one_prefix_commit_exactly_one(bucket, s3, proxy) -> None:
+    """Conditional writes one at a time, as S3 decides them (moto alone does not)."""
+    proxy.serialise_writes = True
+    for round_ in range(4):
+        prefix = f"{bucket}/race/ckpt-{round_}"
+        barrier = threading.Barrier(2, timeout=60)
+        outcomes: dict[float, object] = {}
+
+        def write(
+            value: float,
+            prefix: str = prefix,
+            barrier: threading.Barrier = barrier,
+            outcomes: dict[float, object] = outcomes,
+        ) -> None:
+            ckpt = tp.Checkpoint(model=_model(value, size=200_000))
+            barrier.wait()
+            try:
+                outcomes[value] = ckpt.write(prefix)
+            except tp.errors.WriteError as exc:
+                outcomes[value] = exc
+
+        threads = [threading.Thread(target=write, args=(v,)) for v in (1.0, 2.0)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        winners = [v for v, outcome in outcomes.items() if outcome == prefix]
+        assert len(winners) == 1, outcomes
+        (loser,) = [o for o in outcomes.values() if o != prefix]
+        assert isinstance(loser, tp.errors.WriteError)
+        assert tp.load_variable(prefix, KEY)[0] == winners[0]
+        tp.Checkpoint(model=_model(0.0, size=200_000)).read(prefix).assert_consumed()
