@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import naming
+from trackpoint._format import naming, object_bundles
 from trackpoint._format.state_file import point_state_at, require_swappable, resolve_prefix
 from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.restore import restore_checkpoint
@@ -19,6 +19,7 @@ from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.write import write_bundle
+from trackpoint._storage import is_url
 from trackpoint._tracking.autotrackable import AutoTrackable
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.data_structures import wrap_or_unwrap
@@ -170,11 +171,22 @@ class Checkpoint(AutoTrackable):
         root = self._tp_root
         return self if root is None else _deref(root)
 
-    def _count_save(self) -> int:
+    def _count_save(self, file_prefix: str | None = None) -> int:
         """Add one to ``save_counter`` for a numbered save and return it; a root that is gone
-        raises first, so a save that cannot happen uses up no number."""
+        raises first, so a save that cannot happen uses up no number.
+
+        At a URL ``file_prefix``, numbers whose ``<file_prefix>-<n>`` holds objects already are
+        skipped (the counter moves past them too): a writer killed mid-save left them, and an
+        object store's save never overwrites (see ``object_bundles``). A job restarted from
+        its last checkpoint thus saves the next free number instead of failing.
+        """
         _ = self._tp_graph_root  # raises DeadReferenceError once a weakly held root is gone
-        return int(self.save_counter.assign_add(1).numpy())
+        number = int(self.save_counter.assign_add(1).numpy())
+        if file_prefix is not None and is_url(file_prefix):
+            taken = object_bundles.prefixes_in_use(file_prefix.rsplit("/", 1)[0])
+            while f"{file_prefix}-{number}" in taken:
+                number = int(self.save_counter.assign_add(1).numpy())
+        return number
 
     # -- save_counter -------------------------------------------------------------------
 
@@ -266,7 +278,7 @@ class Checkpoint(AutoTrackable):
         """
         directory = os.path.dirname(os.fspath(file_prefix)) or "."
         require_swappable(directory)  # before the counter moves
-        number = self._count_save()
+        number = self._count_save(os.fspath(file_prefix))
         path = f"{os.fspath(file_prefix)}-{number}"
 
         def record_state() -> None:

@@ -330,7 +330,7 @@ class CheckpointManager:
                 if check_interval and step < self._last_checkpoint_step + self._checkpoint_interval:
                     return None
             self._last_checkpoint_step = step
-        count = self._checkpoint._count_save()
+        count = self._checkpoint._count_save(self._prefix if checkpoint_number is None else None)
         number = count if checkpoint_number is None else _as_int(checkpoint_number)
         path = f"{self._prefix}-{number}"
 

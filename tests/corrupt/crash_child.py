@@ -2,6 +2,10 @@
 
     python crash_child.py DIRECTORY MODE
 
+DIRECTORY may be a URL (tests/storage/test_remote_kills.py). A MODE ending in ``_sharded``
+cuts the checkpoint into data files of at most 512 KiB. The child prints ``ready`` once it
+has restored (``run`` takes another signal, for a child forked by multiprocessing).
+
 Every variable holds the step number, so a restored checkpoint must show one step
 everywhere; a mix of two saves would show two.
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
@@ -36,23 +41,26 @@ def set_step(model: tp.Module, opt: tp.optimizers.SGD, step: float) -> None:
     opt.get_slot(model.big, "momentum").assign(np.full(SHAPES[0], step, np.float32))
 
 
-def main() -> None:
-    directory, mode = sys.argv[1], sys.argv[2]
+def run(directory: str, mode: str, ready: Callable[[], object] = lambda: print("ready", flush=True)) -> None:
+    """Restore the newest checkpoint in ``directory``, call ``ready``, then save forever."""
     ckpt, model, opt = build(0.0)
-    options = tp.CheckpointOptions(enable_async=mode.endswith("async"))
+    options = tp.CheckpointOptions(enable_async="async" in mode)
+    if mode.endswith("_sharded"):
+        options.experimental_sharding_callback = tp.sharding.MaxShardSizePolicy(512 << 10)
     manager = tp.CheckpointManager(ckpt, directory, max_to_keep=2)
     restored = manager.restore_or_initialize()
     step = float(model.big.numpy()[0, 0]) if restored else 0.0
+    ready()
     while True:
         step += 1
         set_step(model, opt, step)
         if mode.startswith("manager"):
             manager.save(options=options)
         elif mode.startswith("save"):
-            ckpt.save(os.path.join(directory, "ckpt"), options=options)
+            ckpt.save(f"{directory}/ckpt", options=options)
         else:
             ckpt.write(os.path.join(directory, "fixed"), options=options)
 
 
 if __name__ == "__main__":
-    main()
+    run(sys.argv[1], sys.argv[2])

@@ -46,7 +46,9 @@ def _check_consistent(prefix: str) -> float:
 
 def _run_and_kill(directory: str, mode: str, rng: random.Random) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    child = subprocess.Popen([sys.executable, CHILD, directory, mode], env=env, stderr=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, CHILD, directory, mode], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     time.sleep(rng.uniform(0.15, 0.7))
     child.send_signal(signal.SIGKILL)
     _, err = child.communicate(timeout=30)

@@ -153,3 +153,24 @@ def test_a_manager_on_a_store_without_conditional_writes_is_refused_before_savin
     with pytest.raises(tp.errors.InvalidArgumentError, match="conditional writes"):
         ckpt.save("memory://run/ckpt")
     assert int(ckpt.save_counter.numpy()) == 0
+
+
+@pytest.mark.parametrize("saver", ["manager", "save"])
+def test_a_numbered_save_skips_a_number_a_killed_writer_left_objects_under(bucket, s3, saver) -> None:
+    """A job restarted from ckpt-1 after a kill inside the save of ckpt-2 (its data is up, its
+    index is not) and of ckpt-3 (its index is up, the state object was not swapped): the next
+    save is ckpt-4, and the counter says 4, instead of a refusal for a quarter of an hour."""
+    run = f"{bucket}/run"
+    ckpt = tp.Checkpoint(model=_model(1.0))
+    ckpt.save(f"{run}/ckpt")
+    s3.pipe_file(f"{run[5:]}/ckpt-2.data-00000-of-00001", b"left by a killed writer")
+    tp.Checkpoint(model=_model(3.0)).write(f"{run}/ckpt-3")
+    restarted = tp.Checkpoint(model=_model())
+    restarted.restore(tp.latest_checkpoint(run))
+    if saver == "manager":
+        path = tp.CheckpointManager(restarted, run, max_to_keep=5).save()
+    else:
+        path = restarted.save(f"{run}/ckpt")
+    assert path == f"{run}/ckpt-4" and int(restarted.save_counter.numpy()) == 4
+    assert tp.latest_checkpoint(run) == path
+    assert tp.load_variable(f"{run}/ckpt-3", KEY)[0, 0] == 3.0  # the other writer's, untouched

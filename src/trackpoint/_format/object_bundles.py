@@ -4,8 +4,10 @@ An object store has no renames, so a writer puts each data object under its fina
 the index last (see :func:`trackpoint._storage.remote.commit`). A writer killed between the
 two leaves data objects that no index names. Nobody reads them, but they hold space, and
 they block a later save to the same prefix (a save never overwrites an object, because a
-live writer elsewhere may be about to commit them). Two rules clear them without touching
-a live writer's objects:
+live writer elsewhere may be about to commit them), so a numbered save (``Checkpoint.save``,
+``CheckpointManager.save`` without ``checkpoint_number``) skips a number whose prefix holds
+objects (:func:`prefixes_in_use`). Two rules clear them without touching a live writer's
+objects:
 
 - A save to a prefix removes that prefix's unindexed data objects once the newest of them
   is older than :data:`ABANDONED_AGE`. A live writer puts its index seconds after its last
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 from trackpoint._format import naming
 from trackpoint.errors import WriteError
 
-__all__ = ["ABANDONED_AGE", "clear_abandoned", "delete_bundle", "remove_orphans"]
+__all__ = ["ABANDONED_AGE", "clear_abandoned", "delete_bundle", "prefixes_in_use", "remove_orphans"]
 
 ABANDONED_AGE = 15 * 60.0
 _DATA = ".data-"
@@ -43,6 +45,15 @@ def _listing(directory: str) -> list[tuple[str, float]]:
     from trackpoint._storage import remote
 
     return remote.list_objects(directory)
+
+
+def prefixes_in_use(directory: str) -> set[str]:
+    """The checkpoint prefixes under URL ``directory`` that any index or data object belongs to.
+
+    A numbered save skips these: a writer killed after its data went up (or after its index,
+    before the state object named it) leaves objects that a save would never overwrite.
+    """
+    return {owner for url, _ in _listing(directory) if (owner := _prefix_of(url)) is not None}
 
 
 def delete_bundle(prefix: str) -> None:
