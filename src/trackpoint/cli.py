@@ -27,7 +27,8 @@ from typing import TextIO
 import numpy as np
 
 import trackpoint as tp
-from trackpoint._format import naming
+from trackpoint._format import files, naming
+from trackpoint._format.state_file import is_directory
 from trackpoint._format.text import printable
 from trackpoint.tools import convert_cli, surgery_cli
 
@@ -116,19 +117,19 @@ def _resolve(path: str) -> str:
     Raises:
         NotFoundError: Nothing is there; the message lists the checkpoints that are.
     """
-    if os.path.isdir(path):
+    if is_directory(path):
         state = tp.get_checkpoint_state(path)
         if state is None:
             raise tp.errors.NotFoundError(f"{path} has no 'checkpoint' state file{naming.listing(path)}")
         prefix = state.model_checkpoint_path
-        if not os.path.exists(prefix + ".index"):
+        if not files.exists(prefix + ".index"):
             return path  # the library's message says what the state file names and what is missing
         _note_if_outside(path, prefix)
         return prefix
-    if os.path.exists(path + ".index"):
+    if files.exists(path + ".index"):
         return path
     stripped = _CHECKPOINT_FILE.sub("", path)
-    if stripped != path and os.path.exists(stripped + ".index"):
+    if stripped != path and files.exists(stripped + ".index"):
         return stripped
     raise tp.errors.NotFoundError(f"no checkpoint at {path}{naming.listing(os.path.dirname(path))}")
 

@@ -164,6 +164,19 @@ def stat_path(path: str) -> os.stat_result:
     return os.stat(path)
 
 
+def list_names(directory: str) -> list[str]:
+    """The names of the files directly in the local ``directory``, or of the objects under the URL.
+
+    Raises:
+        OSError: A local directory cannot be listed (``DataLossError`` for a URL).
+    """
+    if is_url(directory):
+        from trackpoint._storage import remote
+
+        return [url.rsplit("/", 1)[1] for url, _ in remote.list_objects(directory.rstrip("/"))]
+    return os.listdir(directory)
+
+
 def exists(path: str) -> bool:
     """Whether a file is at the local ``path``, or an object at the URL."""
     if is_url(path):

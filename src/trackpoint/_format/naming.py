@@ -6,6 +6,9 @@ import os
 import re
 from collections.abc import Iterable
 
+from trackpoint._format import files
+from trackpoint._storage import is_url
+
 __all__ = ["PREVIOUS_SUFFIX", "checkpoint_prefixes", "data_filename", "index_filename", "listing", "real_outside"]
 
 PREVIOUS_SUFFIX = ".tp-prev"  # the version an overwrite keeps (see trackpoint._format.previous)
@@ -40,9 +43,9 @@ def listing(directory: str) -> str:
     """The end of a not-found message: the checkpoints that do exist in ``directory``."""
     shown = os.path.join(directory or ".", "")
     try:
-        prefixes = checkpoint_prefixes(os.listdir(shown))
+        prefixes = checkpoint_prefixes(files.list_names(shown))
     except OSError as exc:
-        return f"; cannot list {shown}: {exc.strerror}"
+        return f"; cannot list {shown}: {exc.strerror or exc}"
     if not prefixes:
         return f"; {shown} holds no checkpoint (no *.index file)"
     more = f", ... ({len(prefixes)} in all)" if len(prefixes) > _MAX_LISTED else ""
@@ -60,6 +63,8 @@ def real_outside(directory: str, prefix: str) -> str | None:
         >>> real_outside("/tmp", "/tmp/ckpt-1") is None
         True
     """
+    if is_url(prefix):  # no links or ``..`` in an object store: the name says where it is
+        return None if prefix.rsplit("/", 1)[0] == directory.rstrip("/") else prefix
     real_index = os.path.realpath(index_filename(prefix))
     if os.path.dirname(real_index) == os.path.realpath(directory):
         return None

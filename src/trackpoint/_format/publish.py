@@ -19,7 +19,7 @@ from trackpoint._format.temps import remove_stale_temps
 from trackpoint._storage import is_url
 from trackpoint.errors import WriteError
 
-__all__ = ["prepare_directory", "publish"]
+__all__ = ["prepare_directory", "publish", "publish_objects"]
 
 
 def prepare_directory(prefix: str) -> None:
@@ -88,6 +88,20 @@ def publish(data_files: Sequence[tuple[str, str]], index_temp: str, index_final:
         previous.discard(prefix)
     except OSError:
         pass  # left for the next save of this prefix to remove
+
+
+def publish_objects(files: Sequence[tuple[str, str]], what: str) -> None:
+    """Put local ``(file, url)`` pairs at their URLs as a bundle is committed there (see
+    :func:`trackpoint._storage.remote.commit`): each only if nothing is at its URL, the last one
+    (an index) last; ``what`` names them in messages.
+
+    Raises:
+        WriteError: Nothing was published; the message says why.
+    """
+    from trackpoint._storage import remote
+
+    *first, (last_local, last_url) = files
+    remote.commit(first, last_local, last_url, what=what)
 
 
 def _undo(prefix: str, kept: bool, added: list[str], cause: BaseException) -> None:

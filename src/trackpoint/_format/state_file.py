@@ -21,6 +21,7 @@ __all__ = [
     "SWAP_ATTEMPTS",
     "CheckpointState",
     "RepeatedField",
+    "is_directory",
     "point_state_at",
     "read_state",
     "read_state_versioned",
@@ -188,7 +189,7 @@ def resolve_prefix(ckpt_dir_or_file: str) -> str:
             f"{ckpt_dir_or_file!r} is not a checkpoint path: pass a prefix such as 'dir/ckpt-1', or a directory "
             "holding a 'checkpoint' file, as a str"
         )
-    if not _is_directory(path):
+    if not is_directory(path):
         return path
     state = read_state(path)
     if state is None:
@@ -207,7 +208,7 @@ def resolve_prefix(ckpt_dir_or_file: str) -> str:
     return latest
 
 
-def _is_directory(path: str) -> bool:
+def is_directory(path: str) -> bool:
     """Whether ``path`` names a checkpoint directory rather than a prefix: a local directory, or
     a URL with a state object under it (object stores have no directories of their own)."""
     if is_url(path):

@@ -198,7 +198,7 @@ def _write_call(url: str, action: Callable[[], _T]) -> _T:
         raise WriteError(f"{url}: could not write the object: {exc}", path=url) from exc
 
 
-def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: str) -> None:
+def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: str, what: str | None = None) -> None:
     """Publish a bundle written locally to the object store, without renames.
 
     Each data file is uploaded under its final name, only if no object is there yet (S3
@@ -207,9 +207,13 @@ def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: s
     writer of the prefix, or one resumed after it was thought dead, finds an object in
     place and publishes nothing; the data objects this call created are deleted again.
 
+    Safetensors shards and their ``.index.json`` (or a single file, as its own index) are
+    published the same way; ``what`` names them in messages (by default "checkpoint <prefix>").
+
     Raises:
         WriteError: Nothing was committed; the message says why.
     """
+    what = what or f"checkpoint {index_url.removesuffix('.index')}"
     created: list[str] = []
     fs, _ = _filesystem(index_url)
     try:
@@ -224,9 +228,9 @@ def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: s
                     created.append(path)
                     continue
                 raise WriteError(
-                    f"{final} exists already, so checkpoint {index_url[: -len('.index')]} was not committed: another "
-                    "writer is saving to (or has saved) this prefix, and objects of an object store are never "
-                    "overwritten by a save; save to a new prefix",
+                    f"{final} exists already, so {what} was not committed: another writer is saving to (or has "
+                    "saved) this name, and objects of an object store are never overwritten by a save; save to a "
+                    "new name",
                     path=final,
                 ) from exc
             created.append(path)
@@ -236,8 +240,8 @@ def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: s
         missing = [final for _, final in data_files if not exists(final)]
         if missing:
             raise WriteError(
-                f"{missing[0]} was deleted while checkpoint {index_url[: -len('.index')]} was committed (by another "
-                "writer's cleanup of this directory), so the checkpoint was withdrawn; save again",
+                f"{missing[0]} was deleted while {what} was committed (by another writer's cleanup of this "
+                "directory), so it was withdrawn; save again",
                 path=missing[0],
             )
     except BaseException:

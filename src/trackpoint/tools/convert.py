@@ -21,14 +21,18 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from trackpoint._format import atomic
+from trackpoint._format import atomic, publish
 from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.files import list_names
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
+from trackpoint._storage import is_url
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 from trackpoint.reader import CheckpointReader
 from trackpoint.tools import embedded_graph, hf_layout, tf_stream, to_tf
@@ -289,6 +293,8 @@ def _short(reason: str) -> str:
 def _check_destination(dst: str) -> None:
     """Refuse, before anything is planned or made, a destination that cannot be written:
     a ``.safetensors`` file name that is a directory, or a parent that is not a directory."""
+    if is_url(dst):
+        return  # an object store has no directories to be in the way
     if dst.endswith(".safetensors") and os.path.isdir(dst):
         raise InvalidArgumentError(
             f"{dst}: is a directory, so no safetensors file can be written under that name; name a file that is "
@@ -318,13 +324,13 @@ def _refuse_mixing(directory: str, single: str, names: list[str]) -> None:
     leave an index naming a mix of old and new files, and a ``model.safetensors`` left beside a new
     index is what ``transformers`` loads first. So any of those already there is an error.
     """
-    if not os.path.isdir(directory):
+    if not is_url(directory) and not os.path.isdir(directory):
         return
     index = single + ".index.json"
     stem = single.removesuffix(".safetensors")
     present = sorted(
         name
-        for name in os.listdir(directory)
+        for name in list_names(directory)
         if name == index
         or (len(names) > 1 and (name == single or (name.startswith(stem + "-") and name.endswith(".safetensors"))))
     )
@@ -399,6 +405,8 @@ def _write_safetensors(
     """Write the tensors of ``mapping``, sharded as ``transformers`` does; ``metadata`` goes into the
     first file (only its ``format`` into the others)."""
     directory, single = _destination(dst)
+    if is_url(directory):
+        return _upload_safetensors(reader, bundle, mapping, directory, single, shard_bytes, metadata)
     nbytes = {row.name: math.prod(row.shape) * row.dtype.itemsize for row in mapping}
     groups = hf_layout.plan_shards([(row.name, nbytes[row.name]) for row in mapping], shard_bytes)
     names = hf_layout.shard_names(single, len(groups))
@@ -433,3 +441,30 @@ def _write_safetensors(
             raise write_failed(dst, "convert", exc) from exc
         raise
     return tuple(files)
+
+
+def _upload_safetensors(
+    reader: CheckpointReader,
+    bundle: BundleReader,
+    mapping: tuple[MappingRow, ...],
+    directory: str,
+    single: str,
+    shard_bytes: int,
+    metadata: dict[str, str],
+) -> tuple[str, ...]:
+    """Write the files locally, then put them at the URL ``directory`` as a checkpoint is put there:
+    each under its final name only if nothing is there, the index (or the single file) last."""
+    directory = directory.rstrip("/")
+    nbytes = {row.name: math.prod(row.shape) * row.dtype.itemsize for row in mapping}
+    names = hf_layout.shard_names(
+        single, len(hf_layout.plan_shards([(r.name, nbytes[r.name]) for r in mapping], shard_bytes))
+    )
+    _refuse_mixing(directory, single, names)  # before the local copy is made
+    stage = tempfile.mkdtemp(prefix="tp-convert-")
+    try:
+        written = _write_safetensors(reader, bundle, mapping, os.path.join(stage, single), shard_bytes, metadata)
+        urls = [f"{directory}/{os.path.basename(path)}" for path in written]
+        publish.publish_objects(list(zip(written, urls)), what=f"the safetensors weights {urls[-1]}")
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return tuple(urls)
