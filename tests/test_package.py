@@ -93,6 +93,7 @@ def test_public_names_are_pinned_and_sorted() -> None:
         "repair_checkpoint",
         "rewrite",
         "save_tensors",
+        "set_storage_options",
         "sharding",
         "split_dependency",
         "verify_checkpoint",

@@ -14,6 +14,7 @@ Example:
 
 from trackpoint import errors, optimizers, sharding
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus, RestoreReport
+from trackpoint._storage.storage_options import set_storage_options
 from trackpoint._tracking.autotrackable import AutoTrackable, Module
 from trackpoint._tracking.base import NoDependency, Trackable
 from trackpoint._tracking.python_state import PythonState
@@ -73,6 +74,7 @@ __all__ = [
     "repair_checkpoint",
     "rewrite",
     "save_tensors",
+    "set_storage_options",
     "sharding",
     "split_dependency",
     "verify_checkpoint",

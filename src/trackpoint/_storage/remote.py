@@ -36,6 +36,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from trackpoint._storage.storage_options import options_for
 from trackpoint.errors import (
     CheckpointError,
     DataLossError,
@@ -72,9 +73,14 @@ def _filesystem(url: str) -> tuple[Any, str]:
             f"{url}: reading a URL needs fsspec and the backend of its scheme: pip install 'trackpoint[s3]' (or [gcs])"
         ) from exc
     try:
-        return fsspec.core.url_to_fs(url)
+        return fsspec.core.url_to_fs(url, **options_for(url))
     except (ImportError, ValueError) as exc:
         raise InvalidArgumentError(f"{url}: no fsspec backend for this URL ({exc}); install it, e.g. s3fs") from exc
+    except TypeError as exc:  # an option the backend does not take
+        raise InvalidArgumentError(
+            f"{url}: the storage options set for it are not what its fsspec backend takes ({exc}); fix them with "
+            "tp.set_storage_options"
+        ) from exc
 
 
 def _call(url: str, what: str, action: Callable[[], _T]) -> _T:
