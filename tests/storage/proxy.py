@@ -9,6 +9,9 @@
   ``"drop"`` to close the connection without an answer before forwarding, or
   ``"drop-after"`` to forward it and then close the connection without passing the answer on
   (the write happened; the client does not know).
+
+``requests`` logs every request's method, path and query; ``gets`` every GET's path and
+``Range`` header (None for a whole object).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class Proxy:
         self.serialise_writes = False
         self.fault: Fault | None = None
         self.requests: list[tuple[str, str, str]] = []
+        self.gets: list[tuple[str, str | None]] = []  # each GET's path and Range header
         self._write_lock = threading.Lock()
         self._log_lock = threading.Lock()
         proxy = self
@@ -69,6 +73,8 @@ class Proxy:
         path, _, query = handler.path.partition("?")
         with self._log_lock:
             self.requests.append((method, path, query))
+            if method == "GET":
+                self.gets.append((path, handler.headers.get("Range")))
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else b""
         action = self.fault(method, path, query) if self.fault is not None else None

@@ -96,6 +96,14 @@ class ReadPlan:
             entry = reader.entry(keys[row])
             self.slow[row] = (entry, reader.checked(entry))
             self.batch_sizes[row] = entry.size if not entry.is_sliced else _SLICED
+        # Every row is checked, so what they will read is known: at a URL it is fetched together
+        # now. (A sliced tensor's bytes are its slices', under other keys: read when it is.)
+        sizes = columns.size
+        sliced = [row for row, (entry, _) in self.slow.items() if entry.is_sliced]
+        if sliced:
+            sizes = sizes.copy()
+            sizes[sliced] = 0
+        reader.expect(keys, columns.shard_id, columns.offset, sizes)
         # Rows read in place (see in_place): their destinations, handed out as their values.
         self.in_place = in_place
         self.outs: dict[int, np.ndarray] = {}
@@ -231,7 +239,9 @@ class ReadPlan:
                     spans.append((i, i + 1))
                 else:
                     spans[-1] = (spans[-1][0], i + 1)
-        fd = self.reader.shard_fd(shard_id, self.keys[int(order[0])])[0]
+        fd = self.reader.shard_fd(
+            shard_id, self.keys[int(order[0])], [(int(starts[a]), int(reach[b - 1])) for a, b in spans]
+        )[0]
         runs = []
         for a, b in spans:
             first = int(starts[a])

@@ -193,13 +193,30 @@ class BundleReader:
     def data_path(self, shard_id: int) -> str:
         return self._files.path(shard_id)
 
-    def shard_fd(self, shard_id: int, key: str) -> tuple[int, int]:
-        """``(descriptor, size)`` of a data shard, opened on first use (see :meth:`ShardFiles.open`)."""
-        return self._files.open(shard_id, key)
+    def shard_fd(self, shard_id: int, key: str, spans: Sequence[tuple[int, int]] | None = None) -> tuple[int, int]:
+        """``(descriptor, size)`` of a data shard, opened on first use, with the byte ranges
+        ``spans`` about to be read in place (None: all of it; see :meth:`ShardFiles.open`)."""
+        return self._files.open(shard_id, key, spans)
+
+    def entry_fd(self, entry: Entry) -> int:
+        """The descriptor to read ``entry``'s stored bytes from (they are there: see :meth:`shard_fd`)."""
+        return self._files.open(entry.shard_id, entry.key, ((entry.offset, entry.offset + entry.size),))[0]
+
+    def expect(self, keys: Sequence[str], shard_ids: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> None:
+        """Say which stored bytes will be read (rows of ``keys``, checked already): at a URL
+        they are fetched now, neighbours together, instead of one request per tensor."""
+        if not self._files.remote:
+            return
+        for shard_id in np.unique(shard_ids).tolist():
+            rows = np.flatnonzero((shard_ids == shard_id) & (sizes > 0))
+            if len(rows):
+                starts = offsets[rows]
+                spans = list(zip(starts.tolist(), (starts + sizes[rows]).tolist()))
+                self._files.open(int(shard_id), keys[int(rows[0])], spans)
 
     def file_size(self, shard_id: int, key: str) -> int:
-        """The size of a data shard, as first opened."""
-        return self._files.open(shard_id, key)[1]
+        """The size of a data shard, as first opened (at a URL, without fetching any of it)."""
+        return self._files.open(shard_id, key, ())[1]
 
     def damaged(self, path: str, key: str, message: str) -> CheckpointError:
         """The error for bytes of ``path`` that disagree with the index (see :meth:`ShardFiles.damaged`)."""
@@ -244,7 +261,7 @@ class BundleReader:
         if entry.is_sliced:
             return
         try:
-            fd = self.shard_fd(entry.shard_id, entry.key)[0]
+            fd = self.entry_fd(entry)
         except CheckpointError:
             return
         start_readahead(fd, entry.offset, entry.size)
@@ -314,7 +331,7 @@ class BundleReader:
         String tensors pass ``verify=False``: their crc is not over the stored bytes but over
         the lengths as fixed-width integers, so :func:`decode_strings` checks it.
         """
-        fd = self.shard_fd(entry.shard_id, entry.key)[0]
+        fd = self.entry_fd(entry)
         size = entry.size
         buf = dest if dest is not None else memoryview(bytearray(size))
         if verify and size >= 2 * self.tuning.chunk_bytes:

@@ -191,7 +191,7 @@ class InPlace:
         if not self.entries:
             return
         entries = list(self.entries.values())
-        fds = [reader.shard_fd(entry.shard_id, entry.key)[0] for entry in entries]
+        fds = [reader.entry_fd(entry) for entry in entries]
         for entry, fd in zip(entries, fds):
             self._seen[entry.shard_id] = _state(fd)
         chunk_bytes = reader.tuning.chunk_bytes
@@ -246,7 +246,7 @@ class InPlace:
             return
         rows = list(outs)
         entries = [self.entries[row] for row in rows]
-        fds = [reader.shard_fd(entry.shard_id, entry.key)[0] for entry in entries]
+        fds = [reader.entry_fd(entry) for entry in entries]
         arrays = [outs[row] for row in rows]
         views = []
         frozen = [array for array in arrays if not array.flags.writeable]  # a variable's, read-only again after

@@ -1,6 +1,7 @@
 """The data files of one checkpoint as a reader holds them: opened once, released, checked when reopened.
 
-A reader keeps each ``.data-*`` file open after its first read. A restore releases them
+A reader keeps each ``.data-*`` file open after its first read (at a URL, a local copy that
+holds the ranges read so far; see :mod:`trackpoint._storage.ranged`). A restore releases them
 when it returns (see :meth:`ShardFiles.release`), so that nothing stays open while values
 wait for objects not created yet; a later read reopens the file and first checks that it
 is still the one the index describes, so that a checkpoint replaced or deleted meanwhile
@@ -11,10 +12,16 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from trackpoint._format import files, naming
 from trackpoint._format.slices import readable_key
+from trackpoint._storage import is_url
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
+
+if TYPE_CHECKING:
+    from trackpoint._storage.ranged import RangedObject
 
 __all__ = ["ShardFiles", "identity"]
 
@@ -36,8 +43,11 @@ class ShardFiles:
         self.prefix = prefix
         self.index_path = index_path
         self.num_shards = num_shards
+        self.remote = is_url(prefix)  # objects at a URL, fetched range by range
         self._index_identity = index
         self._fds: dict[int, tuple[int, int]] = {}  # shard id -> (descriptor, size when opened)
+        # At a URL: shard id -> its local copy, filled with the ranges readers ask for.
+        self._objects: dict[int, RangedObject] = {}
         # What each file was when first opened, so that a reopen after release() can tell
         # whether it still is the checkpoint this index describes.
         self._identities: dict[int, Identity] = {}
@@ -48,8 +58,12 @@ class ShardFiles:
     def path(self, shard_id: int) -> str:
         return naming.data_filename(self.prefix, shard_id, self.num_shards)
 
-    def open(self, shard_id: int, key: str) -> tuple[int, int]:
+    def open(self, shard_id: int, key: str, spans: Sequence[tuple[int, int]] | None = None) -> tuple[int, int]:
         """``(descriptor, size)`` of a shard, opened on first use; ``key`` names who needs it.
+
+        ``spans`` are the byte ranges ``[start, end)`` the caller is about to read. A local file
+        ignores them; at a URL only those are fetched into the local copy the descriptor reads
+        (see :mod:`trackpoint._storage.ranged`): None fetches the whole object, ``()`` nothing.
 
         Raises:
             NotFoundError: The shard is missing.
@@ -60,30 +74,48 @@ class ShardFiles:
             if self._closed:
                 raise InvalidArgumentError(f"reader for {self.prefix} is closed")
             cached = self._fds.get(shard_id)
-            if cached is not None:
-                return cached
-            path = self.path(shard_id)
-            try:
+            if cached is None:
+                cached = self._open(shard_id, key)
+            mirror = self._objects.get(shard_id)
+        if mirror is None:
+            return cached
+        mirror.ensure(spans)  # outside the lock: other shards are fetched meanwhile
+        return mirror.fd, cached[1]
+
+    def _open(self, shard_id: int, key: str) -> tuple[int, int]:
+        """Open a shard (under the lock): a local file, or the mirror of an object at a URL."""
+        path = self.path(shard_id)
+        mirror = None
+        try:
+            if is_url(path):
+                from trackpoint._storage.ranged import RangedObject
+
+                mirror = RangedObject(path, "data shard")
+                fd, stat = -1, mirror.stat
+            else:
                 fd, stat = files.open_regular(path, "data shard")
-            except NotFoundError as exc:
-                if self._released or self.index_changed():
-                    raise self.changed(NotFoundError, path, key, "this data shard was deleted") from exc
-                raise NotFoundError(
-                    f"{path}: data shard of {self.prefix} is missing (needed for key {readable_key(key)!r}); "
-                    "the checkpoint is incomplete: copy every '.data-*' file next to its '.index'",
-                    path=path,
-                    key=key,
-                ) from exc
-            try:
-                found = identity(stat)
-                if self._released:
-                    self._check_unchanged(shard_id, found, path, key)
-            except BaseException:
+        except NotFoundError as exc:
+            if self._released or self.index_changed():
+                raise self.changed(NotFoundError, path, key, "this data shard was deleted") from exc
+            raise NotFoundError(
+                f"{path}: data shard of {self.prefix} is missing (needed for key {readable_key(key)!r}); "
+                "the checkpoint is incomplete: copy every '.data-*' file next to its '.index'",
+                path=path,
+                key=key,
+            ) from exc
+        try:
+            found = identity(stat)
+            if self._released:
+                self._check_unchanged(shard_id, found, path, key)
+        except BaseException:
+            if fd >= 0:
                 os.close(fd)
-                raise
-            self._identities.setdefault(shard_id, found)
-            self._fds[shard_id] = (fd, found[2])
-            return self._fds[shard_id]
+            raise
+        self._identities.setdefault(shard_id, found)
+        self._fds[shard_id] = (fd, found[2])
+        if mirror is not None:
+            self._objects[shard_id] = mirror
+        return self._fds[shard_id]
 
     def _check_unchanged(self, shard_id: int, found: Identity, path: str, key: str) -> None:
         """After :meth:`release`: raise unless a reopened data file is the one this index describes.
@@ -130,13 +162,21 @@ class ShardFiles:
         with self._lock:
             self._released = True
             fds, self._fds = list(self._fds.values()), {}
+            mirrors, self._objects = list(self._objects.values()), {}
         for fd, _ in fds:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
+        for mirror in mirrors:
+            mirror.close()
 
     def close(self) -> None:
         """Close the files; a later :meth:`open` raises."""
         with self._lock:
             self._closed = True
             for fd, _ in self._fds.values():
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)
             self._fds.clear()
+            for mirror in self._objects.values():
+                mirror.close()
+            self._objects.clear()

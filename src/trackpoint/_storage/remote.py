@@ -1,12 +1,11 @@
 """Objects behind an fsspec URL: read as a reader reads local files; a bundle committed without renames.
 
-Why a local spool: every read path of the format layer (runs, large tensors in parallel,
-in-place restores with their two passes) works on a file descriptor with ``pread``. A data
-object is therefore downloaded once by the backend (streamed, in concurrent parts where the
-backend has them) into a temporary file that is unlinked as soon as it is open, and every
-checksum is then verified on the local bytes as for any checkpoint. Memory stays bounded by
-the backend's parts; the disk holds the object while the reader has it open. The temporary
-file lives in ``tempfile.gettempdir()`` (``TMPDIR``).
+Reading: an index or state object is fetched whole (:func:`read_object`). A data object is
+mirrored in a local sparse file that holds the byte ranges readers asked for, fetched by
+ranged GETs, neighbours together, or the whole object by one streamed download when most of
+it is wanted (see :mod:`.ranged`; :func:`open_object` is that download). Every checksum is
+then verified on the local bytes as for any checkpoint; nothing calls ``fileno``, ``fsync`` or
+``mmap`` on a remote stream. Local copies live in ``tempfile.gettempdir()`` (``TMPDIR``).
 
 A remote object's identity (what tells one version from another at the same URL) is its size
 and its ETag (or generation, or modification time): :func:`stat_object` returns it in the
@@ -19,8 +18,9 @@ data file under its final name and the index last, every object only if absent: 
 is the commit. Data objects left without an index by a killed writer are not read by
 anyone; a later save to the same prefix is refused while they are there.
 
-Credentials and endpoints come from fsspec's configuration (for example the environment
-variables ``FSSPEC_S3_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``), as for any fsspec user.
+Credentials and endpoints come from :func:`trackpoint.set_storage_options` for a URL prefix,
+else from fsspec's configuration (for example the environment variables
+``FSSPEC_S3_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``), as for any fsspec user.
 """
 
 from __future__ import annotations
@@ -47,9 +47,12 @@ from trackpoint.errors import (
 )
 
 __all__ = [
+    "call",
     "check_absent",
     "commit",
     "exists",
+    "filesystem",
+    "identity",
     "list_objects",
     "open_object",
     "read_object",
@@ -65,7 +68,13 @@ _READ_ATTEMPTS = 20
 _log = logging.getLogger("trackpoint")
 
 
-def _filesystem(url: str) -> tuple[Any, str]:
+def filesystem(url: str) -> tuple[Any, str]:
+    """The fsspec filesystem of ``url`` (with the options set for it) and the object's path in it.
+
+    Raises:
+        InvalidArgumentError: fsspec or the backend of the URL's scheme is not installed, or the
+            storage options set for the URL are not what the backend takes.
+    """
     try:
         import fsspec  # an optional dependency: imported only when a URL is read
     except ImportError as exc:
@@ -83,7 +92,7 @@ def _filesystem(url: str) -> tuple[Any, str]:
         ) from exc
 
 
-def _call(url: str, what: str, action: Callable[[], _T]) -> _T:
+def call(url: str, what: str, action: Callable[[], _T]) -> _T:
     """Run one request, translating the backend's errors into trackpoint's."""
     try:
         return action()
@@ -117,10 +126,10 @@ def _modified(info: dict[str, Any]) -> float:
 
 def _info(url: str, what: str) -> tuple[Any, str, dict[str, Any]]:
     """The backend, the object's path in it, and what a HEAD of the object says."""
-    fs, path = _filesystem(url)
+    fs, path = filesystem(url)
     # A listing cached by the backend (s3fs fills one on ls) would hide other writers' changes.
     fs.invalidate_cache(path)
-    info = _call(url, what, lambda: fs.info(path))
+    info = call(url, what, lambda: fs.info(path))
     if info.get("type") != "file":
         raise InvalidArgumentError(f"{url} is not an object but a directory; a {what} must be an object")
     return fs, path, info
@@ -141,11 +150,16 @@ def stat_object(url: str, what: str = "object") -> os.stat_result:
     return os.stat_result((stat.S_IFREG | 0o444, tag, 0, 1, 0, 0, size, 0, 0, 0))
 
 
+def identity(stat: os.stat_result) -> tuple[int, int]:
+    """What tells versions of an object apart in a :func:`stat_object`: its version's tag and its size."""
+    return stat.st_ino, stat.st_size
+
+
 def exists(url: str) -> bool:
     """Whether an object is at ``url``."""
-    fs, path = _filesystem(url)
+    fs, path = filesystem(url)
     fs.invalidate_cache(path)  # see _info
-    return bool(_call(url, "object", lambda: fs.isfile(path)))
+    return bool(call(url, "object", lambda: fs.isfile(path)))
 
 
 def read_object(url: str, what: str, limit: int) -> tuple[bytes, os.stat_result]:
@@ -155,8 +169,8 @@ def read_object(url: str, what: str, limit: int) -> tuple[bytes, os.stat_result]
         raise InvalidArgumentError(
             f"{url}: {what} of {info.st_size} bytes is larger than the {limit} bytes it may hold"
         )
-    fs, path = _filesystem(url)
-    data = _call(url, what, lambda: fs.cat_file(path, start=0, end=info.st_size)) if info.st_size else b""
+    fs, path = filesystem(url)
+    data = call(url, what, lambda: fs.cat_file(path, start=0, end=info.st_size)) if info.st_size else b""
     return bytes(data), info
 
 
@@ -171,14 +185,14 @@ def open_object(url: str, what: str) -> tuple[int, os.stat_result]:
         DataLossError: A request failed, or the object changed size while it was fetched.
     """
     info = stat_object(url, what)
-    fs, path = _filesystem(url)
+    fs, path = filesystem(url)
     handle, name = tempfile.mkstemp(prefix="trackpoint-spool-")
     os.close(handle)  # the backend opens the name itself
     try:
         # The backend's own download: streamed (no whole-object buffer), in concurrent ranged
         # parts where it has them (s3fs), with its retries. One GET per part matters on servers
         # that read a whole object for every ranged GET (moto).
-        _call(url, what, functools.partial(fs.get_file, path, name))
+        call(url, what, functools.partial(fs.get_file, path, name))
         fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
     finally:
         os.unlink(name)  # nothing to clean up once the descriptor is closed, whatever happens then
@@ -221,10 +235,10 @@ def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: s
     """
     what = what or f"checkpoint {index_url.removesuffix('.index')}"
     created: list[str] = []
-    fs, _ = _filesystem(index_url)
+    fs, _ = filesystem(index_url)
     try:
         for local, final in [*data_files, (index_local, index_url)]:
-            _, path = _filesystem(final)
+            _, path = filesystem(final)
             try:
                 _write_call(final, functools.partial(fs.put_file, local, path, mode="create"))
             except FileExistsError as exc:
@@ -335,7 +349,7 @@ def read_versioned(url: str, what: str, limit: int) -> tuple[bytes, str] | None:
         if size > limit:
             raise InvalidArgumentError(f"{url}: {what} of {size} bytes is larger than the {limit} bytes it may hold")
         try:
-            data = bytes(_call(url, what, functools.partial(fs.cat_file, path)))
+            data = bytes(call(url, what, functools.partial(fs.cat_file, path)))
             after = _info(url, what)[2]
         except NotFoundError:
             continue  # replaced or deleted meanwhile: look again
@@ -378,7 +392,7 @@ def _condition(fs: Any, url: str, version: str | None) -> dict[str, Any]:
 
 def require_swap(url: str) -> None:
     """Raise InvalidArgumentError unless objects at ``url`` can be swapped (see :func:`swap`)."""
-    fs, _ = _filesystem(url)
+    fs, _ = filesystem(url)
     _condition(fs, url, "")
 
 
@@ -393,7 +407,7 @@ def swap(url: str, data: bytes, version: str | None) -> bool:
         WriteError: The write failed for another reason.
         InvalidArgumentError: The store has no conditional writes.
     """
-    fs, path = _filesystem(url)
+    fs, path = filesystem(url)
     condition = _condition(fs, url, version)
     try:
         fs.pipe_file(path, data, **condition)
@@ -415,7 +429,7 @@ def remove(urls: Sequence[str]) -> None:
         WriteError: An object could not be deleted (those after it are left too).
     """
     for url in urls:
-        fs, path = _filesystem(url)
+        fs, path = filesystem(url)
         try:
             fs.rm_file(path)
         except FileNotFoundError:
@@ -428,7 +442,7 @@ def remove(urls: Sequence[str]) -> None:
 
 def list_objects(directory: str) -> list[tuple[str, float]]:
     """The objects directly under ``directory`` (a URL), as ``(url, last modified)``, sorted."""
-    fs, path = _filesystem(directory)
+    fs, path = filesystem(directory)
     scheme = directory.split("://", 1)[0]
     try:
         entries = fs.ls(path, detail=True, refresh=True)

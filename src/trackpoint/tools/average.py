@@ -325,7 +325,7 @@ class _Stream:
             self.whole = np.asarray(bundle.read(entry.key)).reshape(-1)  # assembled, byte order fixed
             return
         bundle.checked(entry)  # offset and size inside the file, before anything is read
-        self.fd = bundle.shard_fd(entry.shard_id, entry.key)[0]
+        self.fd = bundle.entry_fd(entry)
         self.crc = 0
 
     def chunk(self, start: int, stop: int, out: np.ndarray) -> np.ndarray:

@@ -48,7 +48,7 @@ def stored_pieces(bundle: BundleReader, entry: Entry, piece_bytes: int = PIECE_B
     Raises:
         DataLossError: The file ends early, or the bytes fail their checksum (after the last piece).
     """
-    fd = bundle.shard_fd(entry.shard_id, entry.key)[0]
+    fd = bundle.entry_fd(entry)
     buffer = memoryview(bytearray(min(piece_bytes, max(entry.size, 1))))
     crc = 0
     done = 0
