@@ -10,6 +10,10 @@ import pytest
 
 from tests.storage.proxy import Proxy
 
+# gcsfs's default filesystem class first asks a gs:// endpoint over gRPC whether a bucket is
+# zonal; the fake GCS below speaks only the JSON API. Set before gcsfs is imported.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
 moto_server = pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
 s3fs = pytest.importorskip("s3fs", reason="s3fs is in the test extra")
 
@@ -70,3 +74,33 @@ def proxy(s3_endpoint: str) -> Iterator[Proxy]:
     finally:
         options["endpoint_url"] = saved
         front.close()
+
+
+@pytest.fixture(scope="session")
+def fake_gcs() -> Iterator[object]:
+    """A :class:`tests.storage.fake_gcs.FakeGCS`: the emulator, preconditions checked before it."""
+    pytest.importorskip("gcsfs", reason="gcsfs is in the test extra")
+    pytest.importorskip("gcp_storage_emulator", reason="gcp-storage-emulator is in the test extra")
+    from tests.storage.fake_gcs import FakeGCS
+
+    fake = FakeGCS()
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+@pytest.fixture()
+def gcs_bucket(fake_gcs) -> Iterator[str]:
+    """A new bucket on the fake GCS, ``gs://<name>``, its options set with tp.set_storage_options."""
+    import gcsfs
+
+    import trackpoint as tp
+
+    name = f"tp-{uuid.uuid4().hex[:12]}"
+    gcsfs.GCSFileSystem(endpoint_url=fake_gcs.direct, token="anon", skip_instance_cache=True).mkdir(name)
+    tp.set_storage_options(f"gs://{name}", endpoint_url=fake_gcs.endpoint, token="anon")
+    try:
+        yield f"gs://{name}"
+    finally:
+        tp.set_storage_options(f"gs://{name}")

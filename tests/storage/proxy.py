@@ -42,6 +42,9 @@ class Proxy:
         self.upstream = (parsed.hostname or "127.0.0.1", parsed.port or 80)
         self.serialise_writes = False
         self.fault: Fault | None = None
+        # Called with a write's method, path, query and body while no other write is under way;
+        # an HTTP status it returns is the answer instead (a store's precondition check).
+        self.precondition: Callable[[str, str, str, bytes], int | None] | None = None
         self.requests: list[tuple[str, str, str]] = []
         self.gets: list[tuple[str, str | None]] = []  # each GET's path and Range header
         self._write_lock = threading.Lock()
@@ -94,10 +97,19 @@ class Proxy:
             return
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_BY_HOP and k.lower() != "expect"}
         write = method in ("PUT", "POST", "DELETE")
-        lock = self._write_lock if write and self.serialise_writes else None
+        lock = self._write_lock if write and (self.serialise_writes or self.precondition) else None
         if lock is not None:
             lock.acquire()
         try:
+            refused = self.precondition(method, path, query, body) if write and self.precondition else None
+            if refused is not None:
+                message = b'{"error": {"code": %d, "message": "conditionNotMet"}}' % refused
+                handler.send_response(refused)
+                handler.send_header("Content-Type", "application/json")
+                handler.send_header("Content-Length", str(len(message)))
+                handler.end_headers()
+                handler.wfile.write(message)
+                return
             upstream = http.client.HTTPConnection(*self.upstream, timeout=60)
             try:
                 upstream.request(method, handler.path, body=body, headers=headers)

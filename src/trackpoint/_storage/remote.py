@@ -25,6 +25,7 @@ else from fsspec's configuration (for example the environment variables
 
 from __future__ import annotations
 
+import base64
 import datetime
 import functools
 import hashlib
@@ -108,7 +109,8 @@ def call(url: str, what: str, action: Callable[[], _T]) -> _T:
 
 def _version(info: dict[str, Any]) -> str:
     """What tells one version of an object from the next: S3's ETag, GCS's generation, else the time."""
-    return str(info.get("ETag") or info.get("etag") or info.get("generation") or info.get("mtime") or "")
+    # GCS's generation before its etag: a write can be made conditional on the generation only.
+    return str(info.get("ETag") or info.get("generation") or info.get("etag") or info.get("mtime") or "")
 
 
 def _modified(info: dict[str, Any]) -> float:
@@ -290,6 +292,11 @@ def _holds(fs: Any, path: str, local: str, compare_bytes: bool) -> bool:
         etag = str(info.get("ETag") or "").strip('"')
         if etag and etag in _s3_etags(local, size):
             return True
+        if info.get("md5Hash"):  # GCS: the base64 MD5 of the whole object
+            with open(local, "rb") as f:
+                digest = hashlib.file_digest(f, "md5").digest()
+            if base64.b64encode(digest).decode() == info["md5Hash"]:
+                return True
         if compare_bytes:
             with open(local, "rb") as f:
                 return bytes(fs.cat_file(path)) == f.read()
@@ -376,15 +383,21 @@ def _precondition_failed(exc: BaseException) -> bool:
     return False
 
 
+def _protocols(fs: Any) -> set[str]:
+    return {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+
+
 def _condition(fs: Any, url: str, version: str | None) -> dict[str, Any]:
     """The keywords of ``pipe_file`` that make a write conditional on ``version`` (None: absent)."""
     if version is None:
         return {"mode": "create"}
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+    protocols = _protocols(fs)
     if "s3" in protocols:
         return {"IfMatch": version}
+    if "gs" in protocols or "gcs" in protocols:
+        return {"ifGenerationMatch": version}  # see _gcs_upload: gcsfs's pipe_file does not take it
     raise InvalidArgumentError(
-        f"{url}: replacing an object only if it is unchanged needs a store with conditional writes (s3://); "
+        f"{url}: replacing an object only if it is unchanged needs a store with conditional writes (s3://, gs://); "
         f"{'/'.join(sorted(protocols))} has none that trackpoint uses, so a state file there could lose another "
         "writer's update. Use Checkpoint.write() with prefixes of your own"
     )
@@ -410,7 +423,10 @@ def swap(url: str, data: bytes, version: str | None) -> bool:
     fs, path = filesystem(url)
     condition = _condition(fs, url, version)
     try:
-        fs.pipe_file(path, data, **condition)
+        if "ifGenerationMatch" in condition:
+            _gcs_upload(fs, path, data, condition["ifGenerationMatch"])
+        else:
+            fs.pipe_file(path, data, **condition)
     except BaseException as exc:
         if _precondition_failed(exc) or (version is not None and isinstance(exc, FileNotFoundError)):
             return False
@@ -420,6 +436,24 @@ def swap(url: str, data: bytes, version: str | None) -> bool:
     finally:
         fs.invalidate_cache(path)
     return True
+
+
+def _gcs_upload(fs: Any, path: str, data: bytes, generation: str) -> None:
+    """Put ``data`` at ``path`` by one GCS media upload, only if the object is at ``generation``
+    (GCS answers 412, which gcsfs raises as FileExistsError, when it is not)."""
+    from urllib.parse import quote
+
+    bucket, key, _ = fs.split_path(path)
+    fs.call(
+        "POST",
+        f"{fs._location}/upload/storage/v1/b/{quote(bucket)}/o",
+        uploadType="media",
+        name=key,
+        ifGenerationMatch=generation,
+        data=data,
+        headers={"Content-Type": "application/octet-stream"},
+        json_out=True,
+    )
 
 
 def remove(urls: Sequence[str]) -> None:
