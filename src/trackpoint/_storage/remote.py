@@ -293,9 +293,11 @@ def _holds(fs: Any, path: str, local: str, compare_bytes: bool) -> bool:
         if etag and etag in _s3_etags(local, size):
             return True
         if info.get("md5Hash"):  # GCS: the base64 MD5 of the whole object
+            digest = hashlib.md5(usedforsecurity=False)
             with open(local, "rb") as f:
-                digest = hashlib.file_digest(f, "md5").digest()
-            if base64.b64encode(digest).decode() == info["md5Hash"]:
+                while chunk := f.read(1 << 20):
+                    digest.update(chunk)
+            if base64.b64encode(digest.digest()).decode() == info["md5Hash"]:
                 return True
         if compare_bytes:
             with open(local, "rb") as f:
