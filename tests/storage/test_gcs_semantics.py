@@ -100,3 +100,24 @@ def test_two_managers_at_once_lose_neither_update_on_gcs(gcs_bucket) -> None:
     assert not errors, errors
     listed = set(tp.get_checkpoint_state(f"{gcs_bucket}/run").all_model_checkpoint_paths)
     assert listed == {f"{gcs_bucket}/run/{n}-{i}" for n in "ab" for i in range(1, 4)}
+
+
+def test_a_data_upload_whose_answer_is_lost_is_recognised_by_its_md5(fake_gcs, gcs_bucket) -> None:
+    uploads: list[str] = []
+    dropped: list[str] = []
+
+    def fault(method: str, path: str, query: str) -> str | None:
+        if method == "POST" and path.startswith("/upload/"):
+            uploads.append(path)
+            if len(uploads) == 1 and not dropped:  # the data object (the index is compared byte by byte)
+                dropped.append(path)
+                return "drop-after"
+        return None
+
+    fake_gcs.proxy.fault = fault
+    try:
+        url = tp.Checkpoint(model=_model(6.0)).write(f"{gcs_bucket}/run/ckpt-1")
+    finally:
+        fake_gcs.proxy.fault = None
+    assert dropped
+    assert tp.load_variable(url, KEY)[0, 0] == 6.0
