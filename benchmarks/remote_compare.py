@@ -14,6 +14,8 @@ each write to a fresh prefix after ``os.sync()``:
   s3fs put            ``fs.put_file`` of one local file holding the same number of bytes (one object)
   trackpoint restore  ``tp.Checkpoint(...).read("s3://...")`` into the existing variables
   s3fs get            ``fs.get_file`` of that object into a local file
+  local save/restore  the same write and read on the local disk: what the object store adds
+  one tensor          ``tp.load_variable`` of one variable against s3fs ``cat_file`` of its bytes
 
 Medians in seconds and trackpoint's ratio to s3fs. moto keeps objects in memory and serves
 them over HTTP on the loopback, so the numbers say how the protocols compare, not what a real
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -76,12 +79,16 @@ def main() -> None:
             blob = os.path.join(work, "blob")
             with open(blob, "wb") as f:
                 f.writelines(v.numpy().tobytes() for v in model.vars)
-            times: dict[str, list[float]] = {k: [] for k in ("save", "put", "restore", "get")}
+            keys = ("save", "put", "local save", "restore", "get", "local restore", "one tensor", "cat range")
+            times: dict[str, list[float]] = {k: [] for k in keys}
+            one = model.vars[len(model.vars) // 2].numpy()
+            tensor_key = f"model/vars/{len(model.vars) // 2}/.ATTRIBUTES/VARIABLE_VALUE"
             for round_ in range(args.rounds):
                 name = uuid.uuid4().hex[:8]
                 steps = [
                     ("save", lambda n=name, c=ckpt: c.write(f"s3://{bucket}/{n}/ckpt")),
                     ("put", lambda n=name, b=blob: fs.put_file(b, f"{bucket}/{n}/blob")),
+                    ("local save", lambda n=name, c=ckpt: c.write(os.path.join(work, n, "ckpt"))),
                 ]
                 for key, action in steps if round_ % 2 == 0 else steps[::-1]:
                     os.sync()
@@ -91,6 +98,9 @@ def main() -> None:
                 reads = [
                     ("restore", lambda n=name, c=ckpt: c.read(f"s3://{bucket}/{n}/ckpt").assert_consumed()),
                     ("get", lambda n=name: fs.get_file(f"{bucket}/{n}/blob", os.path.join(work, "got"))),
+                    ("local restore", lambda n=name, c=ckpt: c.read(os.path.join(work, n, "ckpt")).assert_consumed()),
+                    ("one tensor", lambda n=name, k=tensor_key: tp.load_variable(f"s3://{bucket}/{n}/ckpt", k)),
+                    ("cat range", lambda n=name, o=one: fs.cat_file(f"{bucket}/{n}/blob", start=0, end=o.nbytes)),
                 ]
                 for key, action in reads if round_ % 2 == 0 else reads[::-1]:
                     os.sync()
@@ -98,18 +108,21 @@ def main() -> None:
                     action()
                     times[key].append(time.perf_counter() - start)
                 fs.rm(f"{bucket}/{name}", recursive=True)
+                shutil.rmtree(os.path.join(work, name))
                 print(workload, round_ + 1, {k: [round(t, 3) for t in v] for k, v in times.items()}, flush=True)
             med = {k: statistics.median(v) for k, v in times.items()}
             print(f"\n{workload} ({nbytes / MiB:.0f} MiB), medians in seconds:\n")
-            print("| | trackpoint | s3fs (one object) | ratio |")
-            print("|---|---|---|---|")
-            print(f"| save / put | {med['save']:.2f} | {med['put']:.2f} | {med['save'] / med['put']:.2f}x |")
-            print(f"| restore / get | {med['restore']:.2f} | {med['get']:.2f} | {med['restore'] / med['get']:.2f}x |\n")
+            print("| | trackpoint | s3fs (one object) | ratio | trackpoint on local disk |")
+            print("|---|---|---|---|---|")
+            rows = (("save / put", "save", "put", "local save"), ("restore / get", "restore", "get", "local restore"))
+            for label, ours, theirs, local in rows:
+                ratio = med[ours] / med[theirs]
+                print(f"| {label} | {med[ours]:.2f} | {med[theirs]:.2f} | {ratio:.2f}x | {med[local]:.2f} |")
+            tensor, cat = med["one tensor"], med["cat range"]
+            print(f"| one tensor / ranged cat | {tensor:.3f} | {cat:.3f} | {tensor / cat:.2f}x | |\n")
     finally:
         server.stop()
-        for name in os.listdir(work):
-            os.unlink(os.path.join(work, name))
-        os.rmdir(work)
+        shutil.rmtree(work)
 
 
 if __name__ == "__main__":

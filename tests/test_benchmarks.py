@@ -62,3 +62,17 @@ def test_torch_benchmark_quick_runs_every_contender(tmp_path) -> None:
 
     runs = json.loads(out.read_text())["large"]
     assert runs["trackpoint"][0]["async"] and runs["dcp"][0]["async"] and not runs["torch.save"][0]["async"]
+
+
+def test_remote_compare_quick_runs_every_contender() -> None:
+    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "remote_compare.py"), "--quick", "--rounds", "1"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    for row in ("| save / put |", "| restore / get |", "| one tensor / ranged cat |"):
+        assert result.stdout.count(row) == 2, result.stdout  # large and many

@@ -16,7 +16,7 @@ Writing: a bundle is written locally first (its temporary names are in the tempo
 directory, see :func:`trackpoint._format.temps.temp_path`), then :func:`commit` uploads each
 data file under its final name and the index last, every object only if absent: the index
 is the commit. Data objects left without an index by a killed writer are not read by
-anyone; a later save to the same prefix is refused while they are there.
+anyone; see :mod:`trackpoint._format.object_bundles` for how they are skipped and cleared.
 
 Credentials and endpoints come from :func:`trackpoint.set_storage_options` for a URL prefix,
 else from fsspec's configuration (for example the environment variables
