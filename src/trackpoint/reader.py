@@ -256,6 +256,7 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
     total = sum(max(size, 0) for _, size in keys)
     done = 0
     with bundle:
+        bundle.expect_entries(entries)  # at a URL: fetched together, not one request per tensor
         for key, size in keys:
             try:
                 bundle.read(key)

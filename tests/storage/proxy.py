@@ -29,6 +29,15 @@ Fault = Callable[[str, str, str], "int | str | None"]
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
 
+def _answer(handler: http.server.BaseHTTPRequestHandler, status: int, kind: str, body: bytes) -> None:
+    """Answer a request with ``status`` and ``body`` instead of forwarding it."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", kind)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -86,14 +95,10 @@ class Proxy:
             handler.connection.close()
             return
         if isinstance(action, int):
-            message = b"<Error><Code>InternalError</Code><Message>injected</Message></Error>"
-            if action == 503:
-                message = b"<Error><Code>SlowDown</Code><Message>injected</Message></Error>"
-            handler.send_response(action)
-            handler.send_header("Content-Type", "application/xml")
-            handler.send_header("Content-Length", str(len(message)))
-            handler.end_headers()
-            handler.wfile.write(message)
+            code = b"SlowDown" if action == 503 else b"InternalError"
+            _answer(
+                handler, action, "application/xml", b"<Error><Code>%s</Code><Message>injected</Message></Error>" % code
+            )
             return
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in _HOP_BY_HOP and k.lower() != "expect"}
         write = method in ("PUT", "POST", "DELETE")
@@ -103,12 +108,12 @@ class Proxy:
         try:
             refused = self.precondition(method, path, query, body) if write and self.precondition else None
             if refused is not None:
-                message = b'{"error": {"code": %d, "message": "conditionNotMet"}}' % refused
-                handler.send_response(refused)
-                handler.send_header("Content-Type", "application/json")
-                handler.send_header("Content-Length", str(len(message)))
-                handler.end_headers()
-                handler.wfile.write(message)
+                _answer(
+                    handler,
+                    refused,
+                    "application/json",
+                    b'{"error": {"code": %d, "message": "conditionNotMet"}}' % refused,
+                )
                 return
             upstream = http.client.HTTPConnection(*self.upstream, timeout=60)
             try:

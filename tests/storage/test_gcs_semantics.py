@@ -5,12 +5,11 @@ state object swapped on its generation), not GCS itself."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 import trackpoint as tp
+from tests.storage.together import save_together
 from trackpoint._format.state_file import read_state_versioned, write_state
 
 KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
@@ -81,23 +80,7 @@ def test_two_managers_at_once_lose_neither_update_on_gcs(gcs_bucket) -> None:
         tp.CheckpointManager(tp.Checkpoint(model=_model(v)), f"{gcs_bucket}/run", max_to_keep=None, checkpoint_name=n)
         for v, n in ((1.0, "a"), (2.0, "b"))
     ]
-    barrier = threading.Barrier(2, timeout=60)
-    errors: list[BaseException] = []
-
-    def saves(manager: tp.CheckpointManager) -> None:
-        try:
-            for _ in range(3):
-                barrier.wait()
-                manager.save()
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=saves, args=(m,)) for m in managers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    save_together(managers, rounds=3)
     listed = set(tp.get_checkpoint_state(f"{gcs_bucket}/run").all_model_checkpoint_paths)
     assert listed == {f"{gcs_bucket}/run/{n}-{i}" for n in "ab" for i in range(1, 4)}
 

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
 import pytest
 
 import trackpoint as tp
+from tests.storage.together import save_together
 from trackpoint._format import object_bundles
 
 KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
@@ -69,23 +69,7 @@ def test_two_managers_swapping_one_state_object_lose_neither_update(bucket, s3, 
     b = tp.CheckpointManager(tp.Checkpoint(model=_model(2.0)), f"{bucket}/run", max_to_keep=None, checkpoint_name="b")
     a.save()  # b has not seen this one: its swap against the absent state object fails, and it merges
     b.save()
-    barrier = threading.Barrier(2, timeout=60)
-    errors: list[BaseException] = []
-
-    def saves(manager: tp.CheckpointManager) -> None:
-        try:
-            for _ in range(4):
-                barrier.wait()
-                manager.save()
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=saves, args=(m,)) for m in (a, b)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    save_together([a, b], rounds=4)
     listed = tp.get_checkpoint_state(f"{bucket}/run").all_model_checkpoint_paths
     expected = {f"{bucket}/run/{name}-{n}" for name in "ab" for n in range(1, 6)}
     assert set(listed) == expected

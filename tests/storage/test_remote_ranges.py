@@ -79,3 +79,13 @@ def test_spans_merge_and_subtract() -> None:
     assert ranged._merge([(10, 20), (0, 5), (21, 30), (100, 101)], gap=1) == [(0, 5), (10, 30), (100, 101)]
     assert ranged._subtract([(0, 10), (20, 30)], [(2, 4), (8, 25)]) == [(0, 2), (4, 8), (25, 30)]
     assert ranged._blocks([(0, 10)], 4) == [(0, 4), (4, 8), (8, 10)]
+
+
+def test_verify_and_convert_fetch_the_data_together_not_tensor_by_tensor(bucket, proxy) -> None:
+    url = tp.Checkpoint(model=_model(5.0, small=range(500))).write(f"{bucket}/run/ckpt-1")
+    proxy.gets.clear()
+    assert tp.verify_checkpoint(url) == []
+    assert len(_data_gets(proxy)) <= 2, _data_gets(proxy)  # not 500
+    proxy.gets.clear()
+    tp.convert(url, f"{bucket}/hf")
+    assert len(_data_gets(proxy)) <= 2, _data_gets(proxy)

@@ -214,6 +214,20 @@ class BundleReader:
                 spans = list(zip(starts.tolist(), (starts + sizes[rows]).tolist()))
                 self._files.open(int(shard_id), keys[int(rows[0])], spans)
 
+    def expect_entries(self, entries: Sequence[Entry]) -> None:
+        """:meth:`expect` for entries about to be read one by one (a tool's, or every entry for a
+        verify); one whose shard cannot be opened is left for its read to report."""
+        if not self._files.remote:
+            return
+        plain = [e for e in entries if not e.is_sliced and 0 <= e.shard_id < self._files.num_shards]
+        with contextlib.suppress(CheckpointError):
+            self.expect(
+                [e.key for e in plain],
+                np.array([e.shard_id for e in plain], np.int64),
+                np.array([e.offset for e in plain], np.int64),
+                np.array([max(e.size, 0) for e in plain], np.int64),
+            )
+
     def file_size(self, shard_id: int, key: str) -> int:
         """The size of a data shard, as first opened (at a URL, without fetching any of it)."""
         return self._files.open(shard_id, key, ())[1]

@@ -147,6 +147,8 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
         bundles = [stack.enter_context(BundleReader(p)) for p in prefixes]
         layouts = [_layout(b) for b in bundles]
         _check_same(prefixes, layouts)
+        for bundle, layout in zip(bundles, layouts):
+            bundle.expect_entries(list(layout.values()))  # at a URL: fetched together, not tensor by tensor
         last = layouts[-1]
         used = sorted({e.shard_id for e in last.values()} | {0})
         shard = {old: new for new, old in enumerate(used)}

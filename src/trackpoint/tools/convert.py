@@ -371,6 +371,7 @@ def _write_files(
         writers.append(writer)
         in_order = [by_name[info.name] for info in writer.layout.values()]  # in file order: sequential writes
         entries = [bundle.entry(row.source) for row in in_order]
+        bundle.expect_entries(entries)  # at a URL: this file's tensors fetched together
         for row, entry, following in zip(in_order, entries, [*entries[1:], None]):
             if following is not None:
                 bundle.prefetch(following)  # read from the disk while this one is written
