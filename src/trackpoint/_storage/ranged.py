@@ -129,10 +129,12 @@ class RangedObject:
         self.fd = fd
 
     def _download_whole(self) -> None:
-        fd, stat = remote.open_object(self.url, self.what)
+        # The version was read when this object was made: the download checks the size it gets
+        # against it, and the HEAD after it (below) that the version is still the same.
+        fd, _ = remote.open_object(self.url, self.what, known=self.stat)
         self.requests += 1
         try:
-            if remote.identity(stat) != remote.identity(self.stat):
+            if remote.identity(remote.stat_object(self.url, self.what)) != remote.identity(self.stat):
                 raise self._changed()
             if self.fd < 0:
                 self.fd, self._stamp = fd, os.fstat(fd).st_mtime_ns

@@ -176,7 +176,7 @@ def read_object(url: str, what: str, limit: int) -> tuple[bytes, os.stat_result]
     return bytes(data), info
 
 
-def open_object(url: str, what: str) -> tuple[int, os.stat_result]:
+def open_object(url: str, what: str, known: os.stat_result | None = None) -> tuple[int, os.stat_result]:
     """A descriptor of a local, unlinked copy of the object at ``url``, and its :func:`stat_object`.
 
     The copy is downloaded whole (see the module docstring); the caller closes the
@@ -186,7 +186,7 @@ def open_object(url: str, what: str) -> tuple[int, os.stat_result]:
         NotFoundError: No object is at ``url``.
         DataLossError: A request failed, or the object changed size while it was fetched.
     """
-    info = stat_object(url, what)
+    info = known if known is not None else stat_object(url, what)  # ``known``: a HEAD the caller made
     fs, path = filesystem(url)
     handle, name = tempfile.mkstemp(prefix="trackpoint-spool-")
     os.close(handle)  # the backend opens the name itself
