@@ -16,8 +16,11 @@
     │   └── InvalidCallbackError(InvalidArgumentError, TypeError, AssertionError)
     │           a write callback that is not callable, or takes more than the save path
     ├── WriteError(CheckpointError, OSError)
-    │       a save, a state-file update or a repair could not be completed (disk full,
-    │       permission denied, not a directory); the message says what is left on disk
+    │   │   a save, a state-file update or a repair could not be completed (disk full,
+    │   │   permission denied, not a directory); the message says what is left on disk
+    │   └── CoordinationError(WriteError)
+    │           a save of several processes failed on another rank, or a rank did not
+    │           answer in time; the message names the rank and its error
     └── DeadReferenceError(CheckpointError, ReferenceError, AssertionError)
             the root of a ``Checkpoint(root=weakref.ref(obj))`` was garbage-collected
 
@@ -52,6 +55,7 @@ from __future__ import annotations
 
 __all__ = [
     "CheckpointError",
+    "CoordinationError",
     "DataLossError",
     "DeadReferenceError",
     "InvalidArgumentError",
@@ -122,6 +126,10 @@ class WriteError(CheckpointError, OSError):
     overwrite whose previous version could not be put back (it is then kept whole beside
     the prefix, and trackpoint reads it).
     """
+
+
+class CoordinationError(WriteError):
+    """A save of several processes failed on another rank, or a rank did not answer in time."""
 
 
 # -- the caller's arguments ---------------------------------------------------------------

@@ -424,6 +424,17 @@ class BundleReader:
         return array
 
     def _read_sliced(self, entry: Entry, dtype: DType, out: np.ndarray | None) -> np.ndarray:
+        result = out if out is not None else np.empty(entry.shape, dtype=dtype.numpy)
+        for part, bounds in self._slice_parts(entry, dtype):
+            result[tuple(slice(start, stop) for start, stop in bounds)] = self._read_plain(part, dtype, None)
+        return result
+
+    def _slice_parts(self, entry: Entry, dtype: DType) -> list[tuple[Entry, tuple[tuple[int, int], ...]]]:
+        """The entry of each stored slice of a sliced ``entry``, with its bounds, all checked.
+
+        The slices are disjoint and their volumes add up to the whole, so they cover it
+        exactly; every part is validated against its file before anything is allocated.
+        """
         full_shape = entry.shape
         total = math.prod(full_shape)
         boxes = []
@@ -444,8 +455,6 @@ class BundleReader:
                 key=entry.key,
             )
         check_disjoint([b for _, b in boxes], entry.key, self.index_path)
-        # Slices are disjoint and their volumes add up to the whole, so they cover it exactly.
-        # Every part is validated against its file before the whole tensor is allocated.
         parts = []
         for extents, bounds in boxes:
             part_key = slices.encode_slice_key(entry.key, extents)
@@ -466,9 +475,52 @@ class BundleReader:
                 )
             self.checked(part)
             parts.append((part, bounds))
-        result = out if out is not None else np.empty(full_shape, dtype=dtype.numpy)
-        for part, bounds in parts:
-            result[tuple(slice(start, stop) for start, stop in bounds)] = self._read_plain(part, dtype, None)
+        return parts
+
+    def read_region(
+        self, key: str | bytes, bounds: Sequence[tuple[int, int]], full_shape: Sequence[int] | None = None
+    ) -> np.ndarray:
+        """Read the part ``bounds`` (``(start, stop)`` per dimension) of one tensor, checksums verified.
+
+        Only the stored slices that overlap the region are read, each whole (a checksum covers
+        a stored slice, not part of it); a tensor stored whole is one such slice. A process
+        holding one shard of a tensor saved by several (or by one) reads this way.
+
+        Raises:
+            InvalidArgumentError: The region does not lie inside the tensor, or the tensor's
+                shape is not ``full_shape`` (when given).
+        """
+        entry = self.entry(key)
+        dtype = self.checked(entry)
+        bounds = tuple((int(start), int(stop)) for start, stop in bounds)
+        if full_shape is not None and tuple(full_shape) != tuple(entry.shape):
+            raise InvalidArgumentError(
+                f"{self.prefix}: key {readable_key(entry.key)!r} is {dtype.name}{list(entry.shape)}, not of the full "
+                f"shape {list(full_shape)} a block of it is to be read for",
+                path=self.prefix,
+                key=readable_key(entry.key),
+            )
+        if len(bounds) != len(entry.shape) or any(
+            not 0 <= start <= stop <= dim for (start, stop), dim in zip(bounds, entry.shape)
+        ):
+            raise InvalidArgumentError(
+                f"{self.prefix}: key {readable_key(entry.key)!r} is {dtype.name}{list(entry.shape)}; the region "
+                f"{[list(b) for b in bounds]} does not lie inside it",
+                path=self.prefix,
+                key=readable_key(entry.key),
+            )
+        if not entry.is_sliced:
+            whole = self.read_checked(entry, dtype)
+            return np.ascontiguousarray(np.asarray(whole)[tuple(slice(a, b) for a, b in bounds)])
+        result = np.empty(tuple(stop - start for start, stop in bounds), dtype=dtype.numpy)
+        for part, part_bounds in self._slice_parts(entry, dtype):
+            overlap = [(max(a, c), min(b, d)) for (a, b), (c, d) in zip(bounds, part_bounds)]
+            if any(start >= stop for start, stop in overlap):
+                continue
+            data = self._read_plain(part, dtype, None)
+            result[tuple(slice(lo - a, hi - a) for (lo, hi), (a, _) in zip(overlap, bounds))] = np.asarray(data)[
+                tuple(slice(lo - c, hi - c) for (lo, hi), (c, _) in zip(overlap, part_bounds))
+            ]
         return result
 
     # -- lifetime -----------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
@@ -19,14 +19,14 @@ from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import crc32c, mask
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
 from trackpoint._format.index_entries import IndexEntries, entry_head, entry_heads
-from trackpoint._format.keys import encode_key
+from trackpoint._format.keys import decode_key, encode_key
 from trackpoint._format.temps import temp_path
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
 from trackpoint._format.threads import Background
 from trackpoint._format.writeback import WRITEBACK_BYTES, start_writeback
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["BundleWriter", "ShardWriter", "dtype_of", "header_bytes", "merge_shards", "write_index"]
+__all__ = ["BundleWriter", "ShardEntries", "ShardWriter", "dtype_of", "header_bytes", "merge_shards", "write_index"]
 
 TENSOR_BUNDLE_VERSION = 1
 # numpy dtype -> DType for the numeric dtypes stored as they are (native byte order).
@@ -217,7 +217,10 @@ class ShardWriter:
                     plain = False
                 if not plain:
                     self._offset = offset
-                    self._write(encode_key(name), name, array)  # anything unusual, errors included
+                    if isinstance(array, slices.SlicedValue):
+                        self.add_slice(name, array.full_shape, array.extents, array.value)
+                    else:
+                        self._write(encode_key(name), name, array)  # anything unusual, errors included
                     offset = self._offset
                     continue
                 offset += size
@@ -287,7 +290,16 @@ class ShardWriter:
         atomic.remove_quietly(self.temp_path)
 
 
-def merge_shards(shards: Sequence[ShardWriter]) -> IndexEntries:
+class ShardEntries(Protocol):
+    """What :func:`merge_shards` reads of a shard: a :class:`ShardWriter`, or one written elsewhere."""
+
+    path: str
+    shard_id: int
+    entries: IndexEntries
+    sliced: dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]]
+
+
+def merge_shards(shards: Sequence[ShardEntries]) -> IndexEntries:
     """All entries of the shards, in shard order; slices of one key gathered into its full entry.
 
     The full entry of a sliced tensor takes the shard id of its first slice and lists the
@@ -324,6 +336,15 @@ def merge_shards(shards: Sequence[ShardWriter]) -> IndexEntries:
                 )
             entry.slices.extend(slices.extents_to_proto(e) for e in parts)
     for key, entry in merged.items():
+        dtype, shape = full[key]
+        problem = slices.cover_problem(shape, [slices.extents_from_proto(p) for p in entry.slices])
+        if problem is not None:
+            name = decode_key(key)
+            raise InvalidArgumentError(
+                f"{shards[0].path}: tensor {name!r} of shape {list(shape)} is saved in slices, and {problem}. Every "
+                "process holding a block of it must save together (tp.distributed), each block once",
+                key=name,
+            )
         entries.encoded[key] = entry.SerializeToString()
     return entries
 

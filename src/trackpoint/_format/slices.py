@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.keys import decode_key, encode_key
@@ -16,6 +18,8 @@ from trackpoint.errors import InvalidArgumentError
 
 __all__ = [
     "Extents",
+    "SlicedValue",
+    "cover_problem",
     "decode_slice_key",
     "encode_slice_key",
     "extents_from_proto",
@@ -28,6 +32,29 @@ __all__ = [
 ]
 
 Extents = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class SlicedValue:
+    """A value to save as one slice of a larger tensor (the part one process holds).
+
+    A save stores it under the slice key of its tensor; the index's full entry lists the
+    slices of every process. It is what ``tp.distributed.ShardedVariable`` saves.
+
+    Attributes:
+        value: The slice's data, shaped as the slice.
+        full_shape: The whole tensor's shape.
+        extents: Where the slice lies in it: ``(start, length)`` per dimension.
+    """
+
+    value: Any
+    full_shape: tuple[int, ...]
+    extents: Extents
+
+    @property
+    def spec(self) -> str:
+        """The slice as TF's spec string (``"10 4 0,5:0,4"``)."""
+        return format_spec(self.full_shape, self.extents)
 
 
 def _num_increasing(value: int) -> bytes:
@@ -259,3 +286,25 @@ def format_spec(full_shape: Sequence[int], extents: Extents) -> str:
 
 def volume(bounds: Sequence[tuple[int, int]]) -> int:
     return math.prod(stop - start for start, stop in bounds)
+
+
+def cover_problem(full_shape: Sequence[int], parts: Sequence[Extents]) -> str | None:
+    """Why the slices ``parts`` do not tile a tensor of ``full_shape`` exactly, or None if they do.
+
+    Example:
+        >>> cover_problem((4, 3), [((0, 2), (0, 3)), ((2, 2), (0, 3))]) is None
+        True
+        >>> cover_problem((4, 3), [((0, 2), (0, 3))])
+        'its slices cover 6 of its 12 elements'
+    """
+    boxes = sorted(resolve(extents, full_shape, "slice") for extents in parts)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            if a and b[0][0] >= a[0][1]:
+                break
+            if all(bs < ae and as_ < be for (as_, ae), (bs, be) in zip(a, b)):
+                return f"its slices {[list(x) for x in a]} and {[list(x) for x in b]} overlap"
+    covered, total = sum(volume(box) for box in boxes), math.prod(full_shape)
+    if covered != total:
+        return f"its slices cover {covered} of its {total} elements"
+    return None

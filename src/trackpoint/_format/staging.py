@@ -9,9 +9,12 @@ releases the GIL, so large arrays are copied in pieces on several threads (an as
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+
+from trackpoint._format.slices import SlicedValue
 
 from trackpoint._format.threads import default_workers, parallel_map
 
@@ -36,6 +39,9 @@ def copy_values(values: list[Any], threads: int | None = None) -> list[Any]:
     for value in values:
         if isinstance(value, bytes):
             out.append(value)
+            continue
+        if isinstance(value, SlicedValue):
+            out.append(replace(value, value=copy_values([value.value], threads)[0]))
             continue
         array = np.asarray(value)
         if array.nbytes < PIECE_BYTES or array.dtype.hasobject or not array.flags.c_contiguous:

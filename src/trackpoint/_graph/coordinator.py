@@ -37,7 +37,7 @@ from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch, untracked_reason
 from trackpoint._tracking.slots import slot_variables
 from trackpoint._tracking.tensor_owner import TensorOwner, is_tensor_owner
-from trackpoint._tracking.variables import Variable, take_restored, unshared_value
+from trackpoint._tracking.variables import VARIABLE_VALUE, Variable, take_restored, unshared_value
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 
 __all__ = ["RestoreCoordinator"]
@@ -290,14 +290,16 @@ class RestoreCoordinator:
         """
         if not assignments:
             return None
+        variables: list[Variable] = []
+        arrays: list[Any] = []
+        if any(hasattr(type(trackable), "_tp_region") for _, trackable, _, _ in assignments):
+            assignments = self._read_regions(assignments, variables, arrays)
         keys: list[str] = []
         for _, _, wanted, _ in assignments:
             if isinstance(wanted, str):
                 keys.append(wanted)
             else:
                 keys.extend(key for _, key in wanted)
-        variables: list[Variable] = []
-        arrays: list[Any] = []
         owned: list[tuple[int, Trackable, Wanted, dict[str, Any]]] = []
         others: list[tuple[int, Trackable, Wanted, dict[str, Any]]] = []
         owners: dict[int, Variable] = {}
@@ -347,6 +349,32 @@ class RestoreCoordinator:
             cast(TensorOwner, trackable)._tp_take_restored(taken)
         take_restored(variables, arrays)
         return (in_place, owners, targets) if in_place.claimed else None
+
+    def _read_regions(
+        self, assignments: list[Assignment], variables: list[Variable], arrays: list[Any]
+    ) -> list[Assignment]:
+        """Read and check the blocks of the sharded variables among ``assignments`` (appended
+        to ``variables`` and ``arrays``, to be taken with the rest); return the others.
+
+        A sharded variable holds one block of its tensor, so only the stored slices that
+        overlap the block are read (see ``BundleReader.read_region``).
+        """
+        rest = []
+        for assignment in assignments:
+            node_id, trackable, wanted, _ = assignment
+            region = getattr(type(trackable), "_tp_region", None)
+            if region is None:
+                rest.append(assignment)
+                continue
+            key = wanted if isinstance(wanted, str) else dict(wanted)[VARIABLE_VALUE]
+            full_shape, bounds = region(trackable)
+            try:
+                value = self.values.region(key, bounds, full_shape)
+                arrays.append(cast(Variable, trackable)._check_restored(value))
+            except InvalidArgumentError as exc:
+                raise self._refused(node_id, wanted, exc) from exc
+            variables.append(cast(Variable, trackable))
+        return rest
 
     def _refused(self, node_id: int, wanted: Wanted, exc: Exception) -> InvalidArgumentError:
         keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)

@@ -17,9 +17,11 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
+
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.in_place import InPlace
-from trackpoint.errors import CheckpointError
+from trackpoint.errors import CheckpointError, InvalidArgumentError
 
 __all__ = ["CheckpointValues"]
 
@@ -98,6 +100,19 @@ class CheckpointValues:
         """The value of ``key``, checksum verified."""
         kept = self.kept.get(key)
         return kept if kept is not None else self.reader.read(key)
+
+    def region(self, key: str, bounds: Sequence[tuple[int, int]], full_shape: Sequence[int]) -> Any:
+        """The part ``bounds`` of the tensor ``key`` of shape ``full_shape`` (see :meth:`BundleReader.read_region`)."""
+        kept = self.kept.get(key)
+        if kept is None:
+            return self.reader.read_region(key, bounds, full_shape)
+        if tuple(kept.shape) != tuple(full_shape):
+            raise InvalidArgumentError(
+                f"{self.prefix}: key {key!r} has shape {list(kept.shape)}, not the full shape {list(full_shape)}",
+                path=self.prefix,
+                key=key,
+            )
+        return np.ascontiguousarray(kept[tuple(slice(start, stop) for start, stop in bounds)])
 
     def keep(self, keys: Sequence[str]) -> None:
         """Read the values of ``keys`` into memory, for reads after the files are gone.

@@ -28,12 +28,16 @@ from trackpoint._saving.sharding_policies import (
 )
 from trackpoint.errors import CheckpointError, WriteError
 
-__all__ = ["MAX_WRITER_THREADS", "write_bundle", "write_remedy"]
+__all__ = ["MAX_WRITER_THREADS", "shardable_tensor", "write_bundle", "write_remedy", "write_shard"]
 
 MAX_WRITER_THREADS = 4
 
 
-def _shardable(key: str, value: Any, trackable: Any) -> ShardableTensor:
+def shardable_tensor(key: str, value: Any, trackable: Any) -> ShardableTensor:
+    """One tensor of a save as a sharding callback is offered it (a slice of a larger one keeps its spec)."""
+    if isinstance(value, slices.SlicedValue):
+        array = np.asarray(value.value)
+        return ShardableTensor(array, array.dtype, LOCAL_DEVICE, key, array.shape, value.spec, key, trackable)
     if isinstance(value, bytes):
         dtype, shape = np.dtype(object), ()
     else:
@@ -42,7 +46,8 @@ def _shardable(key: str, value: Any, trackable: Any) -> ShardableTensor:
     return ShardableTensor(value, dtype, LOCAL_DEVICE, key, tuple(shape), "", key, trackable)
 
 
-def _write_shard(writer: ShardWriter, shard: Shard) -> None:
+def write_shard(writer: ShardWriter, shard: Shard) -> None:
+    """Write one shard a callback decided (``{key: {slice_spec: value}}``) into ``writer`` and close it."""
     whole: list[tuple[str, Any]] = []  # runs of whole tensors go through add_many
     for key, parts in shard.items():
         for spec, value in parts.items():
@@ -117,13 +122,13 @@ def _write(
         writer.finish()
         return
     owners = trackables if trackables is not None else [None] * len(tensors)
-    shardable = [_shardable(key, value, owner) for (key, value), owner in zip(tensors, owners)]
+    shardable = [shardable_tensor(key, value, owner) for (key, value), owner in zip(tensors, owners)]
     shards = validate_shards(sharding_callback(shardable), shardable, sharding_callback.description)
     prepare_directory(prefix)
     count = len(shards)
     writers = [ShardWriter(naming.data_filename(prefix, i, count), i) for i in range(count)]
     try:
-        parallel_map(lambda pair: _write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
+        parallel_map(lambda pair: write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
         write_index(prefix, merge_shards(writers), count, [(w.temp_path, w.path) for w in writers])
     except BaseException:
         for shard_writer in writers:

@@ -1,0 +1,1 @@
+"""Several processes saving one TensorFlow checkpoint (placeholder, filled below)."""
