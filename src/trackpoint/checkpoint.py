@@ -11,6 +11,7 @@ import numpy as np
 
 from trackpoint._format import naming, object_bundles
 from trackpoint._format.state_file import point_state_at, require_swappable, resolve_prefix
+from trackpoint._graph import kept_values
 from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.restore import restore_checkpoint
 from trackpoint._graph.restore_record import RestoreRecord
@@ -18,6 +19,7 @@ from trackpoint._graph.save_layout import SaveLayout
 from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
 from trackpoint._saving.async_writer import AsyncWriter
+from trackpoint._saving.device_spec import parse_device
 from trackpoint._saving.write import write_bundle
 from trackpoint._storage import is_url
 from trackpoint._tracking.autotrackable import AutoTrackable
@@ -25,6 +27,8 @@ from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.data_structures import wrap_or_unwrap
 from trackpoint._tracking.epoch import structure_changed
 from trackpoint._tracking.variables import Variable
+from trackpoint.distributed._coordinator import Coordinator
+from trackpoint.distributed._resolve import coordinator_for
 from trackpoint.errors import DeadReferenceError, InvalidArgumentError, NotFoundError, WriteError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
 
@@ -229,7 +233,11 @@ class Checkpoint(AutoTrackable):
         return writer
 
     def _write(
-        self, file_prefix: str, options: CheckpointOptions | None, record: Callable[[], None] | None = None
+        self,
+        file_prefix: str,
+        options: CheckpointOptions | None,
+        record: Callable[[], None] | None = None,
+        follow: Callable[[], None] | None = None,
     ) -> str:
         """Serialize now; write (here, or on the background thread), then run the callbacks.
 
@@ -245,6 +253,9 @@ class Checkpoint(AutoTrackable):
         object.__setattr__(self, "_tp_save_layout", layout)
         callbacks = list(options.experimental_write_callbacks or ())
         sharding = options.experimental_sharding_callback
+        coordinator = coordinator_for(options.coordinator)
+        if coordinator is not None:
+            return self._write_together(coordinator, prefix, serialized, options, record, follow)
 
         def write(state: SerializedCheckpoint) -> None:
             # Encoding the graph and the index entries is the save's burst of allocations
@@ -263,6 +274,41 @@ class Checkpoint(AutoTrackable):
             self._async_writer().submit(lambda: write(snapshot))
         else:
             self.sync()  # keep saves in order behind any background write
+            write(serialized)
+        return prefix
+
+    def _write_together(
+        self,
+        coordinator: Coordinator,
+        prefix: str,
+        serialized: SerializedCheckpoint,
+        options: CheckpointOptions,
+        record: Callable[[], None] | None,
+        follow: Callable[[], None] | None,
+    ) -> str:
+        """:meth:`_write` on every rank of a job (see :mod:`trackpoint.distributed`): the plan is
+        agreed here, the writes and the commit happen on the writer thread for async saves."""
+        from trackpoint.distributed._save import plan_save
+
+        device = options.experimental_io_device
+        io_rank = parse_device(device).task if device is not None else None
+        callbacks = list(options.experimental_write_callbacks or ())
+        self.sync()  # keep saves in order behind any background write: the ranks' exchanges pair up in order
+        with gc_paused():
+            tensors, _ = serialized.with_graph()
+        planned = plan_save(coordinator, prefix, tensors, io_rank)
+
+        def write(state: SerializedCheckpoint) -> None:
+            kept_values.keep_values_of(prefix)
+            with gc_paused():
+                tensors, owners = state.with_graph()
+                planned.execute(tensors, owners, options.experimental_sharding_callback, record, follow)
+            run_write_callbacks(callbacks, prefix)
+
+        if options.enable_async:
+            snapshot = serialized.snapshot()
+            self._async_writer().submit(lambda: write(snapshot))
+        else:
             write(serialized)
         return prefix
 

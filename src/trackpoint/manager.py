@@ -368,7 +368,11 @@ class CheckpointManager:
                     "deletes them again at its next save. Free space or fix permissions and save again."
                 ) from exc
 
-        return self._checkpoint._write(path, options, record_remote if self._remote else record_and_sweep)
+        # On the other ranks of a save of several processes, the committing rank's state file
+        # is what the manager lists once the save is committed.
+        return self._checkpoint._write(
+            path, options, record_remote if self._remote else record_and_sweep, follow=self._load_state
+        )
 
     def _unrecorded(
         self, path: str, before: tuple[collections.OrderedDict[str, float], str | None], exc: OSError

@@ -52,7 +52,22 @@ def _checked(name: str, value: Any) -> Any:
                 f"(tp.sharding), got {type(value).__name__}"
             )
         return value
+    if name == "coordinator":
+        if value is None or value is False or _is_coordinator(value):
+            return value
+        raise InvalidArgumentError(
+            "The coordinator checkpoint option must be None (torch.distributed's default group when it is "
+            "initialized), False (this process saves alone), a torch.distributed process group or a "
+            f"tp.distributed.Coordinator, got {type(value).__name__}"
+        )
     return value  # not an option: __slots__ refuses it
+
+
+def _is_coordinator(value: Any) -> bool:
+    """A ``tp.distributed.Coordinator``, or a torch process group (recognised without importing torch)."""
+    if all(hasattr(value, name) for name in ("rank", "world_size", "timeout", "gather", "broadcast", "new_tag")):
+        return True
+    return type(value).__module__.startswith("torch") and "ProcessGroup" in type(value).__name__
 
 
 def run_write_callbacks(callbacks: Sequence[WriteCallback], save_path: str) -> None:
@@ -85,6 +100,10 @@ class CheckpointOptions:
             do not require them in the status assertions.
         experimental_sharding_callback: A :class:`tp.sharding.ShardingCallback` deciding how
             tensors are split over data files (default: one file).
+        coordinator: For a save of several processes (see :mod:`trackpoint.distributed`):
+            a torch.distributed process group or a ``tp.distributed.Coordinator``. None (the
+            default) uses torch.distributed's default group when it is initialized with two
+            or more ranks; ``False`` makes this process save alone.
 
     Every attribute is checked when it is assigned, after construction too, so a bad value
     raises where it is set rather than in a later save.
@@ -112,6 +131,7 @@ class CheckpointOptions:
         "experimental_write_callbacks",
         "experimental_skip_slot_variables",
         "experimental_sharding_callback",
+        "coordinator",
     )
 
     def __init__(
@@ -122,6 +142,7 @@ class CheckpointOptions:
         enable_async: bool = False,
         experimental_skip_slot_variables: bool = False,
         experimental_sharding_callback: ShardingCallback | None = None,
+        coordinator: Any = None,
     ) -> None:
         if experimental_enable_async_checkpoint:
             warnings.warn(
@@ -135,6 +156,7 @@ class CheckpointOptions:
         self.experimental_write_callbacks = experimental_write_callbacks
         self.experimental_skip_slot_variables = experimental_skip_slot_variables
         self.experimental_sharding_callback = experimental_sharding_callback
+        self.coordinator = coordinator
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Checked here rather than only in __init__: the attributes are TF's public, mutable

@@ -38,7 +38,7 @@ class TorchStore:
     def set(self, key: str, value: bytes) -> None:
         try:
             self._store.set(key, value)
-        except dist.DistError as exc:
+        except RuntimeError as exc:
             raise CoordinationError(f"the torch.distributed store is unreachable ({exc})") from exc
 
     def wait_get(self, key: str, timeout: float) -> bytes | None:
@@ -49,17 +49,15 @@ class TorchStore:
             else:
                 self._store.wait([key], datetime.timedelta(seconds=timeout))
             return bytes(self._store.get(key))
-        except dist.DistStoreError as exc:
+        except RuntimeError as exc:  # DistStoreError is one; a FileStore raises a plain RuntimeError
             if "timeout" in str(exc).lower():
                 return None
-            raise CoordinationError(f"the torch.distributed store is unreachable ({exc})") from exc
-        except dist.DistError as exc:
             raise CoordinationError(f"the torch.distributed store is unreachable ({exc})") from exc
 
     def delete(self, key: str) -> None:
         try:
             self._store.delete_key(key)
-        except (dist.DistError, RuntimeError):
+        except RuntimeError:
             pass  # a store that cannot delete keeps a few small keys per save
 
 
@@ -69,6 +67,8 @@ class TorchCoordinator(StoreCoordinator):
     Args:
         group: The process group (default: the default group, which must be initialized).
         store: The c10d store to use (default: the one the default group rendezvoused through).
+        rank, world_size: This process's rank and the number of ranks, when ``store`` is given
+            without an initialized process group.
         timeout: Seconds to wait for another rank before every rank's save raises
             :class:`tp.errors.CoordinationError`; it must be longer than the slowest rank's
             part of a save.
@@ -83,7 +83,14 @@ class TorchCoordinator(StoreCoordinator):
         >>> tp.Checkpoint(model=model).save("run/ckpt", options=options)           # doctest: +SKIP
     """
 
-    def __init__(self, group: Any = None, store: Any = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        group: Any = None,
+        store: Any = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        rank: int | None = None,
+        world_size: int | None = None,
+    ) -> None:
         if not dist.is_available():
             raise InvalidArgumentError("this torch build has no torch.distributed")
         if store is None:
@@ -93,8 +100,10 @@ class TorchCoordinator(StoreCoordinator):
                     "sets up its environment) or give TorchCoordinator a store"
                 )
             store = dist.distributed_c10d._get_default_store()
-        rank = dist.get_rank(group) if dist.is_initialized() else 0
-        world_size = dist.get_world_size(group) if dist.is_initialized() else 1
+        if rank is None or world_size is None:
+            if not dist.is_initialized():
+                raise InvalidArgumentError("TorchCoordinator with a store but no process group needs rank and world_size")
+            rank, world_size = dist.get_rank(group), dist.get_world_size(group)
         name = getattr(group, "group_name", None) or "default"
         kv = TorchStore(dist.PrefixStore(f"trackpoint/{name}", store))
         # Every rank makes its coordinators in the same order, so the n-th one of each rank

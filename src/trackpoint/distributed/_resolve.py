@@ -1,0 +1,32 @@
+"""Which ranks a save coordinates with: the option given, or the initialized torch.distributed group."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from trackpoint.distributed._coordinator import Coordinator
+
+__all__ = ["coordinator_for"]
+
+
+def coordinator_for(option: Any) -> Coordinator | None:
+    """The coordinator of a save with ``CheckpointOptions(coordinator=option)``; None for one process.
+
+    None (the default) picks up torch.distributed when this process imported it and its
+    default group of two or more ranks is initialized; ``False`` saves alone whatever runs;
+    a torch process group coordinates its ranks; a :class:`Coordinator` is used as it is.
+    """
+    if option is False:
+        return None
+    if option is None:
+        if "torch.distributed" not in sys.modules:  # never imported: no group can be initialized
+            return None
+        from trackpoint.distributed._torch import default_coordinator
+
+        return default_coordinator()
+    if isinstance(option, Coordinator):
+        return option if option.world_size > 1 else None
+    from trackpoint.distributed._torch import TorchCoordinator
+
+    return TorchCoordinator(group=option)

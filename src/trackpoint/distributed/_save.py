@@ -1,0 +1,265 @@
+"""Carrying out a save of several processes: each writes its data files, one commits the index.
+
+1. Plan (on the calling thread, before ``save()`` returns, async or not): every rank sends
+   its description to the root, which decides who writes what (:mod:`._plan`) or refuses.
+2. Write (on the writer thread for async saves): each rank writes the tensors it owns into
+   data files of its own, numbered globally once every rank has said how many it needs.
+3. Commit: each rank sends the root its files' entries; the root merges them into the
+   ``.index`` and publishes it last (so nothing is committed before every file is
+   durable), then runs ``record`` (the state file). Its verdict reaches every rank, which
+   returns or raises the same error. A rank that fails anywhere tells the others at once;
+   one that dies is noticed once it stops saying it lives (see ``StoreCoordinator.alive``).
+   Every rank removes its own temporary files unless the verdict says they were published.
+
+The root renames the other ranks' files into place, so a save to a local path needs a
+directory every rank sees (one machine, or a shared filesystem).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trackpoint._format import naming, slices
+from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_index
+from trackpoint._format.dtypes import DTYPES
+from trackpoint._format.index_entries import IndexEntries
+from trackpoint._format.keys import encode_key
+from trackpoint._format.publish import prepare_directory
+from trackpoint._format.threads import parallel_map
+from trackpoint._saving.sharding_policies import Shard, ShardByTaskPolicy, ShardingCallback, validate_shards
+from trackpoint._saving.write import MAX_WRITER_THREADS, shardable_tensor, write_remedy, write_shard
+from trackpoint.distributed import _wire
+from trackpoint.distributed._coordinator import Coordinator
+from trackpoint.distributed._plan import SHARDED, Description, decide, describe
+from trackpoint.errors import CheckpointError, CoordinationError, InvalidArgumentError, WriteError
+
+__all__ = ["PlannedSave", "plan_save"]
+
+_OK, _REFUSED = b"\x00", b"\x01"
+
+
+@dataclass(frozen=True)
+class _Reported:
+    """A data file another rank wrote, as :func:`merge_shards` reads it."""
+
+    path: str
+    temp_path: str
+    shard_id: int
+    entries: IndexEntries
+    sliced: dict[bytes, tuple[str, Any, tuple[int, ...], list[slices.Extents]]]
+
+
+def plan_save(
+    coordinator: Coordinator, prefix: str, tensors: Sequence[tuple[str, Any]], io_rank: int | None
+) -> PlannedSave:
+    """Agree with the other ranks on who writes what of ``tensors`` (see the module docstring).
+
+    Raises:
+        InvalidArgumentError: On every rank, when the ranks' objects, paths or slices
+            disagree; nothing was written.
+        CoordinationError: Another rank failed or did not answer.
+    """
+    tag = coordinator.new_tag()
+    root = io_rank if io_rank is not None else 0
+    if io_rank is not None and not 0 <= io_rank < coordinator.world_size:
+        raise InvalidArgumentError(
+            f"experimental_io_device names task {io_rank}, but the job has {coordinator.world_size} ranks"
+        )
+    views = coordinator.gather(f"{tag}#plan", describe(prefix, tensors).encode(), root)
+    if views is not None:
+        try:
+            owners = decide([Description.decode(v) for v in views], io_rank)
+        except InvalidArgumentError as exc:
+            coordinator.broadcast(f"{tag}#decision", _REFUSED + str(exc).encode(), root)
+            raise
+        coordinator.broadcast(f"{tag}#decision", _OK + owners.tobytes(), root)
+    else:
+        decision = coordinator.broadcast(f"{tag}#decision", None, root)
+        if decision[:1] == _REFUSED:
+            raise InvalidArgumentError(decision[1:].decode(), path=prefix)
+        owners = np.frombuffer(decision[1:], dtype=np.int32)
+        if len(owners) != len(tensors):
+            raise CoordinationError(f"{prefix}: the root's plan does not match this rank's {len(tensors)} tensors")
+    return PlannedSave(coordinator, tag, prefix, owners, root, io_rank)
+
+
+@dataclass(frozen=True)
+class PlannedSave:
+    """A save the ranks agreed on; :meth:`execute` writes and commits it."""
+
+    coordinator: Coordinator
+    tag: str
+    prefix: str
+    owners: np.ndarray
+    root: int
+    io_rank: int | None
+
+    def execute(
+        self,
+        tensors: Sequence[tuple[str, Any]],
+        trackables: Sequence[Any],
+        sharding_callback: ShardingCallback | None,
+        record: Callable[[], None] | None,
+        follow: Callable[[], None] | None,
+    ) -> None:
+        """Write this rank's part, then commit (the root) or wait for the verdict (the others).
+
+        ``record`` runs on the root once the checkpoint is committed, before the others
+        learn so; ``follow`` runs on every other rank once they have.
+
+        Raises:
+            WriteError: The same failure on every rank (:class:`CoordinationError` on the
+                ranks where it did not happen); nothing was committed unless it says so.
+        """
+        c, tag = self.coordinator, self.tag
+        writers: list[ShardWriter] = []
+        published = False
+        with c.alive(tag):
+            try:
+                mine = self._mine(tensors, trackables)
+                shards = _split(mine, sharding_callback)
+                if c.rank == self.root:
+                    prepare_directory(self.prefix)  # before anyone writes: the others wait for the counts
+                counts = [int(n) for n in c.all_gather(f"{tag}#counts", str(len(shards)).encode())]
+                first, total = sum(counts[: c.rank]), sum(counts)
+                writers = [
+                    ShardWriter(naming.data_filename(self.prefix, first + i, total), first + i)
+                    for i in range(len(shards))
+                ]
+                parallel_map(lambda pair: write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
+                report = _report(writers)
+                reports = c.gather(f"{tag}#entries", report, self.root)
+                if reports is not None:
+                    self._commit(reports, total)
+                    published = True
+                    if record is not None:
+                        record()
+                    c.broadcast(f"{tag}#verdict", b"", self.root)
+                    # Every rank read the plan and the counts before it sent its entries; the
+                    # verdict, which they may not have read yet, stays (a few bytes).
+                    c.release(f"{tag}#decision")
+                    c.release(f"{tag}#counts")
+                else:
+                    c.broadcast(f"{tag}#verdict", None, self.root)
+                    published = True
+                    if follow is not None:
+                        follow()
+            except BaseException as exc:
+                if not isinstance(exc, CoordinationError):
+                    c.fail(tag, _message(exc))
+                if not published:
+                    for writer in writers:
+                        writer.abort()
+                if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
+                    raise WriteError(
+                        f"could not write checkpoint {self.prefix}: {exc}. Nothing of it was published; earlier "
+                        f"checkpoints are untouched. {write_remedy(exc)}",
+                        path=self.prefix,
+                    ) from exc
+                raise
+
+    def _mine(self, tensors: Sequence[tuple[str, Any]], trackables: Sequence[Any]) -> list[tuple[str, Any, Any]]:
+        """The ``(key, value, owner)`` this rank writes, in key order; at the I/O rank, the
+        slices the others send it too."""
+        c, owners, rank = self.coordinator, self.owners, self.coordinator.rank
+        if len(owners) != len(tensors):
+            raise CoordinationError(f"{self.prefix}: the plan does not match this rank's {len(tensors)} tensors")
+        io = self.io_rank
+        sharded = owners == SHARDED
+        writes = (owners == rank) | (sharded & (io is None or io == rank))
+        rows = [(i, *tensors[i], trackables[i]) for i in np.flatnonzero(writes).tolist()]
+        if io is not None:
+            sent = [(i, tensors[i][1]) for i in np.flatnonzero(sharded).tolist()] if rank != io else []
+            received = c.gather(f"{self.tag}#ship", _ship(sent), io)
+            if received is not None:
+                for r, message in enumerate(received):
+                    if r != io:
+                        rows.extend((i, tensors[i][0], value, None) for i, value in _unship(message))
+                rows.sort(key=lambda row: row[0])  # stable: one key's slices stay in rank order
+        return [(key, value, owner) for _, key, value, owner in rows]
+
+    def _commit(self, reports: list[bytes], total: int) -> None:
+        """At the root: merge every rank's entries into the index and publish it, the index last."""
+        shards = [shard for report in reports for shard in _unreport(report)]
+        missing = [s.temp_path for s in shards if not os.path.exists(s.temp_path)]
+        if missing:
+            raise WriteError(
+                f"could not write checkpoint {self.prefix}: the data file {missing[0]} another rank wrote is not "
+                "visible to the committing rank; a save of several processes to a local path needs a directory "
+                "every rank shares (one machine or a shared filesystem). Nothing was published.",
+                path=self.prefix,
+            )
+        if len(shards) != total:
+            raise CoordinationError(f"{self.prefix}: {len(shards)} data files reported where {total} were planned")
+        write_index(self.prefix, merge_shards(shards), total, [(s.temp_path, s.path) for s in shards])
+
+
+def _message(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _split(rows: list[tuple[str, Any, Any]], callback: ShardingCallback | None) -> list[Shard]:
+    """This rank's tensors as the shards of its data files (one unless a callback splits them)."""
+    if not rows:
+        return []
+    if callback is None or type(callback) is ShardByTaskPolicy:
+        shard: Shard = {}
+        for key, value, _ in rows:
+            if isinstance(value, slices.SlicedValue):
+                shard.setdefault(key, {})[value.spec] = value.value
+            else:
+                shard.setdefault(key, {})[""] = value
+        return [shard]
+    shardable = [shardable_tensor(key, value, owner) for key, value, owner in rows]
+    return validate_shards(callback(shardable), shardable, callback.description)
+
+
+def _report(writers: Sequence[ShardWriter]) -> bytes:
+    head = [
+        [w.path, w.temp_path, w.shard_id, [[n, d.enum, list(s), [list(map(list, e)) for e in p]] for n, d, s, p in
+                                           w.sliced.values()]]
+        for w in writers
+    ]
+    return _wire.pack([_wire.to_json(head), *(part for w in writers for part in _wire.encode_entries(w.entries))])
+
+
+def _unreport(message: bytes) -> list[_Reported]:
+    parts = _wire.unpack(message)
+    head = _wire.from_json(parts[0])
+    n = _wire.ENTRY_PARTS
+    if len(parts) != 1 + n * len(head):
+        raise CoordinationError("a peer sent a damaged message (file reports)")
+    out = []
+    for j, (path, temp, shard_id, sliced) in enumerate(head):
+        entries = _wire.decode_entries(parts[1 + n * j : 1 + n * (j + 1)])
+        table = {
+            encode_key(name): (name, DTYPES[dtype], tuple(shape), [tuple(map(tuple, e)) for e in extents])
+            for name, dtype, shape, extents in sliced
+        }
+        out.append(_Reported(path, temp, int(shard_id), entries, table))
+    return out
+
+
+def _ship(values: list[tuple[int, Any]]) -> bytes:
+    """Slices this rank holds, for the I/O rank to write."""
+    head, data = [], []
+    for index, value in values:
+        array = np.ascontiguousarray(value.value)
+        head.append([index, array.dtype.str, list(array.shape), list(value.full_shape), [list(e) for e in value.extents]])
+        data.append(array.tobytes())
+    return _wire.pack([_wire.to_json(head), *data])
+
+
+def _unship(message: bytes) -> list[tuple[int, slices.SlicedValue]]:
+    parts = _wire.unpack(message)
+    head = _wire.from_json(parts[0])
+    out = []
+    for (index, dtype, shape, full, extents), raw in zip(head, parts[1:]):
+        array = np.frombuffer(raw, dtype=np.dtype(dtype)).reshape(shape)
+        out.append((int(index), slices.SlicedValue(array, tuple(full), tuple(tuple(e) for e in extents))))
+    return out
