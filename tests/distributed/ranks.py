@@ -65,7 +65,9 @@ def init_gloo(rank: int, world: int, init_file: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
 
 
-def run_ranks(target: Callable[..., Any], world: int, work: str, *args: Any, timeout: float = 120) -> list[dict[str, Any]]:
+def run_ranks(
+    target: Callable[..., Any], world: int, work: str, *args: Any, timeout: float = 120
+) -> list[dict[str, Any]]:
     """Run ``target`` on ``world`` ranks at once; each rank's ``{"value": ...}`` or ``{"error": ...}``."""
     ctx = context()
     procs = [ctx.Process(target=_child, args=(target, r, world, work, args)) for r in range(world)]

@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("torch.distributed")
 
-import trackpoint as tp  # noqa: E402
-from tests.distributed.ranks import FULL, REPLICATED, full_value, init_gloo, model, rows, run_ranks  # noqa: E402
-from trackpoint._format.bundle_reader import BundleReader  # noqa: E402
-from trackpoint.distributed import ShardedVariable  # noqa: E402
+import trackpoint as tp
+from tests.distributed.ranks import FULL, REPLICATED, full_value, init_gloo, model, rows, run_ranks
+from trackpoint._format.bundle_reader import BundleReader
+from trackpoint.distributed import ShardedVariable
 
 pytestmark = pytest.mark.slow
 W_KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
@@ -43,7 +43,9 @@ def test_every_rank_saves_its_part_once_into_one_checkpoint(tmp_path, world):
     paths, kept, latest = results[0]["value"]
     assert kept == paths[-2:] and latest == paths[-1] == tp.latest_checkpoint(str(tmp_path / "run"))
     names = sorted(os.listdir(tmp_path / "run"))
-    assert [n for n in names if n.startswith("ckpt-3.data")] == [f"ckpt-3.data-{i:05d}-of-{world:05d}" for i in range(world)]
+    assert [n for n in names if n.startswith("ckpt-3.data")] == [
+        f"ckpt-3.data-{i:05d}-of-{world:05d}" for i in range(world)
+    ]
     assert not any(n.startswith("ckpt-1.") for n in names), "max_to_keep applied once, by the committing rank"
     assert not any(".tp-tmp-" in n for n in names)
     with BundleReader(latest) as reader:
@@ -55,8 +57,13 @@ def test_every_rank_saves_its_part_once_into_one_checkpoint(tmp_path, world):
         from trackpoint._format import slices
 
         stored = sum(reader.entry(f"model/rest/{i}/.ATTRIBUTES/VARIABLE_VALUE").size for i in range(REPLICATED))
-        stored += sum(reader.entry(slices.encode_slice_key(W_KEY, slices.extents_from_proto(p))).size for p in entry.slices)
-        stored += reader.entry("_CHECKPOINTABLE_OBJECT_GRAPH").size + reader.entry("save_counter/.ATTRIBUTES/VARIABLE_VALUE").size
+        stored += sum(
+            reader.entry(slices.encode_slice_key(W_KEY, slices.extents_from_proto(p))).size for p in entry.slices
+        )
+        stored += (
+            reader.entry("_CHECKPOINTABLE_OBJECT_GRAPH").size
+            + reader.entry("save_counter/.ATTRIBUTES/VARIABLE_VALUE").size
+        )
     written = sum(os.path.getsize(tmp_path / "run" / n) for n in names if n.startswith("ckpt-3.data"))
     assert written == stored, "no byte is written twice: the data files hold exactly the stored entries"
     np.testing.assert_array_equal(tp.load_variable(latest, W_KEY), full_value(3))
@@ -103,7 +110,7 @@ def test_a_rank_reads_only_the_slices_its_block_overlaps(tmp_path):
     path = results[0]["value"][2]
     with BundleReader(path) as reader:
         entry = reader.entry(W_KEY)
-        second = [p for p in entry.slices if p.extent[0].start == rows(1, 2)[0]][0]
+        second = next(p for p in entry.slices if p.extent[0].start == rows(1, 2)[0])
         from trackpoint._format import slices
 
         part = reader.entry(slices.encode_slice_key(W_KEY, slices.extents_from_proto(second)))
@@ -202,4 +209,3 @@ def test_the_io_device_rank_writes_every_file(tmp_path):
     path = results[0]["value"]
     assert sorted(n for n in os.listdir(tmp_path / "io") if ".data-" in n) == ["ckpt.data-00000-of-00001"]
     np.testing.assert_array_equal(tp.load_variable(path, W_KEY), full_value(5))
-

@@ -293,10 +293,14 @@ class ShardWriter:
 class ShardEntries(Protocol):
     """What :func:`merge_shards` reads of a shard: a :class:`ShardWriter`, or one written elsewhere."""
 
-    path: str
-    shard_id: int
-    entries: IndexEntries
-    sliced: dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]]
+    @property
+    def path(self) -> str: ...
+    @property
+    def shard_id(self) -> int: ...
+    @property
+    def entries(self) -> IndexEntries: ...
+    @property
+    def sliced(self) -> dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]]: ...
 
 
 def merge_shards(shards: Sequence[ShardEntries]) -> IndexEntries:

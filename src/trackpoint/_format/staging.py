@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format.slices import SlicedValue
-
 from trackpoint._format.threads import default_workers, parallel_map
 
 __all__ = ["PIECE_BYTES", "copy_values"]

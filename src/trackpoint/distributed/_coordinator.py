@@ -219,7 +219,6 @@ class StoreCoordinator:
             self.store.delete(f"{tag}/a/{r}")
 
 
-
 def _failure_key(tag: str) -> str:
     """Where a failure of any exchange of one save is posted: under the save's own tag."""
     return f"{tag.partition('#')[0]}/failed"

@@ -66,7 +66,9 @@ def _meta(value: Any) -> list[Any]:
 
 def describe(prefix: str, tensors: Sequence[tuple[str, Any]]) -> Description:
     """This rank's :class:`Description` of ``tensors`` (the object graph among them)."""
-    keys, meta, graph = [], [], ""
+    keys: list[str] = []
+    meta: list[list[Any]] = []
+    graph = ""
     for key, value in tensors:
         keys.append(key)
         if key == OBJECT_GRAPH_KEY:

@@ -26,7 +26,7 @@ import numpy as np
 
 from trackpoint._format import naming, slices
 from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_index
-from trackpoint._format.dtypes import DTYPES
+from trackpoint._format.dtypes import DTYPES, DType
 from trackpoint._format.index_entries import IndexEntries
 from trackpoint._format.keys import encode_key
 from trackpoint._format.publish import prepare_directory
@@ -51,7 +51,7 @@ class _Reported:
     temp_path: str
     shard_id: int
     entries: IndexEntries
-    sliced: dict[bytes, tuple[str, Any, tuple[int, ...], list[slices.Extents]]]
+    sliced: dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]]
 
 
 def plan_save(
@@ -221,8 +221,12 @@ def _split(rows: list[tuple[str, Any, Any]], callback: ShardingCallback | None) 
 
 def _report(writers: Sequence[ShardWriter]) -> bytes:
     head = [
-        [w.path, w.temp_path, w.shard_id, [[n, d.enum, list(s), [list(map(list, e)) for e in p]] for n, d, s, p in
-                                           w.sliced.values()]]
+        [
+            w.path,
+            w.temp_path,
+            w.shard_id,
+            [[n, d.enum, list(s), [list(map(list, e)) for e in p]] for n, d, s, p in w.sliced.values()],
+        ]
         for w in writers
     ]
     return _wire.pack([_wire.to_json(head), *(part for w in writers for part in _wire.encode_entries(w.entries))])
@@ -250,7 +254,9 @@ def _ship(values: list[tuple[int, Any]]) -> bytes:
     head, data = [], []
     for index, value in values:
         array = np.ascontiguousarray(value.value)
-        head.append([index, array.dtype.str, list(array.shape), list(value.full_shape), [list(e) for e in value.extents]])
+        head.append(
+            [index, array.dtype.str, list(array.shape), list(value.full_shape), [list(e) for e in value.extents]]
+        )
         data.append(array.tobytes())
     return _wire.pack([_wire.to_json(head), *data])
 

@@ -102,7 +102,9 @@ class TorchCoordinator(StoreCoordinator):
             store = dist.distributed_c10d._get_default_store()
         if rank is None or world_size is None:
             if not dist.is_initialized():
-                raise InvalidArgumentError("TorchCoordinator with a store but no process group needs rank and world_size")
+                raise InvalidArgumentError(
+                    "TorchCoordinator with a store but no process group needs rank and world_size"
+                )
             rank, world_size = dist.get_rank(group), dist.get_world_size(group)
         name = getattr(group, "group_name", None) or "default"
         kv = TorchStore(dist.PrefixStore(f"trackpoint/{name}", store))

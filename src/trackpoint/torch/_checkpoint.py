@@ -148,6 +148,6 @@ class Checkpoint(tp.Checkpoint):
 
     _tp_torch_modules: dict[str, torch.nn.Module]
 
-    def _write(self, file_prefix: str, options: Any, record: Any = None) -> str:
+    def _write(self, file_prefix: str, options: Any, record: Any = None, follow: Any = None) -> str:
         check_aliasing(self._tp_torch_modules)
-        return super()._write(file_prefix, options, record)
+        return super()._write(file_prefix, options, record, follow)
