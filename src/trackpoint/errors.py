@@ -29,7 +29,7 @@ Each leaf also subclasses the builtin a caller would naturally catch, so
 file, the key and what to do about it.
 
 Four leaves are ``OSError`` subclasses: ``NotFoundError``, ``PermissionDeniedError``,
-``WriteError`` and ``DataLossError``. That is deliberate (a damaged or truncated file is a
+``WriteError`` (with its kind ``CoordinationError``) and ``DataLossError``. That is deliberate (a damaged or truncated file is a
 failed read, which Python reports as an ``OSError``), but it means that ``except OSError``
 also catches a checksum failure: catch ``DataLossError`` first when the two need different
 handling.

@@ -240,3 +240,22 @@ def test_writeback_starts_while_writing(tmp_path) -> None:
     writer.close()
     data = pathlib.Path(writer.temp_path).read_bytes()
     assert data == b"".join(a.tobytes() for _, a in tensors + small)
+
+
+def test_a_bundle_may_hold_some_slices_of_a_tensor_but_never_two_that_overlap(tmp_path) -> None:
+    """One worker's part of a partitioned variable holds some of its slices (TF merges the parts
+    later); slices that overlap are refused before the index exists."""
+    from trackpoint._format.bundle_writer import BundleWriter
+
+    partial = BundleWriter(str(tmp_path / "part"))
+    partial.add_slice("w", (6, 4), ((0, 2), (0, 4)), np.ones((2, 4), np.float32))
+    partial.finish()
+    assert tp.list_variables(str(tmp_path / "part")) == [("w", [6, 4])]
+
+    overlapping = BundleWriter(str(tmp_path / "bad"))
+    overlapping.add_slice("w", (6, 4), ((0, 3), (0, 4)), np.ones((3, 4), np.float32))
+    overlapping.add_slice("w", (6, 4), ((2, 2), (0, 4)), np.ones((2, 4), np.float32))
+    with pytest.raises(tp.errors.InvalidArgumentError, match="'w'.*overlap") as caught:
+        overlapping.finish()
+    assert caught.value.key == "w"
+    assert not (tmp_path / "bad.index").exists()

@@ -119,7 +119,14 @@ def test_data_loss_is_an_os_error_and_the_docstring_says_what_that_means() -> No
     doc = tp.errors.__doc__ or ""
     assert "DataLossError(CheckpointError, OSError)" in doc  # not the IOError alias
     leaves = [name for name in tp.errors.__all__ if issubclass(getattr(tp.errors, name), OSError)]
-    assert sorted(leaves) == ["DataLossError", "NotFoundError", "PermissionDeniedError", "WriteError"]
+    assert sorted(leaves) == [
+        "CoordinationError",
+        "DataLossError",
+        "NotFoundError",
+        "PermissionDeniedError",
+        "WriteError",
+    ]
+    assert issubclass(tp.errors.CoordinationError, tp.errors.WriteError)  # a failed save, seen from another rank
     assert "Four leaves are ``OSError`` subclasses" in doc and "``except OSError``" in doc
     assert "catches a\nchecksum failure" in doc or "catches a checksum failure" in " ".join(doc.split())
     with pytest.raises(OSError):
