@@ -103,15 +103,23 @@ def test_the_state_object_swap_is_conditional_on_its_version(bucket, s3) -> None
 
 def test_a_manager_removes_data_a_dead_writer_left_older_than_its_newest_checkpoint(bucket, s3) -> None:
     run = f"{bucket[5:]}/run"
+    from trackpoint._format.object_bundles import remove_orphans
+
     s3.pipe_file(f"{run}/ckpt-9.data-00000-of-00001", b"left by a killed writer")
     time.sleep(1.1)  # object times are in whole seconds
     manager = tp.CheckpointManager(tp.Checkpoint(model=_model()), f"{bucket}/run", max_to_keep=3)
     manager.save()
+    assert "ckpt-9.data-00000-of-00001" not in _names(s3, f"{bucket}/run")
+    time.sleep(1.1)
     s3.pipe_file(f"{run}/ckpt-7.data-00000-of-00001", b"a live writer's, younger than ckpt-1")
-    manager.save()
+    # The sweep a save ends with, run again: ckpt-7 is younger than the newest checkpoint.
+    assert remove_orphans(f"{bucket}/run") == []
+    assert "ckpt-7.data-00000-of-00001" in _names(s3, f"{bucket}/run")
+    time.sleep(1.1)
+    manager.save()  # ckpt-2 is committed after ckpt-7 was put: its writer had its chance
     names = _names(s3, f"{bucket}/run")
-    assert "ckpt-9.data-00000-of-00001" not in names
-    assert "ckpt-7.data-00000-of-00001" in names
+    assert "ckpt-7.data-00000-of-00001" not in names
+    assert {"ckpt-1.index", "ckpt-2.index"} <= set(names)
 
 
 def test_a_save_to_a_prefix_a_writer_left_long_ago_clears_it_and_one_left_just_now_is_refused(
