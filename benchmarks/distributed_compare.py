@@ -120,8 +120,7 @@ class Disk:
     def save(self, directory: str) -> None:
         path = os.path.join(directory, f"rank-{self.rank}")
         with open(path, "wb", buffering=0) as f:
-            for block in self.blocks.values():
-                f.write(memoryview(block).cast("B"))
+            f.writelines(memoryview(block).cast("B") for block in self.blocks.values())
             os.fsync(f.fileno())
 
     def restore(self, directory: str) -> dict[str, np.ndarray]:
@@ -235,7 +234,9 @@ def report(results: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
     print("|---|---|---|---|")
     one = {phase: median(results["1"]["trackpoint"], phase) for phase in ("save", "restore")} if "1" in results else {}
     for world, runs in results.items():
-        base = {phase: median(runs["trackpoint"], phase) for phase in ("save", "restore")} if "trackpoint" in runs else {}
+        base = (
+            {phase: median(runs["trackpoint"], phase) for phase in ("save", "restore")} if "trackpoint" in runs else {}
+        )
         for name, contender_runs in runs.items():
             cells = []
             for phase in ("save", "restore"):

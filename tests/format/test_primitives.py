@@ -86,3 +86,14 @@ def test_crc32c_combine(a: bytes, b: bytes) -> None:
     from trackpoint._format.crc import crc32c_combine
 
     assert crc32c_combine(crc32c(a), crc32c(b), len(b)) == crc32c(a + b)
+
+
+def test_crc32c_combine_of_long_parts() -> None:
+    """Parts of the sizes parallel reads checksum (up to 64 MiB: powers of x up to x^(2^29))."""
+    from trackpoint._format.crc import crc32c_combine
+
+    a = bytes(range(256)) * 3
+    for length in (1 << 20, (64 << 20) + 7):
+        b = bytearray(length)
+        b[-5:] = b"tail!"
+        assert crc32c_combine(crc32c(a), crc32c(b), length) == crc32c(a + b)

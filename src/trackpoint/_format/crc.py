@@ -43,46 +43,53 @@ def unmask_all(masked: np.ndarray) -> np.ndarray:
     return ((rot >> np.uint64(17)) | (rot << np.uint64(15))) & np.uint64(0xFFFFFFFF)
 
 
-_POLY = 0x82F63B78  # CRC-32C, reflected
+_POLY = 0x82F63B78  # CRC-32C, reflected: bit 31 is x^0
 
 
-def _gf2_times(matrix: list[int], vector: int) -> int:
-    total = 0
-    i = 0
-    while vector:
-        if vector & 1:
-            total ^= matrix[i]
-        vector >>= 1
-        i += 1
-    return total
+def _times_mod_p(a: int, b: int) -> int:
+    """``a * b`` modulo the CRC polynomial, both 32-bit reflected polynomials."""
+    product = 0
+    bit = 1 << 31  # x^0
+    while a:
+        if a & bit:
+            product ^= b
+            a ^= bit
+        bit >>= 1
+        b = (b >> 1) ^ _POLY if b & 1 else b >> 1  # b times x
+    return product
 
 
-def _gf2_square(matrix: list[int]) -> list[int]:
-    return [_gf2_times(matrix, row) for row in matrix]
+def _powers() -> list[int]:
+    """``x^(2^k)`` modulo the polynomial for k = 0..63 (lengths up to 2^60 bytes), each the
+    square of the one before."""
+    table = [1 << 30]  # x^1
+    for _ in range(63):
+        table.append(_times_mod_p(table[-1], table[-1]))
+    return table
+
+
+_X_2K = _powers()
 
 
 def crc32c_combine(crc_a: int, crc_b: int, length_b: int) -> int:
     """The crc of ``a + b`` from ``crc32c(a)``, ``crc32c(b)`` and ``len(b)``.
 
-    Lets several threads checksum parts of one tensor at once. It shifts ``crc_a`` through
-    ``length_b`` zero bytes with the usual GF(2) matrix squaring (zlib's crc32_combine).
+    Lets several threads checksum parts of one tensor at once. Appending ``length_b`` zero
+    bytes multiplies ``crc_a`` by ``x^(8 * length_b)``; that power is a product of the
+    precomputed ``x^(2^k)``, one per set bit of ``8 * length_b`` (about 30 products of 32
+    steps: tens of microseconds, where squaring 32 x 32 bit matrices took milliseconds).
+
+    Example:
+        >>> crc32c_combine(crc32c(b"ab"), crc32c(b"cd"), 2) == crc32c(b"abcd")
+        True
     """
     if length_b <= 0:
         return crc_a
-    odd = [_POLY] + [1 << i for i in range(31)]  # the operator for one zero bit
-    even = _gf2_square(odd)  # two zero bits
-    odd = _gf2_square(even)  # four zero bits
-    while True:
-        even = _gf2_square(odd)  # apply a zero byte the first time, then more
-        if length_b & 1:
-            crc_a = _gf2_times(even, crc_a)
-        length_b >>= 1
-        if not length_b:
-            break
-        odd = _gf2_square(even)
-        if length_b & 1:
-            crc_a = _gf2_times(odd, crc_a)
-        length_b >>= 1
-        if not length_b:
-            break
-    return crc_a ^ crc_b
+    shift = 1 << 31  # x^0
+    n, k = length_b, 3  # x^(8n): start at x^(2^3)
+    while n:
+        if n & 1:
+            shift = _times_mod_p(_X_2K[k], shift)
+        n >>= 1
+        k += 1
+    return _times_mod_p(shift, crc_a) ^ crc_b

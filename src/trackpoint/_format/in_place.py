@@ -159,7 +159,7 @@ class InPlace:
         """The tensors' bytes cut into one contiguous share per thread.
 
         Shares of equal size, so both threads finish together; a tensor cut between two
-        shares costs one :func:`crc32c_combine` (about a millisecond) in the first pass, and
+        shares costs one :func:`crc32c_combine` (tens of microseconds) in the first pass, and
         cutting only there keeps that to one per thread.
         """
         total = sum(entry.size for entry in entries)
