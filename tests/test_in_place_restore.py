@@ -424,3 +424,69 @@ def test_a_file_changed_between_the_passes_raises(tmp_path) -> None:
             f.write(b"x")
         with pytest.raises(tp.errors.DataLossError, match="changed while"):
             in_place.copy({0: outs["a"]})
+
+
+def test_a_sharded_block_stored_as_one_slice_is_restored_into_its_own_memory_all_or_nothing(tmp_path) -> None:
+    """A restore at the layout that saved (each block one stored slice) reads a large block
+    into the variable's own array; a block that needs several slices, or one held elsewhere
+    too, takes new memory; a damaged slice leaves every block as it was."""
+    import torch.distributed as dist
+
+    from trackpoint.distributed import ShardedVariable, TorchCoordinator
+
+    rows, cols = 8, BIG // 4
+    full = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
+    prefix = str(tmp_path / "ckpt")
+    key = "model/{}/.ATTRIBUTES/VARIABLE_VALUE"
+    store = dist.HashStore()  # two ranks in threads of this process, each saving rows [4r, 4r + 4)
+    errors: list[BaseException] = []
+
+    def rank(r: int) -> None:
+        m = tp.Module()
+        m.a, m.b = (ShardedVariable(full[4 * r : 4 * r + 4], full.shape, (4 * r, 0)) for _ in range(2))
+        options = tp.CheckpointOptions(coordinator=TorchCoordinator(store=store, rank=r, world_size=2, timeout=30))
+        try:
+            tp.Checkpoint(model=m).write(prefix, options)
+        except BaseException as exc:  # noqa: BLE001 - raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+    def blocks(a_rows: tuple[int, int]) -> tuple[tp.Module, ShardedVariable, ShardedVariable]:
+        m = tp.Module()
+        m.a = ShardedVariable(np.zeros((a_rows[1] - a_rows[0], cols), np.float32), full.shape, (a_rows[0], 0))
+        m.b = ShardedVariable(np.zeros((4, cols), np.float32), full.shape, (4, 0))
+        return m, m.a, m.b
+
+    m, a, b = blocks((4, 8))
+    where = [address(a), address(b)]
+    tp.Checkpoint(model=m).read(prefix).assert_consumed()
+    assert [address(a), address(b)] == where  # read into place
+    np.testing.assert_array_equal(a.numpy(), full[4:])
+    np.testing.assert_array_equal(b.numpy(), full[4:])
+
+    m, a, b = blocks((2, 6))  # a straddles two stored slices; b's array is held by the caller
+    held = b.numpy()
+    where = [address(a), address(b)]
+    tp.Checkpoint(model=m).read(prefix).assert_consumed()
+    assert address(a) != where[0] and address(b) != where[1]
+    np.testing.assert_array_equal(a.numpy(), full[2:6])
+    np.testing.assert_array_equal(b.numpy(), full[4:])
+    assert not held.any()  # what the caller holds never changes
+
+    with BundleReader(prefix) as reader:
+        part = reader.region_entry(key.format("b"), ((4, 8), (0, cols)))
+    with open(reader.data_path(part.shard_id), "r+b") as f:  # damage b's second slice
+        f.seek(part.offset + part.size // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    m, a, b = blocks((4, 8))
+    with pytest.raises(tp.errors.DataLossError, match="model/b"):
+        tp.Checkpoint(model=m).read(prefix)
+    assert not a.numpy().any() and not b.numpy().any()

@@ -209,3 +209,15 @@ def test_the_io_device_rank_writes_every_file(tmp_path):
     path = results[0]["value"]
     assert sorted(n for n in os.listdir(tmp_path / "io") if ".data-" in n) == ["ckpt.data-00000-of-00001"]
     np.testing.assert_array_equal(tp.load_variable(path, W_KEY), full_value(5))
+
+
+def test_a_process_saving_one_block_alone_is_refused(tmp_path) -> None:
+    m = tp.Module()
+    m.w = ShardedVariable(np.ones((2, 3), np.float32), (4, 3), (0, 0))
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"'model/w/.*cover 6 of its 12.*coordinator") as caught:
+        tp.Checkpoint(model=m).write(str(tmp_path / "ckpt"), tp.CheckpointOptions(coordinator=False))
+    assert caught.value.key.startswith("model/w/")
+    assert not os.listdir(tmp_path)
+    m.w = ShardedVariable(np.ones((4, 3), np.float32), (4, 3), (0, 0))  # the whole tensor: fine alone
+    tp.Checkpoint(model=m).write(str(tmp_path / "ckpt"))
+    assert tp.load_variable(str(tmp_path / "ckpt"), "model/w/.ATTRIBUTES/VARIABLE_VALUE").shape == (4, 3)

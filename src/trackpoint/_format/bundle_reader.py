@@ -490,6 +490,43 @@ class BundleReader:
             InvalidArgumentError: The region does not lie inside the tensor, or the tensor's
                 shape is not ``full_shape`` (when given).
         """
+        entry, dtype, bounds = self._region(key, bounds, full_shape)
+        if not entry.is_sliced:
+            whole = self.read_checked(entry, dtype)
+            return np.ascontiguousarray(np.asarray(whole)[tuple(slice(a, b) for a, b in bounds)])
+        result = np.empty(tuple(stop - start for start, stop in bounds), dtype=dtype.numpy)
+        for part, part_bounds in self._slice_parts(entry, dtype):
+            overlap = [(max(a, c), min(b, d)) for (a, b), (c, d) in zip(bounds, part_bounds)]
+            if any(start >= stop for start, stop in overlap):
+                continue
+            data = self._read_plain(part, dtype, None)
+            result[tuple(slice(lo - a, hi - a) for (lo, hi), (a, _) in zip(overlap, bounds))] = np.asarray(data)[
+                tuple(slice(lo - c, hi - c) for (lo, hi), (c, _) in zip(overlap, part_bounds))
+            ]
+        return result
+
+    def region_entry(
+        self, key: str | bytes, bounds: Sequence[tuple[int, int]], full_shape: Sequence[int] | None = None
+    ) -> Entry | None:
+        """The checked plain entry whose bytes are exactly the region ``bounds`` of a tensor (the
+        tensor stored whole, or one stored slice), or None when the region takes several or part
+        of one. Such a region can be read in place like a whole tensor (see :mod:`.in_place`).
+
+        Raises:
+            InvalidArgumentError: As :meth:`read_region`.
+        """
+        entry, dtype, bounds = self._region(key, bounds, full_shape)
+        if not entry.is_sliced:
+            return entry if all(stop - start == dim for (start, stop), dim in zip(bounds, entry.shape)) else None
+        for part, part_bounds in self._slice_parts(entry, dtype):
+            if part_bounds == bounds:
+                return part
+        return None
+
+    def _region(
+        self, key: str | bytes, bounds: Sequence[tuple[int, int]], full_shape: Sequence[int] | None
+    ) -> tuple[Entry, DType, tuple[tuple[int, int], ...]]:
+        """The checked entry of ``key``, its dtype and ``bounds`` as ints, once the region lies in it."""
         entry = self.entry(key)
         dtype = self.checked(entry)
         bounds = tuple((int(start), int(stop)) for start, stop in bounds)
@@ -509,19 +546,7 @@ class BundleReader:
                 path=self.prefix,
                 key=readable_key(entry.key),
             )
-        if not entry.is_sliced:
-            whole = self.read_checked(entry, dtype)
-            return np.ascontiguousarray(np.asarray(whole)[tuple(slice(a, b) for a, b in bounds)])
-        result = np.empty(tuple(stop - start for start, stop in bounds), dtype=dtype.numpy)
-        for part, part_bounds in self._slice_parts(entry, dtype):
-            overlap = [(max(a, c), min(b, d)) for (a, b), (c, d) in zip(bounds, part_bounds)]
-            if any(start >= stop for start, stop in overlap):
-                continue
-            data = self._read_plain(part, dtype, None)
-            result[tuple(slice(lo - a, hi - a) for (lo, hi), (a, _) in zip(overlap, bounds))] = np.asarray(data)[
-                tuple(slice(lo - c, hi - c) for (lo, hi), (c, _) in zip(overlap, part_bounds))
-            ]
-        return result
+        return entry, dtype, bounds
 
     # -- lifetime -----------------------------------------------------------------------
 

@@ -259,16 +259,15 @@ class RestoreCoordinator:
         bindings are undone."""
         with self.reading():
             try:
-                in_place = self._assign(plan.assignments)
-                if in_place is not None:
-                    # Once _assign has returned: nothing of its frame holds a destination any more.
-                    _copy_in_place(*in_place)
+                # Once _assign has returned: nothing of its frame holds a destination any more.
+                for work in self._assign(plan.assignments):
+                    _copy_in_place(*work)
             except BaseException:
                 self._undo(plan)
                 raise
             self._finish(plan)
 
-    def _assign(self, assignments: list[Assignment]) -> _InPlaceWork | None:
+    def _assign(self, assignments: list[Assignment]) -> list[_InPlaceWork]:
         """Read the values of gathered nodes, check each against its object, then hand them out.
 
         No object takes a value before all are read and every plain variable's value was
@@ -285,15 +284,19 @@ class RestoreCoordinator:
         :func:`~trackpoint._tracking.variables.unshared_value`), or whose tensor owner gave
         its memory for them: those are only verified in their files here, and each object
         takes its own array back; they are read into it by :func:`_copy_in_place` once this
-        returns, with every value checked. Returned for that: what was read in place, each
-        such row's variable, and each such row's tensor-owner destination.
+        returns, with every value checked. Returned for that, once for the whole tensors and
+        once for the sharded variables' blocks (see :meth:`_read_regions`): what was read in
+        place, each such row's variable, and each such row's tensor-owner destination.
         """
         if not assignments:
-            return None
+            return []
         variables: list[Variable] = []
         arrays: list[Any] = []
+        works: list[_InPlaceWork] = []
         if any(hasattr(type(trackable), "_tp_region") for _, trackable, _, _ in assignments):
-            assignments = self._read_regions(assignments, variables, arrays)
+            assignments, regions = self._read_regions(assignments, variables, arrays)
+            if regions is not None:
+                works.append(regions)
         keys: list[str] = []
         for _, _, wanted, _ in assignments:
             if isinstance(wanted, str):
@@ -348,18 +351,27 @@ class RestoreCoordinator:
         for (_, trackable, _, _), taken in zip(owned, checked):
             cast(TensorOwner, trackable)._tp_take_restored(taken)
         take_restored(variables, arrays)
-        return (in_place, owners, targets) if in_place.claimed else None
+        if in_place.claimed:
+            works.append((in_place, owners, targets))
+        return works
 
     def _read_regions(
         self, assignments: list[Assignment], variables: list[Variable], arrays: list[Any]
-    ) -> list[Assignment]:
+    ) -> tuple[list[Assignment], _InPlaceWork | None]:
         """Read and check the blocks of the sharded variables among ``assignments`` (appended
-        to ``variables`` and ``arrays``, to be taken with the rest); return the others.
+        to ``variables`` and ``arrays``, to be taken with the rest); return the others, and
+        the blocks to read in place.
 
         A sharded variable holds one block of its tensor, so only the stored slices that
-        overlap the block are read (see ``BundleReader.read_region``).
+        overlap the block are read (see ``BundleReader.read_region``). A large block stored
+        as one slice of exactly its bounds (a restore at the world size that saved) whose
+        array the variable alone holds is verified now and read into that array once every
+        value is checked, as a whole tensor would be (see :mod:`~trackpoint._format.in_place`).
         """
         rest = []
+        offered: dict[int, Any] = {}
+        outs: dict[int, np.ndarray] = {}
+        owners: dict[int, Variable] = {}
         for assignment in assignments:
             node_id, trackable, wanted, _ = assignment
             region = getattr(type(trackable), "_tp_region", None)
@@ -368,13 +380,27 @@ class RestoreCoordinator:
                 continue
             key = wanted if isinstance(wanted, str) else dict(wanted)[VARIABLE_VALUE]
             full_shape, bounds = region(trackable)
+            variable = cast(Variable, trackable)
             try:
-                value = self.values.region(key, bounds, full_shape)
-                arrays.append(cast(Variable, trackable)._check_restored(value))
+                entry = self.values.region_entry(key, bounds, full_shape)
+                own = unshared_value(variable) if entry is not None else None
+                if own is not None and fits(entry, own):  # type: ignore[arg-type]
+                    row = len(offered)
+                    offered[row], outs[row], owners[row] = entry, own, variable
+                    value: Any = own  # the variable keeps its array; the copy fills it
+                else:
+                    value = self.values.region(key, bounds, full_shape)
+                arrays.append(variable._check_restored(value))
             except InvalidArgumentError as exc:
                 raise self._refused(node_id, wanted, exc) from exc
-            variables.append(cast(Variable, trackable))
-        return rest
+            variables.append(variable)
+        if not offered:
+            return rest, None
+        in_place = InPlace(lambda rows, small: {row: outs[row] for row in rows})
+        in_place.claim(self.values.reader, offered)
+        outs.clear()  # from here on, only the variables hold their arrays (see _copy_in_place)
+        in_place.verify()
+        return rest, (in_place, owners, {})
 
     def _refused(self, node_id: int, wanted: Wanted, exc: Exception) -> InvalidArgumentError:
         keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)

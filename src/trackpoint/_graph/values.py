@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.entries import Entry
 from trackpoint._format.in_place import InPlace
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 
@@ -113,6 +114,14 @@ class CheckpointValues:
                 key=key,
             )
         return np.ascontiguousarray(kept[tuple(slice(start, stop) for start, stop in bounds)])
+
+    def region_entry(self, key: str, bounds: Sequence[tuple[int, int]], full_shape: Sequence[int]) -> Entry | None:
+        """The stored entry that is exactly the region, to read in place, when it is large enough
+        for that to pay (see :meth:`BundleReader.region_entry`); None for a kept value."""
+        if key in self.kept:
+            return None
+        entry = self.reader.region_entry(key, bounds, full_shape)
+        return entry if entry is not None and entry.size >= self.reader.tuning.in_place_bytes else None
 
     def keep(self, keys: Sequence[str]) -> None:
         """Read the values of ``keys`` into memory, for reads after the files are gone.

@@ -26,7 +26,7 @@ from trackpoint._saving.sharding_policies import (
     ShardingCallback,
     validate_shards,
 )
-from trackpoint.errors import CheckpointError, WriteError
+from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError
 
 __all__ = ["MAX_WRITER_THREADS", "shardable_tensor", "write_bundle", "write_remedy", "write_shard"]
 
@@ -78,6 +78,7 @@ def write_bundle(
         trackables: The owner of each tensor, offered to the callback.
     """
     prefix = os.fspath(prefix)
+    _check_blocks(prefix, tensors)
     kept_values.keep_values_of(prefix)  # an overwrite: values a restore of it still waits to hand out
     try:
         _write(prefix, tensors, sharding_callback, trackables)
@@ -90,6 +91,25 @@ def write_bundle(
             path=prefix,
         ) from exc
     return prefix
+
+
+def _check_blocks(prefix: str, tensors: Sequence[tuple[str, Any]]) -> None:
+    """Refuse blocks (a ``ShardedVariable``'s) that do not tile their tensor: a process saving
+    alone must hold all of it, or the checkpoint could not be read."""
+    blocks: dict[str, list[slices.SlicedValue]] = {}
+    for key, value in tensors:
+        if isinstance(value, slices.SlicedValue):
+            blocks.setdefault(key, []).append(value)
+    for key, parts in blocks.items():
+        problem = slices.cover_problem(parts[0].full_shape, [part.extents for part in parts])
+        if problem is not None:
+            raise InvalidArgumentError(
+                f"cannot write checkpoint {prefix}: tensor {key!r} of shape {list(parts[0].full_shape)} is saved "
+                f"in blocks, and {problem}. A process holding one block must save together with the others "
+                "(CheckpointOptions(coordinator=...), or an initialized torch.distributed group)",
+                path=prefix,
+                key=key,
+            )
 
 
 def write_remedy(exc: OSError) -> str:

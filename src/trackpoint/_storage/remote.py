@@ -34,7 +34,7 @@ import os
 import stat
 import tempfile
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from trackpoint._storage.storage_options import options_for
@@ -220,7 +220,13 @@ def _write_call(url: str, action: Callable[[], _T]) -> _T:
         raise WriteError(f"{url}: could not write the object: {exc}", path=url) from exc
 
 
-def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: str, what: str | None = None) -> None:
+def commit(
+    data_files: Sequence[tuple[str, str]],
+    index_local: str,
+    index_url: str,
+    what: str | None = None,
+    others: Sequence[str] = (),
+) -> None:
     """Publish a bundle written locally to the object store, without renames.
 
     Each data file is uploaded under its final name, only if no object is there yet (S3
@@ -228,6 +234,8 @@ def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: s
     aborted). Then the index, on the same condition: that write is the commit. Another
     writer of the prefix, or one resumed after it was thought dead, finds an object in
     place and publishes nothing; the data objects this call created are deleted again.
+    ``others`` are data objects the index names that other processes uploaded already
+    (:func:`upload`); they must be there before the index goes up and still after.
 
     Safetensors shards and their ``.index.json`` (or a single file, as its own index) are
     published the same way; ``what`` names them in messages (by default "checkpoint <prefix>").
@@ -236,45 +244,71 @@ def commit(data_files: Sequence[tuple[str, str]], index_local: str, index_url: s
         WriteError: Nothing was committed; the message says why.
     """
     what = what or f"checkpoint {index_url.removesuffix('.index')}"
-    created: list[str] = []
     fs, _ = filesystem(index_url)
+    created = upload(data_files, what)
     try:
-        for local, final in [*data_files, (index_local, index_url)]:
-            _, path = filesystem(final)
-            try:
-                _write_call(final, functools.partial(fs.put_file, local, path, mode="create"))
-            except FileExistsError as exc:
-                if _holds(fs, path, local, compare_bytes=final == index_url):
-                    # A retry of our own write whose answer was lost (a dropped connection):
-                    # the object there is the one this call wrote.
-                    created.append(path)
-                    continue
-                raise WriteError(
-                    f"{final} exists already, so {what} was not committed: another writer is saving to (or has "
-                    "saved) this name, and objects of an object store are never overwritten by a save; save to a "
-                    "new name",
-                    path=final,
-                ) from exc
-            created.append(path)
+        _require(others, what, "before")
+        upload([(index_local, index_url)], what, compare_bytes=True)
+        created.append(index_url)
         # A cleanup elsewhere (a manager sweeping what it took for a dead writer's objects)
         # may have removed a data object before the index landed: un-commit rather than leave
         # an index whose data is gone.
-        missing = [final for _, final in data_files if not exists(final)]
-        if missing:
-            raise WriteError(
-                f"{missing[0]} was deleted while {what} was committed (by another writer's cleanup of this "
-                "directory), so it was withdrawn; save again",
-                path=missing[0],
-            )
+        _require([*(final for _, final in data_files), *others], what, "while")
     except BaseException:
-        for path in reversed(created):
-            try:
-                fs.rm_file(path)
-            except Exception as exc:  # noqa: BLE001 - left uncommitted: no reader looks at it
-                _log.warning("%s: could not delete the uncommitted object %s: %s", index_url, path, exc)
+        _delete_created(reversed(created), index_url)
         raise
     finally:
         fs.invalidate_cache()
+
+
+def upload(files: Sequence[tuple[str, str]], what: str, compare_bytes: bool = False) -> list[str]:
+    """Put each local file of ``(local, url)`` at its URL, only if nothing is there; return the
+    URLs, once all are up. On any failure, those this call put are deleted again.
+
+    Raises:
+        WriteError: An object is there already (another writer's), or an upload failed.
+    """
+    created: list[str] = []
+    try:
+        for local, final in files:
+            fs, path = filesystem(final)
+            try:
+                _write_call(final, functools.partial(fs.put_file, local, path, mode="create"))
+            except FileExistsError as exc:
+                if not _holds(fs, path, local, compare_bytes):
+                    raise WriteError(
+                        f"{final} exists already, so {what} was not committed: another writer is saving to (or "
+                        "has saved) this name, and objects of an object store are never overwritten by a save; "
+                        "save to a new name",
+                        path=final,
+                    ) from exc
+                # A retry of our own write whose answer was lost (a dropped connection):
+                # the object there is the one this call wrote.
+            created.append(final)
+    except BaseException:
+        _delete_created(reversed(created), files[0][1] if files else "")
+        raise
+    return created
+
+
+def _require(urls: Sequence[str], what: str, when: str) -> None:
+    missing = [url for url in urls if not exists(url)]
+    if missing:
+        raise WriteError(
+            f"{missing[0]} was deleted {when} {what} was committed (by another writer's cleanup of this "
+            "directory), so it was withdrawn; save again",
+            path=missing[0],
+        )
+
+
+def _delete_created(urls: Iterable[str], context: str) -> None:
+    """Delete objects a failed commit put; a failure is logged (nothing reads them uncommitted)."""
+    for url in urls:
+        fs, path = filesystem(url)
+        try:
+            fs.rm_file(path)
+        except Exception as exc:  # noqa: BLE001 - left uncommitted: no reader looks at it
+            _log.warning("%s: could not delete the uncommitted object %s: %s", context, url, exc)
 
 
 def _holds(fs: Any, path: str, local: str, compare_bytes: bool) -> bool:
