@@ -91,8 +91,12 @@ def write_index(
     num_shards: int,
     data_files: Sequence[tuple[str, str]] = (),
     data_synced: Callable[[], None] | None = None,
+    others: Sequence[str] = (),
 ) -> None:
     """Write ``prefix.index`` and publish it together with ``data_files`` (``(temp, final)`` pairs).
+
+    At a URL, ``others`` are data objects of the bundle that other processes put in place
+    already (see :func:`trackpoint._storage.remote.commit`).
 
     The index is written under a temporary name and fsynced; then the data files and the
     index are renamed into place, the index last (see :mod:`trackpoint._format.publish`).
@@ -116,7 +120,7 @@ def write_index(
     def commit(temp: str) -> None:
         if data_synced is not None:
             data_synced()
-        publish.publish(data_files, temp, path, num_shards)
+        publish.publish(data_files, temp, path, num_shards, others)
 
     atomic.write_file(path, table, commit)
 

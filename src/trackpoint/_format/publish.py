@@ -44,8 +44,17 @@ def prepare_directory(prefix: str) -> None:
     previous.settle(prefix)
 
 
-def publish(data_files: Sequence[tuple[str, str]], index_temp: str, index_final: str, num_shards: int) -> None:
+def publish(
+    data_files: Sequence[tuple[str, str]],
+    index_temp: str,
+    index_final: str,
+    num_shards: int,
+    others: Sequence[str] = (),
+) -> None:
     """Rename fsynced temporaries into place: data files first, the index last.
+
+    At a URL: upload them, the index last and only if absent; ``others`` are data objects
+    other processes uploaded, which must be in place (local files are all renamed here).
 
     At no instant does the prefix lack a whole checkpoint: the index is replaced by one
     rename, and data files the current index names are kept under the previous prefix
@@ -60,11 +69,13 @@ def publish(data_files: Sequence[tuple[str, str]], index_temp: str, index_final:
     if is_url(index_final):
         from trackpoint._storage import remote
 
-        remote.commit(data_files, index_temp, index_final)  # the index, if absent, is the commit
+        remote.commit(data_files, index_temp, index_final, others=others)  # the index, if absent, is the commit
         for temp, _ in data_files:
             atomic.remove_quietly(temp)
         atomic.remove_quietly(index_temp)
         return
+    if others:
+        raise ValueError("data files other processes wrote are published with the rest on a local filesystem")
     prefix = index_final[: -len(naming.index_filename(""))]
     previous.settle(prefix)
     new = {final for _, final in data_files}

@@ -12,11 +12,15 @@
    Every rank removes its own temporary files unless the verdict says they were published.
 
 The root renames the other ranks' files into place, so a save to a local path needs a
-directory every rank sees (one machine, or a shared filesystem).
+directory every rank sees (one machine, or a shared filesystem). At a URL, each rank uploads
+its own data objects (only where nothing is) before it reports them, and the root's index,
+put only if absent once every one is in place, is the commit; a rank whose save was not
+committed deletes the objects it put.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import naming, slices
+from trackpoint._format import atomic, naming, slices
 from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_index
 from trackpoint._format.dtypes import DTYPES, DType
 from trackpoint._format.index_entries import IndexEntries
@@ -33,6 +37,7 @@ from trackpoint._format.publish import prepare_directory
 from trackpoint._format.threads import parallel_map
 from trackpoint._saving.sharding_policies import Shard, ShardByTaskPolicy, ShardingCallback, validate_shards
 from trackpoint._saving.write import MAX_WRITER_THREADS, shardable_tensor, write_remedy, write_shard
+from trackpoint._storage import is_url
 from trackpoint.distributed import _wire
 from trackpoint.distributed._coordinator import Coordinator
 from trackpoint.distributed._plan import SHARDED, Description, decide, describe
@@ -41,6 +46,7 @@ from trackpoint.errors import CheckpointError, CoordinationError, InvalidArgumen
 __all__ = ["PlannedSave", "plan_save"]
 
 _OK, _REFUSED = b"\x00", b"\x01"
+_log = logging.getLogger("trackpoint")
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,7 @@ class PlannedSave:
         """
         c, tag = self.coordinator, self.tag
         writers: list[ShardWriter] = []
+        uploaded: list[str] = []
         published = False
         with c.alive(tag):
             try:
@@ -132,6 +139,8 @@ class PlannedSave:
                     for i in range(len(shards))
                 ]
                 parallel_map(lambda pair: write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
+                if is_url(self.prefix) and c.rank != self.root:
+                    uploaded = self._upload(writers)
                 report = _report(writers)
                 reports = c.gather(f"{tag}#entries", report, self.root)
                 if reports is not None:
@@ -155,6 +164,7 @@ class PlannedSave:
                 if not published:
                     for writer in writers:
                         writer.abort()
+                    _withdraw(uploaded)
                 if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
                     raise WriteError(
                         f"could not write checkpoint {self.prefix}: {exc}. Nothing of it was published; earlier "
@@ -183,9 +193,29 @@ class PlannedSave:
                 rows.sort(key=lambda row: row[0])  # stable: one key's slices stay in rank order
         return [(key, value, owner) for _, key, value, owner in rows]
 
+    def _upload(self, writers: Sequence[ShardWriter]) -> list[str]:
+        """At a URL, on a rank but the root: put this rank's data files in place (only where
+        nothing is) before the root commits the index; return their URLs."""
+        from trackpoint._storage import remote
+
+        uploaded = remote.upload([(w.temp_path, w.path) for w in writers], f"checkpoint {self.prefix}")
+        for writer in writers:
+            atomic.remove_quietly(writer.temp_path)
+        return uploaded
+
     def _commit(self, reports: list[bytes], total: int) -> None:
         """At the root: merge every rank's entries into the index and publish it, the index last."""
         shards = [shard for report in reports for shard in _unreport(report)]
+        if len(shards) != total:
+            raise CoordinationError(f"{self.prefix}: {len(shards)} data files reported where {total} were planned")
+        if is_url(self.prefix):
+            # The other ranks uploaded theirs; the index goes up once they are all there.
+            mine = {s.path for s in _unreport(reports[self.root])}
+            own = [(s.temp_path, s.path) for s in shards if s.path in mine]
+            write_index(
+                self.prefix, merge_shards(shards), total, own, others=[s.path for s in shards if s.path not in mine]
+            )
+            return
         missing = [s.temp_path for s in shards if not os.path.exists(s.temp_path)]
         if missing:
             raise WriteError(
@@ -194,9 +224,19 @@ class PlannedSave:
                 "every rank shares (one machine or a shared filesystem). Nothing was published.",
                 path=self.prefix,
             )
-        if len(shards) != total:
-            raise CoordinationError(f"{self.prefix}: {len(shards)} data files reported where {total} were planned")
         write_index(self.prefix, merge_shards(shards), total, [(s.temp_path, s.path) for s in shards])
+
+
+def _withdraw(urls: Sequence[str]) -> None:
+    """Delete the data objects this rank uploaded for a save that was not committed."""
+    if not urls:
+        return
+    from trackpoint._storage import remote
+
+    try:
+        remote.remove(urls)
+    except WriteError as exc:  # left uncommitted: no reader looks at it, a later save clears it
+        _log.warning("could not delete the uncommitted data object: %s", exc)
 
 
 def _message(exc: BaseException) -> str:
