@@ -8,6 +8,9 @@
   follows parameters by path, not by index), objects with ``state_dict()`` JSON plus tensors.
 - :class:`RNGState`: torch's, numpy's and Python's random generators.
 - :func:`load_state_dict`: torch's one-shot, name-by-name load of one module.
+- :class:`TFStorageWriter`, :class:`TFStorageReader`: storage for
+  ``torch.distributed.checkpoint.save``/``load`` that writes and reads TF checkpoints
+  (imported when first used: they import ``torch.distributed.checkpoint``).
 
 Example:
     >>> import tempfile, torch
@@ -37,6 +40,16 @@ __all__ = [
     "OptimizerNode",
     "RNGState",
     "StateDictNode",
+    "TFStorageReader",
+    "TFStorageWriter",
     "TensorNode",
     "load_state_dict",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name in ("TFStorageReader", "TFStorageWriter"):
+        from trackpoint.torch import _dcp
+
+        return getattr(_dcp, name)
+    raise AttributeError(f"module 'trackpoint.torch' has no attribute {name!r}")

@@ -1,0 +1,249 @@
+"""``torch.distributed.checkpoint`` (DCP) storage that writes and reads TF checkpoints.
+
+DCP plans a save (which rank writes which tensor, each shard of a ``DTensor`` by its owner,
+replicated values once) and hands each rank its items; these classes are only the storage
+under that plan, as ``FileSystemWriter``/``FileSystemReader`` are. Each rank that has items
+writes one data file (``.data-0000i-of-0000N``, numbered by the coordinator in
+``prepare_global_plan``); a shard is stored as a TF slice of the whole tensor; ``finish`` on
+the coordinator merges every rank's entries into the ``.index`` and publishes it last, after
+renaming the data files into place (so the directory must be one every rank sees, as with
+DCP's own writer). Keys are DCP's fully qualified names (``model.0.weight``); values DCP
+keeps as bytes (non-tensor state) are scalar string tensors. The result is a name-based TF
+checkpoint: ``tf.train.load_checkpoint`` and ``tp.load_checkpoint`` read it whole, and the
+reader here loads it at any world size, each rank reading only the slices its shards overlap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+from typing import Any
+
+import numpy as np
+import torch
+from torch.distributed.checkpoint import Metadata, StorageReader, StorageWriter
+from torch.distributed.checkpoint.metadata import (
+    BytesStorageMetadata,
+    ChunkStorageMetadata,
+    MetadataIndex,
+    TensorProperties,
+    TensorStorageMetadata,
+)
+from torch.distributed.checkpoint.planner import (
+    LoadItemType,
+    LoadPlan,
+    LoadPlanner,
+    SavePlan,
+    SavePlanner,
+    WriteItemType,
+)
+from torch.distributed.checkpoint.storage import WriteResult
+from torch.futures import Future
+
+from trackpoint._format import naming, slices
+from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_index
+from trackpoint._format.entries import slice_keys
+from trackpoint._format.keys import encode_key
+from trackpoint._format.publish import prepare_directory
+from trackpoint.distributed._save import _report, _unreport
+from trackpoint.errors import InvalidArgumentError, WriteError
+from trackpoint.torch._tensors import as_array, new_tensor
+
+__all__ = ["TFStorageReader", "TFStorageWriter"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _File:
+    """What the coordinator assigns a rank: its data file's number, of how many."""
+
+    shard_id: int
+    total: int
+
+
+class TFStorageWriter(StorageWriter):
+    """Storage for ``torch.distributed.checkpoint.save`` that writes a TF checkpoint at ``prefix``.
+
+    Example (on every rank; the state may hold ``DTensor``s):
+        >>> import torch.distributed.checkpoint as dcp                         # doctest: +SKIP
+        >>> from trackpoint.torch import TFStorageWriter                        # doctest: +SKIP
+        >>> dcp.save({"model": model.state_dict()}, storage_writer=TFStorageWriter("run/ckpt"))  # doctest: +SKIP
+    """
+
+    def __init__(self, prefix: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.prefix = os.fspath(prefix)
+        self._coordinator = False
+
+    def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
+        if checkpoint_id is not None:
+            self.prefix = os.fspath(checkpoint_id)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
+        return False  # never picked for a bare checkpoint_id: given explicitly only
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self._coordinator = is_coordinator
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        return plan
+
+    def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
+        # On the coordinator, before any rank writes: a file for each rank with items.
+        prepare_directory(self.prefix)
+        writing = [i for i, plan in enumerate(plans) if plan.items]
+        numbers = {rank: n for n, rank in enumerate(writing)}
+        return [
+            dataclasses.replace(plan, storage_data=_File(numbers[i], len(writing)) if i in numbers else None)
+            for i, plan in enumerate(plans)
+        ]
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
+        future: Future[list[WriteResult]] = Future()
+        assigned = plan.storage_data
+        if not plan.items or not isinstance(assigned, _File):
+            future.set_result([])
+            return future
+        writer = ShardWriter(naming.data_filename(self.prefix, assigned.shard_id, assigned.total), assigned.shard_id)
+        try:
+            results = []
+            for item in plan.items:
+                key = item.index.fqn
+                data = planner.resolve_data(item)
+                if item.type == WriteItemType.BYTE_IO:
+                    value: Any = data.getvalue() if isinstance(data, io.BytesIO) else bytes(data)
+                    size = len(value)
+                elif isinstance(data, torch.Tensor):
+                    array = as_array(data.detach(), key)
+                    size = array.nbytes
+                    chunk = item.tensor_data.chunk if item.tensor_data is not None else None
+                    full = tuple(item.tensor_data.size) if item.tensor_data is not None else array.shape
+                    if item.type == WriteItemType.SHARD and chunk is not None and tuple(chunk.sizes) != full:
+                        extents = tuple((int(o), int(s)) for o, s in zip(chunk.offsets, chunk.sizes))
+                        value = slices.SlicedValue(array, full, extents)
+                    else:
+                        value = array
+                else:
+                    raise InvalidArgumentError(
+                        f"{self.prefix}: DCP gave {type(data).__name__} for tensor {key!r}", key=key
+                    )
+                writer.add_many([(key, value)])
+                results.append(WriteResult(index=item.index, size_in_bytes=size, storage_data=None))
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        # The entries travel to the coordinator with the first result (finish merges them).
+        results[0] = dataclasses.replace(results[0], storage_data=_report([writer]))
+        future.set_result(results)
+        return future
+
+    def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
+        reports = [r.storage_data for rank in results for r in rank if isinstance(r.storage_data, bytes)]
+        shards = [shard for report in reports for shard in _unreport(report)]
+        missing = [s.temp_path for s in shards if not os.path.exists(s.temp_path)]
+        if missing:
+            raise WriteError(
+                f"could not write checkpoint {self.prefix}: the data file {missing[0]} another rank wrote is not "
+                "visible to the coordinator; TFStorageWriter needs a directory every rank shares. Nothing was "
+                "published.",
+                path=self.prefix,
+            )
+        write_index(self.prefix, merge_shards(shards), len(shards), [(s.temp_path, s.path) for s in shards])
+
+
+class TFStorageReader(StorageReader):
+    """Storage for ``torch.distributed.checkpoint.load`` that reads a TF checkpoint at ``prefix``
+    (one :class:`TFStorageWriter` wrote, or any other whose keys are the state's names).
+
+    Example (on every rank, at any world size):
+        >>> dcp.load(state, storage_reader=TFStorageReader("run/ckpt"))           # doctest: +SKIP
+    """
+
+    def __init__(self, prefix: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.prefix = os.fspath(prefix)
+
+    def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
+        if checkpoint_id is not None:
+            self.prefix = os.fspath(checkpoint_id)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
+        return False
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        """Every tensor's dtype, shape and stored chunks (its slices, or itself whole)."""
+        state: dict[str, TensorStorageMetadata | BytesStorageMetadata] = {}
+        with BundleReader(self.prefix) as reader:
+            entries = reader.entries()
+            hidden = slice_keys(entries)
+            for entry in entries:
+                if encode_key(entry.key) in hidden:
+                    continue  # a slice, listed under its whole tensor's key
+                key = entry.key
+                dtype = reader.checked(entry)
+                if dtype.is_string:
+                    state[key] = BytesStorageMetadata()
+                    continue
+                if entry.is_sliced:
+                    boxes = [slices.resolve(slices.extents_from_proto(p), entry.shape, key) for p in entry.slices]
+                else:
+                    boxes = [tuple((0, d) for d in entry.shape)]
+                chunks = [
+                    ChunkStorageMetadata(
+                        offsets=torch.Size([a for a, _ in box]), sizes=torch.Size([b - a for a, b in box])
+                    )
+                    for box in boxes
+                ]
+                sample = new_tensor(np.zeros(0, dtype.numpy))
+                state[key] = TensorStorageMetadata(
+                    properties=TensorProperties(dtype=sample.dtype), size=torch.Size(entry.shape), chunks=chunks
+                )
+        return Metadata(state_dict_metadata=state)
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        return plan
+
+    def prepare_global_plan(self, plans: list[LoadPlan]) -> list[LoadPlan]:
+        return plans
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
+        """Read each item's region (only the stored slices it overlaps), checksums verified."""
+        with BundleReader(self.prefix) as reader:
+            for item in plan.items:
+                key = item.storage_index.fqn
+                if item.type == LoadItemType.BYTE_IO:
+                    value = reader.read(key)
+                    if not isinstance(value, bytes):
+                        raise InvalidArgumentError(f"{self.prefix}: key {key!r} is not a scalar string", key=key)
+                    planner.load_bytes(item, io.BytesIO(value))
+                    continue
+                chunk = _offsets(item.storage_index, len(item.lengths))
+                bounds = [
+                    (c + start, c + start + length)
+                    for c, start, length in zip(chunk, item.storage_offsets, item.lengths)
+                ]
+                region = reader.read_region(key, bounds)
+                target = planner.resolve_tensor(item).detach()
+                if tuple(target.shape) != region.shape:
+                    raise InvalidArgumentError(
+                        f"{self.prefix}: key {key!r}: a region of shape {list(region.shape)} for a destination of "
+                        f"{list(target.shape)}",
+                        key=key,
+                    )
+                target.copy_(new_tensor(region))
+                planner.commit_tensor(item, target)
+        future: Future[None] = Future()
+        future.set_result(None)
+        return future
+
+
+def _offsets(index: MetadataIndex, rank: int) -> tuple[int, ...]:
+    """Where the stored chunk an item reads from starts (its offsets in the whole tensor)."""
+    return tuple(int(o) for o in index.offset) if index.offset is not None else (0,) * rank
