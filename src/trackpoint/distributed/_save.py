@@ -21,7 +21,6 @@ committed deletes the objects it put.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,16 +28,13 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format import atomic, naming, slices
-from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_index
-from trackpoint._format.dtypes import DTYPES, DType
-from trackpoint._format.index_entries import IndexEntries
-from trackpoint._format.keys import encode_key
+from trackpoint._format.bundle_writer import ShardWriter
 from trackpoint._format.publish import prepare_directory
 from trackpoint._format.threads import parallel_map
 from trackpoint._saving.sharding_policies import Shard, ShardByTaskPolicy, ShardingCallback, validate_shards
 from trackpoint._saving.write import MAX_WRITER_THREADS, shardable_tensor, write_remedy, write_shard
 from trackpoint._storage import is_url
-from trackpoint.distributed import _wire
+from trackpoint.distributed import _reports, _wire
 from trackpoint.distributed._coordinator import Coordinator
 from trackpoint.distributed._plan import SHARDED, Description, decide, describe
 from trackpoint.errors import CheckpointError, CoordinationError, InvalidArgumentError, WriteError
@@ -47,17 +43,6 @@ __all__ = ["PlannedSave", "plan_save"]
 
 _OK, _REFUSED = b"\x00", b"\x01"
 _log = logging.getLogger("trackpoint")
-
-
-@dataclass(frozen=True)
-class _Reported:
-    """A data file another rank wrote, as :func:`merge_shards` reads it."""
-
-    path: str
-    temp_path: str
-    shard_id: int
-    entries: IndexEntries
-    sliced: dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]]
 
 
 def plan_save(
@@ -141,10 +126,11 @@ class PlannedSave:
                 parallel_map(lambda pair: write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
                 if is_url(self.prefix) and c.rank != self.root:
                     uploaded = self._upload(writers)
-                report = _report(writers)
+                report = _reports.encode(writers)
                 reports = c.gather(f"{tag}#entries", report, self.root)
                 if reports is not None:
-                    self._commit(reports, total)
+                    files = [f for report in reports for f in _reports.decode(report)]
+                    _reports.publish(self.prefix, files, total, _reports.decode(reports[self.root]))
                     published = True
                     if record is not None:
                         record()
@@ -203,29 +189,6 @@ class PlannedSave:
             atomic.remove_quietly(writer.temp_path)
         return uploaded
 
-    def _commit(self, reports: list[bytes], total: int) -> None:
-        """At the root: merge every rank's entries into the index and publish it, the index last."""
-        shards = [shard for report in reports for shard in _unreport(report)]
-        if len(shards) != total:
-            raise CoordinationError(f"{self.prefix}: {len(shards)} data files reported where {total} were planned")
-        if is_url(self.prefix):
-            # The other ranks uploaded theirs; the index goes up once they are all there.
-            mine = {s.path for s in _unreport(reports[self.root])}
-            own = [(s.temp_path, s.path) for s in shards if s.path in mine]
-            write_index(
-                self.prefix, merge_shards(shards), total, own, others=[s.path for s in shards if s.path not in mine]
-            )
-            return
-        missing = [s.temp_path for s in shards if not os.path.exists(s.temp_path)]
-        if missing:
-            raise WriteError(
-                f"could not write checkpoint {self.prefix}: the data file {missing[0]} another rank wrote is not "
-                "visible to the committing rank; a save of several processes to a local path needs a directory "
-                "every rank shares (one machine or a shared filesystem). Nothing was published.",
-                path=self.prefix,
-            )
-        write_index(self.prefix, merge_shards(shards), total, [(s.temp_path, s.path) for s in shards])
-
 
 def _withdraw(urls: Sequence[str]) -> None:
     """Delete the data objects this rank uploaded for a save that was not committed."""
@@ -257,36 +220,6 @@ def _split(rows: list[tuple[str, Any, Any]], callback: ShardingCallback | None) 
         return [shard]
     shardable = [shardable_tensor(key, value, owner) for key, value, owner in rows]
     return validate_shards(callback(shardable), shardable, callback.description)
-
-
-def _report(writers: Sequence[ShardWriter]) -> bytes:
-    head = [
-        [
-            w.path,
-            w.temp_path,
-            w.shard_id,
-            [[n, d.enum, list(s), [list(map(list, e)) for e in p]] for n, d, s, p in w.sliced.values()],
-        ]
-        for w in writers
-    ]
-    return _wire.pack([_wire.to_json(head), *(part for w in writers for part in _wire.encode_entries(w.entries))])
-
-
-def _unreport(message: bytes) -> list[_Reported]:
-    parts = _wire.unpack(message)
-    head = _wire.from_json(parts[0])
-    n = _wire.ENTRY_PARTS
-    if len(parts) != 1 + n * len(head):
-        raise CoordinationError("a peer sent a damaged message (file reports)")
-    out = []
-    for j, (path, temp, shard_id, sliced) in enumerate(head):
-        entries = _wire.decode_entries(parts[1 + n * j : 1 + n * (j + 1)])
-        table = {
-            encode_key(name): (name, DTYPES[dtype], tuple(shape), [tuple(map(tuple, e)) for e in extents])
-            for name, dtype, shape, extents in sliced
-        }
-        out.append(_Reported(path, temp, int(shard_id), entries, table))
-    return out
 
 
 def _ship(values: list[tuple[int, Any]]) -> bytes:

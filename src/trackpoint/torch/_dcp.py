@@ -43,12 +43,12 @@ from torch.futures import Future
 
 from trackpoint._format import naming, slices
 from trackpoint._format.bundle_reader import BundleReader
-from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_index
+from trackpoint._format.bundle_writer import ShardWriter
 from trackpoint._format.entries import slice_keys
 from trackpoint._format.keys import encode_key
 from trackpoint._format.publish import prepare_directory
-from trackpoint.distributed._save import _report, _unreport
-from trackpoint.errors import InvalidArgumentError, WriteError
+from trackpoint.distributed import _reports
+from trackpoint.errors import InvalidArgumentError
 from trackpoint.torch._tensors import as_array, new_tensor
 
 __all__ = ["TFStorageReader", "TFStorageWriter"]
@@ -136,22 +136,15 @@ class TFStorageWriter(StorageWriter):
             writer.abort()
             raise
         # The entries travel to the coordinator with the first result (finish merges them).
-        results[0] = dataclasses.replace(results[0], storage_data=_report([writer]))
+        results[0] = dataclasses.replace(results[0], storage_data=_reports.encode([writer]))
         future.set_result(results)
         return future
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         reports = [r.storage_data for rank in results for r in rank if isinstance(r.storage_data, bytes)]
-        shards = [shard for report in reports for shard in _unreport(report)]
-        missing = [s.temp_path for s in shards if not os.path.exists(s.temp_path)]
-        if missing:
-            raise WriteError(
-                f"could not write checkpoint {self.prefix}: the data file {missing[0]} another rank wrote is not "
-                "visible to the coordinator; TFStorageWriter needs a directory every rank shares. Nothing was "
-                "published.",
-                path=self.prefix,
-            )
-        write_index(self.prefix, merge_shards(shards), len(shards), [(s.temp_path, s.path) for s in shards])
+        shards = [shard for report in reports for shard in _reports.decode(report)]
+        mine = [shard for shard in shards if os.path.exists(shard.temp_path)]  # one directory for all
+        _reports.publish(self.prefix, shards, len(shards), mine)
 
 
 class TFStorageReader(StorageReader):

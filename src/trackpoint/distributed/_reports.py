@@ -1,0 +1,99 @@
+"""The data files a rank wrote, as it reports them to the rank that commits the index, and
+that commit: every file's entries merged into the ``.index``, published last.
+
+Used by trackpoint's own saves of several processes (:mod:`._save`) and by the storage
+under ``torch.distributed.checkpoint`` (:mod:`trackpoint.torch._dcp`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from trackpoint._format import slices
+from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_index
+from trackpoint._format.dtypes import DTYPES, DType
+from trackpoint._format.index_entries import IndexEntries
+from trackpoint._format.keys import encode_key
+from trackpoint._storage import is_url
+from trackpoint.distributed import _wire
+from trackpoint.errors import CoordinationError, WriteError
+
+__all__ = ["Reported", "decode", "encode", "publish"]
+
+
+@dataclass(frozen=True)
+class Reported:
+    """A data file a rank wrote, as :func:`merge_shards` reads it."""
+
+    path: str
+    temp_path: str
+    shard_id: int
+    entries: IndexEntries
+    sliced: dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]]
+
+
+def encode(writers: Sequence[ShardWriter]) -> bytes:
+    """The report of ``writers``' files (closed): names, entries and slices."""
+    head = [
+        [
+            w.path,
+            w.temp_path,
+            w.shard_id,
+            [[n, d.enum, list(s), [list(map(list, e)) for e in p]] for n, d, s, p in w.sliced.values()],
+        ]
+        for w in writers
+    ]
+    return _wire.pack([_wire.to_json(head), *(part for w in writers for part in _wire.encode_entries(w.entries))])
+
+
+def decode(message: bytes) -> list[Reported]:
+    """The files of a report :func:`encode` made."""
+    parts = _wire.unpack(message)
+    head = _wire.from_json(parts[0])
+    n = _wire.ENTRY_PARTS
+    if len(parts) != 1 + n * len(head):
+        raise CoordinationError("a peer sent a damaged message (file reports)")
+    out = []
+    for j, (path, temp, shard_id, sliced) in enumerate(head):
+        entries = _wire.decode_entries(parts[1 + n * j : 1 + n * (j + 1)])
+        table = {
+            encode_key(name): (name, DTYPES[dtype], tuple(shape), [tuple(map(tuple, e)) for e in extents])
+            for name, dtype, shape, extents in sliced
+        }
+        out.append(Reported(path, temp, int(shard_id), entries, table))
+    return out
+
+
+def publish(prefix: str, shards: Sequence[Reported], total: int, mine: Sequence[Reported]) -> None:
+    """Merge the entries of every rank's files into the index of ``prefix`` and publish it last.
+
+    ``mine`` are this process's files. At a local path every file is renamed into place here,
+    so the others' must be visible (a directory every rank shares); at a URL the others
+    uploaded theirs, and the index goes up once they are all there.
+
+    Raises:
+        WriteError: Nothing was published; the message says why.
+    """
+    if len(shards) != total:
+        raise CoordinationError(f"{prefix}: {len(shards)} data files reported where {total} were planned")
+    if is_url(prefix):
+        own = {s.path for s in mine}
+        write_index(
+            prefix,
+            merge_shards(shards),
+            total,
+            [(s.temp_path, s.path) for s in shards if s.path in own],
+            others=[s.path for s in shards if s.path not in own],
+        )
+        return
+    missing = [s.temp_path for s in shards if not os.path.exists(s.temp_path)]
+    if missing:
+        raise WriteError(
+            f"could not write checkpoint {prefix}: the data file {missing[0]} another rank wrote is not visible to "
+            "the committing rank; a save of several processes to a local path needs a directory every rank "
+            "shares (one machine or a shared filesystem). Nothing was published.",
+            path=prefix,
+        )
+    write_index(prefix, merge_shards(shards), total, [(s.temp_path, s.path) for s in shards])
