@@ -211,6 +211,39 @@ def test_the_io_device_rank_writes_every_file(tmp_path):
     np.testing.assert_array_equal(tp.load_variable(path, W_KEY), full_value(5))
 
 
+def _policy_save(rank: int, world: int, work: str, policy: str) -> str:
+    from trackpoint import sharding
+
+    init_gloo(rank, world, os.path.join(work, "init"))
+    callback = sharding.ShardByTaskPolicy() if policy == "task" else sharding.MaxShardSizePolicy(max_shard_size=160)
+    options = tp.CheckpointOptions(experimental_sharding_callback=callback)
+    return tp.Checkpoint(model=model(rank, world, 6.0)).write(os.path.join(work, policy, "ckpt"), options=options)
+
+
+@pytest.mark.parametrize("policy", ["task", "size"])
+def test_sharding_policies_shard_within_each_rank(tmp_path, policy):
+    """ShardByTaskPolicy: one data file per rank. MaxShardSizePolicy: a rank splits its part into
+    files of at most the limit (a tensor larger than it alone in one), numbered across the ranks."""
+    results = run_ranks(_policy_save, 2, str(tmp_path), str(tmp_path), policy)
+    assert all("value" in r for r in results), results
+    path = results[0]["value"]
+    files = sorted(n for n in os.listdir(tmp_path / policy) if ".data-" in n)
+    count = len(files)
+    assert files == [f"ckpt.data-{i:05d}-of-{count:05d}" for i in range(count)]
+    if policy == "task":
+        assert count == 2
+    else:
+        assert count > 4  # 9 replicated vectors of 56 to 504 bytes and two 144-byte slices, 160-byte files
+        with BundleReader(path) as reader:
+            ranks_files = {
+                reader.entry(f"model/rest/{i}/.ATTRIBUTES/VARIABLE_VALUE").shard_id for i in range(REPLICATED)
+            }
+        assert len(ranks_files) > 2
+    np.testing.assert_array_equal(tp.load_variable(path, W_KEY), full_value(6))
+    for i in range(REPLICATED):
+        assert tp.load_variable(path, f"model/rest/{i}/.ATTRIBUTES/VARIABLE_VALUE")[0] == 6 + i
+
+
 def test_a_process_saving_one_block_alone_is_refused(tmp_path) -> None:
     m = tp.Module()
     m.w = ShardedVariable(np.ones((2, 3), np.float32), (4, 3), (0, 0))
