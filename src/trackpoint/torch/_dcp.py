@@ -112,8 +112,9 @@ class TFStorageWriter(StorageWriter):
             for item in plan.items:
                 key = item.index.fqn
                 data = planner.resolve_data(item)
-                if item.type == WriteItemType.BYTE_IO:
-                    value: Any = data.getvalue() if isinstance(data, io.BytesIO) else bytes(data)
+                if item.type == WriteItemType.BYTE_IO and isinstance(data, io.IOBase):
+                    data.seek(0)
+                    value: Any = data.read()
                     size = len(value)
                 elif isinstance(data, torch.Tensor):
                     array = as_array(data.detach(), key)
