@@ -90,10 +90,10 @@ def test_a_checkpoint_committed_by_another_writer_meanwhile_wins(tmp_path, bucke
     local = tp.Checkpoint(model=winner).write(str(tmp_path / "ckpt-1"))
     real_commit = remote.commit
 
-    def racing(data_files, index_local, index_url):  # the other writer, just before this one's uploads
+    def racing(data_files, index_local, index_url, **kwargs):  # the other writer, just before this one's uploads
         for suffix in (".data-00000-of-00001", ".index"):
             s3.put_file(local + suffix, url[5:] + suffix)
-        return real_commit(data_files, index_local, index_url)
+        return real_commit(data_files, index_local, index_url, **kwargs)
 
     monkeypatch.setattr(remote, "commit", racing)
     with pytest.raises(tp.errors.WriteError, match="another writer"):
