@@ -48,6 +48,14 @@ def model(rank: int, world: int, step: float) -> tp.Module:
     return m
 
 
+def assign_step(m: tp.Module, rank: int, world: int, step: float) -> None:
+    """Give rank ``rank``'s model the values of ``step`` (its rows of ``w``, every replicated variable)."""
+    start, stop = rows(rank, world)
+    m.w.assign(full_value(step)[start:stop])
+    for i, v in enumerate(m.rest):
+        v.assign(np.full(v.shape, step + i, np.float64))
+
+
 def _child(target: Callable[..., Any], rank: int, world: int, work: str, args: tuple[Any, ...]) -> None:
     out: dict[str, Any]
     try:

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch.distributed")
 
 import trackpoint as tp
-from tests.distributed.ranks import FULL, REPLICATED, full_value, init_gloo, model, rows, run_ranks
+from tests.distributed.ranks import FULL, REPLICATED, assign_step, full_value, init_gloo, model, rows, run_ranks
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint.distributed import ShardedVariable
 
@@ -24,10 +24,7 @@ def _save_with_manager(rank: int, world: int, work: str, saves: int, options: di
     manager = tp.CheckpointManager(tp.Checkpoint(model=m), os.path.join(work, "run"), max_to_keep=2)
     paths = []
     for step in range(1, saves + 1):
-        start, stop = rows(rank, world)
-        m.w.assign(full_value(step)[start:stop])
-        for i, v in enumerate(m.rest):
-            v.assign(np.full(v.shape, step + i, np.float64))
+        assign_step(m, rank, world, step)
         opts = tp.CheckpointOptions(**(options or {}))
         paths.append(manager.save(options=opts))
         if opts.enable_async:

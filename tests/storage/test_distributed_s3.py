@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("torch.distributed")
 
 import trackpoint as tp
-from tests.distributed.ranks import REPLICATED, full_value, init_gloo, model, rows, run_ranks
+from tests.distributed.ranks import REPLICATED, assign_step, full_value, init_gloo, model, rows, run_ranks
 
 pytestmark = pytest.mark.slow
 W_KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
@@ -34,10 +34,7 @@ def _save(rank: int, world: int, work: str, url: str, endpoints: list[str], save
     manager = tp.CheckpointManager(tp.Checkpoint(model=m), f"{url}/run", max_to_keep=2)
     paths = []
     for step in range(1, saves + 1):
-        start, stop = rows(rank, world)
-        m.w.assign(full_value(step)[start:stop])
-        for i, v in enumerate(m.rest):
-            v.assign(np.full(v.shape, step + i, np.float64))
+        assign_step(m, rank, world, step)
         paths.append(manager.save())
     return [paths, manager.checkpoints]
 
