@@ -494,8 +494,12 @@ class BundleReader:
         if not entry.is_sliced:
             whole = self.read_checked(entry, dtype)
             return np.ascontiguousarray(np.asarray(whole)[tuple(slice(a, b) for a, b in bounds)])
+        parts = self._slice_parts(entry, dtype)
+        for part, part_bounds in parts:
+            if part_bounds == bounds:  # one stored slice is the region: no assembly
+                return np.asarray(self._read_plain(part, dtype, None))
         result = np.empty(tuple(stop - start for start, stop in bounds), dtype=dtype.numpy)
-        for part, part_bounds in self._slice_parts(entry, dtype):
+        for part, part_bounds in parts:
             overlap = [(max(a, c), min(b, d)) for (a, b), (c, d) in zip(bounds, part_bounds)]
             if any(start >= stop for start, stop in overlap):
                 continue

@@ -389,6 +389,11 @@ class BundleWriter:
             shard = self._shards[shard_id] = ShardWriter(path, shard_id)
         return shard
 
+    @property
+    def shards(self) -> list[ShardWriter]:
+        """The data files written to so far."""
+        return list(self._shards.values())
+
     def add(self, key: str, array: Any, shard_id: int = 0) -> None:
         """Append a whole tensor to shard ``shard_id``."""
         self._shard(shard_id).add(key, array)

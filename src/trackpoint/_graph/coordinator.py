@@ -25,6 +25,7 @@ import numpy as np
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.entries import Entry
 from trackpoint._format.in_place import InPlace, fits
 from trackpoint._graph import kept_values
 from trackpoint._graph.live import ask_containers
@@ -369,7 +370,7 @@ class RestoreCoordinator:
         value is checked, as a whole tensor would be (see :mod:`~trackpoint._format.in_place`).
         """
         rest = []
-        offered: dict[int, Any] = {}
+        offered: dict[int, Entry] = {}
         outs: dict[int, np.ndarray] = {}
         owners: dict[int, Variable] = {}
         for assignment in assignments:
@@ -382,9 +383,9 @@ class RestoreCoordinator:
             full_shape, bounds = region(trackable)
             variable = cast(Variable, trackable)
             try:
-                entry = self.values.region_entry(key, bounds, full_shape)
-                own = unshared_value(variable) if entry is not None else None
-                if own is not None and fits(entry, own):  # type: ignore[arg-type]
+                own = unshared_value(variable)
+                entry = self.values.region_in_place(key, bounds, full_shape, own) if own is not None else None
+                if entry is not None and own is not None:
                     row = len(offered)
                     offered[row], outs[row], owners[row] = entry, own, variable
                     value: Any = own  # the variable keeps its array; the copy fills it

@@ -21,7 +21,7 @@ import numpy as np
 
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.entries import Entry
-from trackpoint._format.in_place import InPlace
+from trackpoint._format.in_place import InPlace, fits
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 
 __all__ = ["CheckpointValues"]
@@ -115,13 +115,16 @@ class CheckpointValues:
             )
         return np.ascontiguousarray(kept[tuple(slice(start, stop) for start, stop in bounds)])
 
-    def region_entry(self, key: str, bounds: Sequence[tuple[int, int]], full_shape: Sequence[int]) -> Entry | None:
-        """The stored entry that is exactly the region, to read in place, when it is large enough
-        for that to pay (see :meth:`BundleReader.region_entry`); None for a kept value."""
-        if key in self.kept:
+    def region_in_place(
+        self, key: str, bounds: Sequence[tuple[int, int]], full_shape: Sequence[int], out: np.ndarray
+    ) -> Entry | None:
+        """The stored entry that is exactly the region, when it may be read straight into ``out``:
+        large enough for that to pay, and fitting it (see :meth:`BundleReader.region_entry`);
+        None for a kept value or a small one, before anything is looked up."""
+        if key in self.kept or out.nbytes < self.reader.tuning.in_place_bytes:
             return None
         entry = self.reader.region_entry(key, bounds, full_shape)
-        return entry if entry is not None and entry.size >= self.reader.tuning.in_place_bytes else None
+        return entry if entry is not None and fits(entry, out) else None
 
     def keep(self, keys: Sequence[str]) -> None:
         """Read the values of ``keys`` into memory, for reads after the files are gone.

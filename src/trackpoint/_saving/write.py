@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format import naming, slices
-from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, merge_shards, write_index
+from trackpoint._format.bundle_writer import BundleWriter, ShardEntries, ShardWriter, merge_shards, write_index
 from trackpoint._format.publish import prepare_directory
 from trackpoint._format.threads import parallel_map
 from trackpoint._graph import kept_values
@@ -78,7 +78,6 @@ def write_bundle(
         trackables: The owner of each tensor, offered to the callback.
     """
     prefix = os.fspath(prefix)
-    _check_blocks(prefix, tensors)
     kept_values.keep_values_of(prefix)  # an overwrite: values a restore of it still waits to hand out
     try:
         _write(prefix, tensors, sharding_callback, trackables)
@@ -93,22 +92,23 @@ def write_bundle(
     return prefix
 
 
-def _check_blocks(prefix: str, tensors: Sequence[tuple[str, Any]]) -> None:
+def _check_blocks(prefix: str, shards: Sequence[ShardEntries]) -> None:
     """Refuse blocks (a ``ShardedVariable``'s) that do not tile their tensor: a process saving
-    alone must hold all of it, or the checkpoint could not be read."""
-    blocks: dict[str, list[slices.SlicedValue]] = {}
-    for key, value in tensors:
-        if isinstance(value, slices.SlicedValue):
-            blocks.setdefault(key, []).append(value)
-    for key, parts in blocks.items():
-        problem = slices.cover_problem(parts[0].full_shape, [part.extents for part in parts])
+    alone must hold all of it, or the checkpoint could not be read. Asked of the slices the
+    data files recorded, so a save without any costs nothing."""
+    blocks: dict[bytes, tuple[str, tuple[int, ...], list[slices.Extents]]] = {}
+    for shard in shards:
+        for key, (name, _, shape, parts) in shard.sliced.items():
+            blocks.setdefault(key, (name, shape, []))[2].extend(parts)
+    for name, shape, parts in blocks.values():
+        problem = slices.cover_problem(shape, parts)
         if problem is not None:
             raise InvalidArgumentError(
-                f"cannot write checkpoint {prefix}: tensor {key!r} of shape {list(parts[0].full_shape)} is saved "
-                f"in blocks, and {problem}. A process holding one block must save together with the others "
+                f"cannot write checkpoint {prefix}: tensor {name!r} of shape {list(shape)} is saved in blocks, and "
+                f"{problem}. A process holding one block must save together with the others "
                 "(CheckpointOptions(coordinator=...), or an initialized torch.distributed group)",
                 path=prefix,
-                key=key,
+                key=name,
             )
 
 
@@ -136,6 +136,7 @@ def _write(
         writer = BundleWriter(prefix)
         try:
             writer.add_many(tensors)
+            _check_blocks(prefix, writer.shards)
         except BaseException:
             writer.abort()
             raise
@@ -149,6 +150,7 @@ def _write(
     writers = [ShardWriter(naming.data_filename(prefix, i, count), i) for i in range(count)]
     try:
         parallel_map(lambda pair: write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
+        _check_blocks(prefix, writers)
         write_index(prefix, merge_shards(writers), count, [(w.temp_path, w.path) for w in writers])
     except BaseException:
         for shard_writer in writers:

@@ -255,7 +255,7 @@ def commit(
         # an index whose data is gone.
         _require([*(final for _, final in data_files), *others], what, "while")
     except BaseException:
-        _delete_created(reversed(created), index_url)
+        delete_uncommitted(reversed(created), index_url)
         raise
     finally:
         fs.invalidate_cache()
@@ -286,7 +286,7 @@ def upload(files: Sequence[tuple[str, str]], what: str, compare_bytes: bool = Fa
                 # the object there is the one this call wrote.
             created.append(final)
     except BaseException:
-        _delete_created(reversed(created), files[0][1] if files else "")
+        delete_uncommitted(reversed(created), files[0][1] if files else "")
         raise
     return created
 
@@ -301,8 +301,9 @@ def _require(urls: Sequence[str], what: str, when: str) -> None:
         )
 
 
-def _delete_created(urls: Iterable[str], context: str) -> None:
-    """Delete objects a failed commit put; a failure is logged (nothing reads them uncommitted)."""
+def delete_uncommitted(urls: Iterable[str], context: str) -> None:
+    """Delete objects a failed commit put; a failure is logged and the rest are tried (nothing
+    reads them uncommitted, and a later save clears what is left)."""
     for url in urls:
         fs, path = filesystem(url)
         try:

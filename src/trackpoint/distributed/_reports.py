@@ -8,7 +8,7 @@ under ``torch.distributed.checkpoint`` (:mod:`trackpoint.torch._dcp`).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from trackpoint._format import slices
@@ -66,10 +66,10 @@ def decode(message: bytes) -> list[Reported]:
     return out
 
 
-def publish(prefix: str, shards: Sequence[Reported], total: int, mine: Sequence[Reported]) -> None:
+def publish(prefix: str, shards: Sequence[Reported], total: int, own: Collection[str]) -> None:
     """Merge the entries of every rank's files into the index of ``prefix`` and publish it last.
 
-    ``mine`` are this process's files. At a local path every file is renamed into place here,
+    ``own`` are the paths of this process's files. At a local path every file is renamed into place here,
     so the others' must be visible (a directory every rank shares); at a URL the others
     uploaded theirs, and the index goes up once they are all there.
 
@@ -79,7 +79,6 @@ def publish(prefix: str, shards: Sequence[Reported], total: int, mine: Sequence[
     if len(shards) != total:
         raise CoordinationError(f"{prefix}: {len(shards)} data files reported where {total} were planned")
     if is_url(prefix):
-        own = {s.path for s in mine}
         write_index(
             prefix,
             merge_shards(shards),

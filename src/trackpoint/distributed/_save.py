@@ -20,7 +20,6 @@ committed deletes the objects it put.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +41,6 @@ from trackpoint.errors import CheckpointError, CoordinationError, InvalidArgumen
 __all__ = ["PlannedSave", "plan_save"]
 
 _OK, _REFUSED = b"\x00", b"\x01"
-_log = logging.getLogger("trackpoint")
 
 
 def plan_save(
@@ -130,7 +128,7 @@ class PlannedSave:
                 reports = c.gather(f"{tag}#entries", report, self.root)
                 if reports is not None:
                     files = [f for report in reports for f in _reports.decode(report)]
-                    _reports.publish(self.prefix, files, total, _reports.decode(reports[self.root]))
+                    _reports.publish(self.prefix, files, total, {w.path for w in writers})
                     published = True
                     if record is not None:
                         record()
@@ -192,14 +190,10 @@ class PlannedSave:
 
 def _withdraw(urls: Sequence[str]) -> None:
     """Delete the data objects this rank uploaded for a save that was not committed."""
-    if not urls:
-        return
-    from trackpoint._storage import remote
+    if urls:
+        from trackpoint._storage import remote
 
-    try:
-        remote.remove(urls)
-    except WriteError as exc:  # left uncommitted: no reader looks at it, a later save clears it
-        _log.warning("could not delete the uncommitted data object: %s", exc)
+        remote.delete_uncommitted(urls, urls[0])
 
 
 def _message(exc: BaseException) -> str:

@@ -20,7 +20,6 @@ import io
 import os
 from typing import Any
 
-import numpy as np
 import torch
 from torch.distributed.checkpoint import Metadata, StorageReader, StorageWriter
 from torch.distributed.checkpoint.metadata import (
@@ -49,7 +48,7 @@ from trackpoint._format.keys import encode_key
 from trackpoint._format.publish import prepare_directory
 from trackpoint.distributed import _reports
 from trackpoint.errors import InvalidArgumentError
-from trackpoint.torch._tensors import as_array, new_tensor
+from trackpoint.torch._tensors import as_array, check_value, copy_into, torch_dtype
 
 __all__ = ["TFStorageReader", "TFStorageWriter"]
 
@@ -108,7 +107,7 @@ class TFStorageWriter(StorageWriter):
             return future
         writer = ShardWriter(naming.data_filename(self.prefix, assigned.shard_id, assigned.total), assigned.shard_id)
         try:
-            results = []
+            results, rows = [], []
             for item in plan.items:
                 key = item.index.fqn
                 data = planner.resolve_data(item)
@@ -130,8 +129,9 @@ class TFStorageWriter(StorageWriter):
                     raise InvalidArgumentError(
                         f"{self.prefix}: DCP gave {type(data).__name__} for tensor {key!r}", key=key
                     )
-                writer.add_many([(key, value)])
+                rows.append((key, value))
                 results.append(WriteResult(index=item.index, size_in_bytes=size, storage_data=None))
+            writer.add_many(rows)
             writer.close()
         except BaseException:
             writer.abort()
@@ -144,8 +144,8 @@ class TFStorageWriter(StorageWriter):
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         reports = [r.storage_data for rank in results for r in rank if isinstance(r.storage_data, bytes)]
         shards = [shard for report in reports for shard in _reports.decode(report)]
-        mine = [shard for shard in shards if os.path.exists(shard.temp_path)]  # one directory for all
-        _reports.publish(self.prefix, shards, len(shards), mine)
+        own = {shard.path for shard in shards if os.path.exists(shard.temp_path)}  # one directory for all
+        _reports.publish(self.prefix, shards, len(shards), own)
 
 
 class TFStorageReader(StorageReader):
@@ -192,9 +192,10 @@ class TFStorageReader(StorageReader):
                     )
                     for box in boxes
                 ]
-                sample = new_tensor(np.zeros(0, dtype.numpy))
                 state[key] = TensorStorageMetadata(
-                    properties=TensorProperties(dtype=sample.dtype), size=torch.Size(entry.shape), chunks=chunks
+                    properties=TensorProperties(dtype=torch_dtype(dtype.numpy)),
+                    size=torch.Size(entry.shape),
+                    chunks=chunks,
                 )
         return Metadata(state_dict_metadata=state)
 
@@ -225,13 +226,7 @@ class TFStorageReader(StorageReader):
                 ]
                 region = reader.read_region(key, bounds)
                 target = planner.resolve_tensor(item).detach()
-                if tuple(target.shape) != region.shape:
-                    raise InvalidArgumentError(
-                        f"{self.prefix}: key {key!r}: a region of shape {list(region.shape)} for a destination of "
-                        f"{list(target.shape)}",
-                        key=key,
-                    )
-                target.copy_(new_tensor(region))
+                copy_into(target, check_value(target, region, f"{self.prefix}: key {key!r}"))
                 planner.commit_tensor(item, target)
         future: Future[None] = Future()
         future.set_result(None)

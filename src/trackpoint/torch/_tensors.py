@@ -188,12 +188,23 @@ def copy_into(tensor: torch.Tensor, array: np.ndarray) -> None:
             target[start : start + step].copy_(piece.view(tensor.dtype) if through is not None else piece)
 
 
+def torch_dtype(dtype: np.dtype) -> torch.dtype:
+    """The torch dtype a checkpoint value of numpy ``dtype`` is restored as.
+
+    Raises:
+        InvalidArgumentError: torch has none (a string tensor, ...).
+    """
+    for found, (numpy_dtype, _) in _DTYPES.items():
+        if numpy_dtype == dtype:
+            return found
+    raise InvalidArgumentError(f"a checkpoint value of dtype {dtype} has no torch dtype")
+
+
 def new_tensor(array: np.ndarray) -> torch.Tensor:
     """A new CPU tensor holding a copy of ``array`` (bfloat16 and float8 included)."""
-    for torch_dtype, (dtype, through) in _DTYPES.items():
-        if dtype == array.dtype:
-            source = np.array(array, copy=True, order="C")
-            if through is not None:
-                return torch.from_numpy(source.view(_DTYPES[through][0])).view(torch_dtype)
-            return torch.from_numpy(source)
-    raise InvalidArgumentError(f"a checkpoint value of dtype {array.dtype} has no torch dtype")
+    found = torch_dtype(array.dtype)
+    through = _DTYPES[found][1]
+    source = np.array(array, copy=True, order="C")
+    if through is not None:
+        return torch.from_numpy(source.view(_DTYPES[through][0])).view(found)
+    return torch.from_numpy(source)
