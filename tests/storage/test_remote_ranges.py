@@ -4,6 +4,9 @@ versions of an object are never mixed (moto's S3 server behind the logging proxy
 
 from __future__ import annotations
 
+import os
+import threading
+
 import numpy as np
 import pytest
 
@@ -89,3 +92,85 @@ def test_verify_and_convert_fetch_the_data_together_not_tensor_by_tensor(bucket,
     proxy.gets.clear()
     tp.convert(url, f"{bucket}/hf")
     assert len(_data_gets(proxy)) <= 2, _data_gets(proxy)
+
+
+def test_a_repeated_restore_downloads_the_data_at_once_without_a_request_for_the_graph(bucket, proxy) -> None:
+    """The restore into the same objects again (an evaluator reading each new checkpoint) reads
+    most of the checkpoint as the last one did: the whole object is downloaded from the start,
+    and the object graph is read from that copy rather than by a ranged GET of its own."""
+    first = tp.Checkpoint(model=_model(3.0)).write(f"{bucket}/run/ckpt-1")
+    second = tp.Checkpoint(model=_model(5.0)).write(f"{bucket}/run/ckpt-2")
+    restored = _model(0.0)
+    ckpt = tp.Checkpoint(model=restored)
+    ckpt.read(first).assert_consumed()
+    proxy.gets.clear()
+    ckpt.read(second).assert_consumed()
+    assert float(restored.big.numpy()[-1]) == 5.0 and float(restored.small["t1999"].numpy()[0]) == 5.0 + 1999
+    assert _data_gets(proxy) == [None]
+
+
+def test_a_repeated_partial_restore_still_fetches_only_its_part(bucket, proxy) -> None:
+    url = tp.Checkpoint(model=_model(2.0)).write(f"{bucket}/run/ckpt-1")
+    partial = tp.Module()
+    partial.small = _model(0.0, small=range(0, 2000, 10)).small
+    ckpt = tp.Checkpoint(model=partial)
+    ckpt.read(url).expect_partial()
+    proxy.gets.clear()
+    ckpt.read(url).assert_existing_objects_matched().expect_partial()
+    gets = _data_gets(proxy)
+    assert gets and all(h is not None for h in gets) and sum(_range_bytes(h) for h in gets) < 3 << 20, gets
+
+
+def test_a_download_begun_ahead_that_fails_is_made_again_by_the_read(bucket, proxy) -> None:
+    url = tp.Checkpoint(model=_model(6.0)).write(f"{bucket}/run/ckpt-1")
+    restored = _model(0.0)
+    ckpt = tp.Checkpoint(model=restored)
+    ckpt.read(url)
+    restored.big.assign(np.zeros(4_000_000, np.float32))
+    failed: list[str] = []
+
+    def fault(method: str, path: str, query: str) -> int | None:
+        if method == "GET" and ".data-" in path and not failed:
+            failed.append(path)
+            return 404  # not retried by s3fs: the download begun ahead fails
+        return None
+
+    proxy.fault = fault
+    proxy.gets.clear()
+    ckpt.read(url).assert_consumed()
+    assert failed and float(restored.big.numpy()[0]) == 6.0
+    # The failed download, then the reads' own (as for a first restore): the graph's range, the whole.
+    (ahead, graph, whole) = _data_gets(proxy)
+    assert ahead is None and graph is not None and whole is None
+
+
+def test_an_object_replaced_under_a_download_begun_ahead_is_never_restored(bucket, proxy, s3) -> None:
+    url = tp.Checkpoint(model=_model(7.0)).write(f"{bucket}/run/ckpt-1")
+    restored = _model(0.0)
+    ckpt = tp.Checkpoint(model=restored)
+    ckpt.read(url)
+    restored.big.assign(np.zeros(4_000_000, np.float32))
+    data = f"{url[5:]}.data-00000-of-00001"
+    replaced: list[str] = []
+
+    def fault(method: str, path: str, query: str) -> None:
+        if method == "GET" and ".data-" in path and not replaced:
+            replaced.append(path)  # between the HEAD that named the version and this GET
+            s3.pipe_file(data, bytes(s3.info(data)["size"]))
+
+    proxy.fault = fault
+    with pytest.raises(tp.errors.DataLossError, match="changed while it was read"):
+        ckpt.read(url)
+    assert replaced and float(restored.big.numpy()[0]) == 0.0  # all or nothing: no value taken
+
+
+def test_a_download_begun_ahead_frees_its_copy_when_the_reader_closed_first(bucket, s3) -> None:
+    url = tp.Checkpoint(model=_model(1.0)).write(f"{bucket}/run/ckpt-1")
+    before = len(os.listdir("/proc/self/fd"))
+    mirror = ranged.RangedObject(f"{url}.data-00000-of-00001", "data shard")
+    mirror.prefetch()
+    mirror.close()
+    for thread in threading.enumerate():
+        if thread.name == "trackpoint-prefetch":
+            thread.join(timeout=60)
+    assert len(os.listdir("/proc/self/fd")) == before and mirror.fd == -1 and not mirror.whole

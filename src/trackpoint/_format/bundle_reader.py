@@ -118,6 +118,11 @@ class BundleReader:
         """All non-header keys in index order, slice entries included."""
         return iter(self._rows)
 
+    @property
+    def entry_count(self) -> int:
+        """How many entries the index holds besides its header (slices included)."""
+        return len(self._rows)
+
     def __contains__(self, key: str | bytes) -> bool:
         return lookup_key(key) in self._rows
 
@@ -202,12 +207,20 @@ class BundleReader:
         """The descriptor to read ``entry``'s stored bytes from (they are there: see :meth:`shard_fd`)."""
         return self._files.open(entry.shard_id, entry.key, ((entry.offset, entry.offset + entry.size),))[0]
 
+    def expect_most(self) -> None:
+        """Say that most stored bytes will be read soon (a restore): at a URL, data objects of
+        at most ``tuning.prefetch_bytes`` in all start downloading whole while the caller works
+        on the index and the object graph. Locally, nothing."""
+        self._files.prefetch(self.tuning.prefetch_bytes)
+
     def expect(self, keys: Sequence[str], shard_ids: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> None:
         """Say which stored bytes will be read (rows of ``keys``, checked already): at a URL
         they are fetched now, neighbours together, instead of one request per tensor."""
         if not self._files.remote:
             return
         for shard_id in np.unique(shard_ids).tolist():
+            if self._files.held_whole(int(shard_id)):  # downloaded already: no spans to work out
+                continue
             rows = np.flatnonzero((shard_ids == shard_id) & (sizes > 0))
             if len(rows):
                 starts = offsets[rows]

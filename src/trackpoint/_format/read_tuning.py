@@ -35,6 +35,11 @@ class ReadTuning:
             :mod:`~trackpoint._format.in_place`); of many tensors, only those read on
             their own (``parallel_read_bytes`` or more) are: smaller ones, read in runs,
             cost no allocation of their own. See PERFORMANCE.md, "Restoring in place".
+        prefetch_bytes: A restore from a URL starts downloading data objects whole as soon
+            as their index is read, while it reads the object graph and matches it, when
+            they hold this many bytes or fewer in all. Larger checkpoints fetch what the
+            restore asks for once it knows (a restore of part of a large checkpoint downloads
+            no more than that part); a partial restore of a smaller one downloads it all.
 
     Example:
         >>> ReadTuning(run_gap=0).run_gap, DEFAULT_TUNING.run_gap
@@ -48,6 +53,7 @@ class ReadTuning:
     chunk_bytes: int = 2 << 20
     read_threads: int = field(default_factory=default_workers)
     in_place_bytes: int = 1 << 20
+    prefetch_bytes: int = 64 << 20
 
 
 DEFAULT_TUNING = ReadTuning()

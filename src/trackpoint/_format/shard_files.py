@@ -82,6 +82,34 @@ class ShardFiles:
         mirror.ensure(spans)  # outside the lock: other shards are fetched meanwhile
         return mirror.fd, cached[1]
 
+    def prefetch(self, limit: int) -> None:
+        """At a URL, start downloading the data objects whole, in order while together they hold
+        at most ``limit`` bytes (see :meth:`RangedObject.prefetch`); locally, nothing.
+
+        A shard that cannot be opened is left for the read that needs it to report.
+        """
+        if not self.remote:
+            return
+        total = 0
+        for shard_id in range(self.num_shards):
+            try:
+                total += self.open(shard_id, "", ())[1]
+            except CheckpointError:
+                return
+            with self._lock:
+                mirror = self._objects.get(shard_id)
+            if total > limit or mirror is None:
+                return
+            mirror.prefetch()
+
+    def held_whole(self, shard_id: int) -> bool:
+        """Whether the shard is open and, at a URL, all of it is in the local copy already."""
+        with self._lock:
+            if shard_id not in self._fds:
+                return False
+            mirror = self._objects.get(shard_id)
+        return mirror is None or mirror.whole
+
     def _open(self, shard_id: int, key: str) -> tuple[int, int]:
         """Open a shard (under the lock): a local file, or the mirror of an object at a URL."""
         path = self.path(shard_id)

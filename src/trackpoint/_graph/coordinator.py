@@ -37,7 +37,7 @@ from trackpoint._graph.walk import Assignment, CheckpointPosition, RestorePlan, 
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch, untracked_reason
 from trackpoint._tracking.slots import slot_variables
-from trackpoint._tracking.tensor_owner import TensorOwner, is_tensor_owner
+from trackpoint._tracking.tensor_owner import TensorOwner, is_tensor_owner, is_tensor_owner_class
 from trackpoint._tracking.variables import VARIABLE_VALUE, Variable, take_restored, unshared_value
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 
@@ -294,7 +294,9 @@ class RestoreCoordinator:
         variables: list[Variable] = []
         arrays: list[Any] = []
         works: list[_InPlaceWork] = []
-        if any(hasattr(type(trackable), "_tp_region") for _, trackable, _, _ in assignments):
+        # Asked of the few distinct classes rather than of every object (a model has thousands).
+        classes = {type(trackable) for _, trackable, _, _ in assignments}
+        if any(hasattr(cls, "_tp_region") for cls in classes):
             assignments, regions = self._read_regions(assignments, variables, arrays)
             if regions is not None:
                 works.append(regions)
@@ -326,7 +328,7 @@ class RestoreCoordinator:
             outs.update(owned)
             return outs
 
-        in_place = InPlace(destinations, small=any(is_tensor_owner(trackable) for _, trackable, _, _ in assignments))
+        in_place = InPlace(destinations, small=any(map(is_tensor_owner_class, classes)))
         with self.values.many(keys, in_place) as values:
             for node_id, trackable, wanted, _ in assignments:
                 if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):

@@ -60,6 +60,12 @@ def restore_checkpoint(
     """
     reader = BundleReader(prefix)
     try:
+        if previous is not None and 2 * len(previous.value_keys) >= reader.entry_count:
+            # The last restore into these objects read most of its checkpoint: this one (most
+            # likely of the same structure) will too, so the data download starts now rather
+            # than once the graph is read and matched. Only then: the first restore, which
+            # may be partial, fetches only what its walk asks for.
+            reader.expect_most()
         raw = read_object_graph_bytes(reader)
         if raw is None:
             raise InvalidArgumentError(

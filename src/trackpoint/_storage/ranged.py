@@ -12,6 +12,9 @@ fetched into it before it reads them: a reader never reads a range that was not 
 - When what is missing of a request covers most of the object (:data:`WHOLE_FRACTION`), the
   object is downloaded whole instead, by the backend's own streamed download (one GET on
   s3fs; servers such as moto read the whole object for every ranged GET).
+- A reader that will want most of the object says so early (:meth:`RangedObject.prefetch`):
+  the whole download runs on a helper thread while the reader works on other things, and
+  every fetch waits for it.
 - The object's version (ETag, generation) is read before the first fetch and again after
   each: bytes of two versions are never mixed silently.
 
@@ -21,6 +24,7 @@ Checksums are verified by the reader on the local bytes, as for any file.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import tempfile
 import threading
@@ -30,6 +34,8 @@ from trackpoint._storage import remote
 from trackpoint.errors import DataLossError
 
 __all__ = ["GROUP_BYTES", "IN_FLIGHT", "MAX_BLOCK", "MAX_GAP", "WHOLE_FRACTION", "RangedObject"]
+
+_log = logging.getLogger("trackpoint")
 
 MAX_GAP = 1 << 20
 MAX_BLOCK = 16 << 20
@@ -94,6 +100,7 @@ class RangedObject:
         self.requests = 0  # ranged GETs made (and whole downloads), for tests and benchmarks
         self._have: list[Span] = []
         self._lock = threading.Lock()
+        self._prefetch: threading.Event | None = None  # set when a download begun by prefetch() ends
 
     def ensure(self, spans: Iterable[Span] | None) -> None:
         """Fetch the ranges of ``spans`` not fetched yet (None: the whole object).
@@ -103,19 +110,63 @@ class RangedObject:
         """
         size = self.size
         wanted = [(0, size)] if spans is None else [(max(0, a), min(b, size)) for a, b in spans]
+        while True:
+            with self._lock:
+                # All of it held (downloaded whole): no need to sort the thousands of spans asked for.
+                missing = [] if self.whole else _subtract(_merge(wanted, MAX_GAP), self._have)
+                if not missing:
+                    if self.fd < 0:
+                        self._open_sparse()
+                    return
+                pending = self._prefetch
+                if pending is None:
+                    if sum(b - a for a, b in missing) >= WHOLE_FRACTION * size:
+                        self._install(self._download_whole())
+                        return
+                    if self.fd < 0:
+                        self._open_sparse()
+                    self._fetch(missing)
+                    self._have = _merge([*self._have, *missing], 0)
+                    return
+            # Even a few ranges wait for the whole download rather than fetch beside it: two
+            # requests at once to one server slowed each other by more than they overlapped
+            # (the object graph's range took 4x as long beside the download, the download 3x).
+            pending.wait()  # then look again: a failed prefetch leaves the ranges missing
+
+    @property
+    def whole(self) -> bool:
+        """Whether every byte of the object is in the local copy."""
+        return self._have == [(0, self.size)]
+
+    def prefetch(self) -> None:
+        """Start downloading the whole object on a helper thread, for a reader about to want most of it.
+
+        Meanwhile :meth:`ensure` waits for the download. A prefetch that fails is forgotten (the next :meth:`ensure` fetches as if none had been made); one that ends
+        after :meth:`close` frees its copy.
+        """
         with self._lock:
-            missing = _subtract(_merge(wanted, MAX_GAP), self._have)
-            if not missing:
-                if self.fd < 0:
-                    self._open_sparse()
+            if self._prefetch is not None or self.whole:
                 return
-            if sum(b - a for a, b in missing) >= WHOLE_FRACTION * size:
-                self._download_whole()
-                return
-            if self.fd < 0:
-                self._open_sparse()
-            self._fetch(missing)
-            self._have = _merge([*self._have, *missing], 0)
+            done = self._prefetch = threading.Event()
+        threading.Thread(target=self._run_prefetch, args=(done,), name="trackpoint-prefetch", daemon=True).start()
+
+    def _run_prefetch(self, done: threading.Event) -> None:
+        fd = -1
+        try:
+            fd = self._download_whole()
+        except Exception as exc:  # noqa: BLE001 - speculative: a reader that needs the bytes fetches them again
+            _log.debug("%s: the download begun ahead failed; reads fetch what they need: %s", self.url, exc)
+        try:
+            with self._lock:
+                if fd >= 0 and self._prefetch is done:  # not closed meanwhile
+                    self._install(fd)
+                    fd = -1
+                if self._prefetch is done:
+                    self._prefetch = None
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            done.set()
 
     def _open_sparse(self) -> None:
         fd, name = tempfile.mkstemp(prefix="trackpoint-spool-")
@@ -128,7 +179,8 @@ class RangedObject:
             raise
         self.fd = fd
 
-    def _download_whole(self) -> None:
+    def _download_whole(self) -> int:
+        """A descriptor of a whole copy of the object, checked to be the version first read."""
         # The version was read when this object was made: the download checks the size it gets
         # against it, and the HEAD after it (below) that the version is still the same.
         fd, _ = remote.open_object(self.url, self.what, known=self.stat)
@@ -136,6 +188,14 @@ class RangedObject:
         try:
             if remote.identity(remote.stat_object(self.url, self.what)) != remote.identity(self.stat):
                 raise self._changed()
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _install(self, fd: int) -> None:
+        """Make the whole copy ``fd`` this object's copy (under the lock); ``fd`` is taken over."""
+        try:
             if self.fd < 0:
                 self.fd, self._stamp = fd, os.fstat(fd).st_mtime_ns
                 fd = -1
@@ -192,3 +252,4 @@ class RangedObject:
                 os.close(self.fd)
                 self.fd = -1
             self._have = []
+            self._prefetch = None  # a download under way frees its copy when it ends

@@ -30,7 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["TensorOwner", "is_tensor_owner"]
+__all__ = ["TensorOwner", "is_tensor_owner", "is_tensor_owner_class"]
 
 
 @runtime_checkable
@@ -58,4 +58,9 @@ class TensorOwner(Protocol):
 
 def is_tensor_owner(obj: object) -> bool:
     """Whether ``obj``'s class implements :class:`TensorOwner` (asked of the class: one lookup)."""
-    return hasattr(type(obj), "_tp_check_restored")
+    return is_tensor_owner_class(type(obj))
+
+
+def is_tensor_owner_class(cls: type) -> bool:
+    """Whether instances of ``cls`` implement :class:`TensorOwner`."""
+    return hasattr(cls, "_tp_check_restored")
