@@ -2,6 +2,7 @@
 
     python benchmarks/remote_compare.py                  # large and many, 3 rounds
     python benchmarks/remote_compare.py --quick          # a smoke run
+    python benchmarks/remote_compare.py --server process # moto in a process of its own
 
 Workloads (the issue's):
   large  16 variables of 64 MiB (1 GiB)
@@ -27,7 +28,10 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -50,18 +54,56 @@ def build(workload: str, quick: bool) -> tp.Module:
     return m
 
 
+class Server:
+    """moto's S3 server on 127.0.0.1, in a thread of this process or in a process of its own."""
+
+    def __init__(self, kind: str) -> None:
+        if kind == "thread":
+            from moto.server import ThreadedMotoServer
+
+            self._threaded = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+            self._threaded.start()
+            host, port = self._threaded.get_host_and_port()
+            self._process: subprocess.Popen[bytes] | None = None
+        else:
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                host, port = probe.getsockname()
+            command = [sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)]
+            self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with socket.create_connection((host, port), timeout=1):
+                        break
+                except OSError:
+                    if time.monotonic() > deadline or self._process.poll() is not None:
+                        raise RuntimeError("moto's server did not start") from None
+                    time.sleep(0.1)
+        self.endpoint = f"http://{host}:{port}"
+
+    def stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+        else:
+            self._threaded.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workload", action="append", choices=("large", "many"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--server",
+        choices=("thread", "process"),
+        default="thread",
+        help="moto's server in this process (its threads share the GIL with the client) or in its own",
+    )
     args = parser.parse_args()
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    server = Server(args.server)
+    endpoint = server.endpoint
     os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", FSSPEC_S3_ENDPOINT_URL=endpoint)
     import fsspec.config
     import s3fs

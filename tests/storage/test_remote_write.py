@@ -115,3 +115,24 @@ def test_an_async_write_to_s3_commits_on_the_writer_thread(bucket) -> None:
     model.big.assign(np.zeros_like(expected))  # after the return: not in the checkpoint
     ckpt.sync()
     np.testing.assert_array_equal(tp.load_variable(url, "model/big/.ATTRIBUTES/VARIABLE_VALUE"), expected)
+
+
+def test_the_local_copies_staged_for_an_upload_are_not_fsynced(tmp_path, bucket, s3, monkeypatch) -> None:
+    """A staged copy is read back by the upload and never renamed into place: fsyncing it would
+    make nothing safer (a crash before the commit commits nothing). A local save still fsyncs
+    its data file and its index."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    model = _model()
+    url = tp.Checkpoint(model=model).write(f"{bucket}/run/ckpt")
+    assert not [name for name in synced if TEMP_MARKER in name], synced
+    assert tp.load_variable(url, "model/step/.ATTRIBUTES/VARIABLE_VALUE") == 7
+    tp.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    staged = [os.path.basename(name) for name in synced if TEMP_MARKER in name]
+    assert any(name.startswith("ckpt.index") for name in staged) and any(".data-" in name for name in staged), synced

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from trackpoint._format.temps import temp_path
 from trackpoint._format.threads import Background
+from trackpoint._storage import is_url
 
 __all__ = ["fsync_directory", "remove", "remove_quietly", "write_file"]
 
@@ -18,7 +19,8 @@ __all__ = ["fsync_directory", "remove", "remove_quietly", "write_file"]
 def write_file(path: str, data: bytes, commit: Callable[[str], None] | None = None) -> None:
     """Replace ``path`` by a file holding ``data``, atomically and durably.
 
-    ``data`` goes to a temporary name beside ``path`` (see :mod:`.temps`) and is fsynced;
+    ``data`` goes to a temporary name beside ``path`` (see :mod:`.temps`) and is fsynced
+    (unless ``path`` is a URL: the temporary is a local copy for the upload ``commit`` makes);
     then ``commit(temp)`` puts it in place, by default a rename over ``path`` followed by an
     fsync of the directory. A reader sees the old file or the new one, never part of one.
     On any failure, the temporary file is removed and the error propagates unchanged.
@@ -34,7 +36,8 @@ def write_file(path: str, data: bytes, commit: Callable[[str], None] | None = No
         with open(temp, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if not is_url(path):  # else a local copy staged for its upload (see ShardWriter)
+                os.fsync(f.fileno())
         if commit is None:
             os.replace(temp, path)
             fsync_directory(os.path.dirname(path))

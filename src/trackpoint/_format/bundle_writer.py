@@ -24,6 +24,7 @@ from trackpoint._format.temps import temp_path
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
 from trackpoint._format.threads import Background
 from trackpoint._format.writeback import WRITEBACK_BYTES, start_writeback
+from trackpoint._storage import is_url
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["BundleWriter", "ShardEntries", "ShardWriter", "dtype_of", "header_bytes", "merge_shards", "write_index"]
@@ -143,6 +144,10 @@ class ShardWriter:
         self._file: BinaryIO = open(self.temp_path, "wb", buffering=_WRITE_BUFFER)  # noqa: SIM115 - closed by close()
         self._offset = 0
         self._written_back = 0  # bytes whose writeback has been started (see writeback)
+        # A copy staged for an upload (the final name is a URL) is read back at once from the
+        # page cache and never renamed into place: writing it back or fsyncing it makes
+        # nothing safer (a crash before the upload's commit commits nothing), it only costs.
+        self._staged = is_url(path)
 
     def _start_writeback(self) -> None:
         """Start writing back what was written since the last call (see :mod:`writeback`)."""
@@ -155,7 +160,7 @@ class ShardWriter:
         self._file.write(buffer)
         size = buffer.nbytes if isinstance(buffer, memoryview) else len(buffer)
         self._offset += size
-        if self._offset - self._written_back >= WRITEBACK_BYTES:
+        if self._offset - self._written_back >= WRITEBACK_BYTES and not self._staged:
             self._start_writeback()
         return offset, size, mask(crc32c(buffer))
 
@@ -228,7 +233,7 @@ class ShardWriter:
                     offset = self._offset
                     continue
                 offset += size
-                if offset - self._written_back >= WRITEBACK_BYTES:
+                if offset - self._written_back >= WRITEBACK_BYTES and not self._staged:
                     self._offset = offset
                     self._start_writeback()
                 names.append(name)
@@ -279,11 +284,12 @@ class ShardWriter:
             self._file.flush()
 
     def close(self) -> None:
-        """Flush and fsync the data (it is published later, by renaming)."""
+        """Flush and fsync the data (it is published later, by renaming; a staged copy is not fsynced)."""
         if not self._file.closed:
             try:
                 self._file.flush()
-                os.fsync(self._file.fileno())
+                if not self._staged:
+                    os.fsync(self._file.fileno())
             finally:
                 self._file.close()
 
