@@ -216,10 +216,11 @@ class BundleReader:
     def expect(self, keys: Sequence[str], shard_ids: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> None:
         """Say which stored bytes will be read (rows of ``keys``, checked already): at a URL
         they are fetched now, neighbours together, instead of one request per tensor."""
-        if not self._files.remote:
-            return
+        files = self._files
+        if not files.remote or all(files.held_whole(i) for i in range(files.num_shards)):
+            return  # local, or downloaded already: no spans to work out
         for shard_id in np.unique(shard_ids).tolist():
-            if self._files.held_whole(int(shard_id)):  # downloaded already: no spans to work out
+            if files.held_whole(int(shard_id)):
                 continue
             rows = np.flatnonzero((shard_ids == shard_id) & (sizes > 0))
             if len(rows):
