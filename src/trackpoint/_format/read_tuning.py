@@ -35,11 +35,10 @@ class ReadTuning:
             :mod:`~trackpoint._format.in_place`); of many tensors, only those read on
             their own (``parallel_read_bytes`` or more) are: smaller ones, read in runs,
             cost no allocation of their own. See PERFORMANCE.md, "Restoring in place".
-        prefetch_bytes: A restore from a URL starts downloading data objects whole as soon
-            as their index is read, while it reads the object graph and matches it, when
-            they hold this many bytes or fewer in all. Larger checkpoints fetch what the
-            restore asks for once it knows (a restore of part of a large checkpoint downloads
-            no more than that part); a partial restore of a smaller one downloads it all.
+        prefetch_bytes: A restore from a URL into objects whose last restore read most of
+            its checkpoint starts downloading the data objects whole as soon as the index is
+            read, when they hold this many bytes or fewer in all (see
+            ``BundleReader.expect_most``). Other restores fetch what their walk asks for.
 
     Example:
         >>> ReadTuning(run_gap=0).run_gap, DEFAULT_TUNING.run_gap

@@ -141,8 +141,9 @@ class RangedObject:
     def prefetch(self) -> None:
         """Start downloading the whole object on a helper thread, for a reader about to want most of it.
 
-        Meanwhile :meth:`ensure` waits for the download. A prefetch that fails is forgotten (the next :meth:`ensure` fetches as if none had been made); one that ends
-        after :meth:`close` frees its copy.
+        Meanwhile :meth:`ensure` waits for the download. A prefetch that fails is forgotten
+        (the next :meth:`ensure` fetches as if none had been made); one that ends after
+        :meth:`close` frees its copy.
         """
         with self._lock:
             if self._prefetch is not None or self.whole:
