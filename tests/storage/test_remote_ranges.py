@@ -166,11 +166,24 @@ def test_an_object_replaced_under_a_download_begun_ahead_is_never_restored(bucke
 
 def test_a_download_begun_ahead_frees_its_copy_when_the_reader_closed_first(bucket, s3) -> None:
     url = tp.Checkpoint(model=_model(1.0)).write(f"{bucket}/run/ckpt-1")
-    before = len(os.listdir("/proc/self/fd"))
+    before = _spool_copies()
     mirror = ranged.RangedObject(f"{url}.data-00000-of-00001", "data shard")
     mirror.prefetch()
     mirror.close()
     for thread in threading.enumerate():
         if thread.name == "trackpoint-prefetch":
             thread.join(timeout=60)
-    assert len(os.listdir("/proc/self/fd")) == before and mirror.fd == -1 and not mirror.whole
+    assert _spool_copies() == before and mirror.fd == -1 and not mirror.whole
+
+
+def _spool_copies() -> set[str]:
+    """The local copies of objects this process holds open (unlinked temporary files)."""
+    held = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed meanwhile (another thread's descriptor)
+            continue
+        if "trackpoint-spool-" in target:
+            held.add(target)
+    return held
