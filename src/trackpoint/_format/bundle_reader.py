@@ -509,9 +509,9 @@ class BundleReader:
             whole = self.read_checked(entry, dtype)
             return np.ascontiguousarray(np.asarray(whole)[tuple(slice(a, b) for a, b in bounds)])
         parts = self._slice_parts(entry, dtype)
-        for part, part_bounds in parts:
-            if part_bounds == bounds:  # one stored slice is the region: no assembly
-                return np.asarray(self._read_plain(part, dtype, None))
+        exact = _slice_of(parts, bounds)
+        if exact is not None:  # one stored slice is the region: no assembly
+            return np.asarray(self._read_plain(exact, dtype, None))
         result = np.empty(tuple(stop - start for start, stop in bounds), dtype=dtype.numpy)
         for part, part_bounds in parts:
             overlap = [(max(a, c), min(b, d)) for (a, b), (c, d) in zip(bounds, part_bounds)]
@@ -536,10 +536,7 @@ class BundleReader:
         entry, dtype, bounds = self._region(key, bounds, full_shape)
         if not entry.is_sliced:
             return entry if all(stop - start == dim for (start, stop), dim in zip(bounds, entry.shape)) else None
-        for part, part_bounds in self._slice_parts(entry, dtype):
-            if part_bounds == bounds:
-                return part
-        return None
+        return _slice_of(self._slice_parts(entry, dtype), bounds)
 
     def _region(
         self, key: str | bytes, bounds: Sequence[tuple[int, int]], full_shape: Sequence[int] | None
@@ -601,3 +598,10 @@ def check_disjoint(boxes: list[tuple[tuple[int, int], ...]], key: str, path: str
                 raise DataLossError(
                     f"{path}: slices {list(a)} and {list(b)} of key {readable_key(key)!r} overlap", path=path, key=key
                 )
+
+
+def _slice_of(
+    parts: Sequence[tuple[Entry, tuple[tuple[int, int], ...]]], bounds: tuple[tuple[int, int], ...]
+) -> Entry | None:
+    """The stored slice among ``parts`` whose bounds are exactly ``bounds``, if one is."""
+    return next((part for part, part_bounds in parts if part_bounds == bounds), None)

@@ -313,15 +313,17 @@ class ShardEntries(Protocol):
     def sliced(self) -> dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]]: ...
 
 
-def merge_shards(shards: Sequence[ShardEntries]) -> IndexEntries:
+def merge_shards(shards: Sequence[ShardEntries], whole_remedy: str | None = None) -> IndexEntries:
     """All entries of the shards, in shard order; slices of one key gathered into its full entry.
 
     The full entry of a sliced tensor takes the shard id of its first slice and lists the
-    slices shard by shard, as TF's merge leaves them.
+    slices shard by shard, as TF's merge leaves them. The slices of a key never overlap; they
+    may cover part of it (one worker's part of a checkpoint, merged later) unless
+    ``whole_remedy`` is given: then they must tile it, and the error says that remedy.
 
     Raises:
         InvalidArgumentError: A key is stored whole twice, or whole and sliced, or its slices
-            disagree in dtype or shape.
+            disagree in dtype or shape, overlap, or (with ``whole_remedy``) leave part of it out.
     """
     if len(shards) == 1 and not shards[0].sliced:
         return shards[0].entries
@@ -351,14 +353,14 @@ def merge_shards(shards: Sequence[ShardEntries]) -> IndexEntries:
             entry.slices.extend(slices.extents_to_proto(e) for e in parts)
     for key, entry in merged.items():
         dtype, shape = full[key]
-        # A bundle may hold some of a tensor's slices (one worker's part, merged later), never
-        # two that overlap; whether the slices of a distributed save tile the tensor is the plan's check.
-        problem = slices.cover_problem(shape, [slices.extents_from_proto(p) for p in entry.slices], complete=False)
+        # Whether the slices of a distributed save tile the tensor is the plan's check.
+        parts = [slices.extents_from_proto(p) for p in entry.slices]
+        problem = slices.cover_problem(shape, parts, complete=whole_remedy is not None)
         if problem is not None:
             name = decode_key(key)
             raise InvalidArgumentError(
-                f"{shards[0].path}: tensor {name!r} of shape {list(shape)} is saved in slices, and {problem}. Save "
-                "each block once",
+                f"{shards[0].path}: tensor {name!r} of shape {list(shape)} is saved in slices, and {problem}. "
+                f"{whole_remedy or 'Save each block once'}",
                 key=name,
             )
         entries.encoded[key] = entry.SerializeToString()
@@ -395,11 +397,6 @@ class BundleWriter:
             shard = self._shards[shard_id] = ShardWriter(path, shard_id)
         return shard
 
-    @property
-    def shards(self) -> list[ShardWriter]:
-        """The data files written to so far."""
-        return list(self._shards.values())
-
     def add(self, key: str, array: Any, shard_id: int = 0) -> None:
         """Append a whole tensor to shard ``shard_id``."""
         self._shard(shard_id).add(key, array)
@@ -414,9 +411,12 @@ class BundleWriter:
         """Append one slice of ``key`` to shard ``shard_id`` (see :meth:`ShardWriter.add_slice`)."""
         self._shard(shard_id).add_slice(key, full_shape, extents, array)
 
-    def finish(self) -> None:
+    def finish(self, whole_remedy: str | None = None) -> None:
         """Close every data file (creating empty ones for unused shards), write the index, and
-        publish them all; on failure nothing is published and the temporary files are removed."""
+        publish them all; on failure nothing is published and the temporary files are removed.
+
+        ``whole_remedy``: every sliced tensor must be saved whole (see :func:`merge_shards`).
+        """
         try:
             shards = [self._shard(shard_id) for shard_id in range(self._num_shards)]
             for shard in shards:
@@ -432,7 +432,7 @@ class BundleWriter:
             try:
                 write_index(
                     self._prefix,
-                    merge_shards(shards),
+                    merge_shards(shards, whole_remedy),
                     self._num_shards,
                     [(shard.temp_path, shard.path) for shard in shards],
                     closing.result,

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format import naming, slices
-from trackpoint._format.bundle_writer import BundleWriter, ShardEntries, ShardWriter, merge_shards, write_index
+from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, merge_shards, write_index
 from trackpoint._format.publish import prepare_directory
 from trackpoint._format.threads import parallel_map
 from trackpoint._graph import kept_values
@@ -26,9 +26,16 @@ from trackpoint._saving.sharding_policies import (
     ShardingCallback,
     validate_shards,
 )
-from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError
+from trackpoint.errors import CheckpointError, WriteError
 
 __all__ = ["MAX_WRITER_THREADS", "shardable_tensor", "write_bundle", "write_remedy", "write_shard"]
+
+# A process saving alone must hold every block of a tensor saved in blocks (a ShardedVariable's),
+# or the checkpoint could not be read.
+_ALONE = (
+    "A process holding one block must save together with the others (CheckpointOptions(coordinator=...), or an "
+    "initialized torch.distributed group)"
+)
 
 MAX_WRITER_THREADS = 4
 
@@ -92,26 +99,6 @@ def write_bundle(
     return prefix
 
 
-def _check_blocks(prefix: str, shards: Sequence[ShardEntries]) -> None:
-    """Refuse blocks (a ``ShardedVariable``'s) that do not tile their tensor: a process saving
-    alone must hold all of it, or the checkpoint could not be read. Asked of the slices the
-    data files recorded, so a save without any costs nothing."""
-    blocks: dict[bytes, tuple[str, tuple[int, ...], list[slices.Extents]]] = {}
-    for shard in shards:
-        for key, (name, _, shape, parts) in shard.sliced.items():
-            blocks.setdefault(key, (name, shape, []))[2].extend(parts)
-    for name, shape, parts in blocks.values():
-        problem = slices.cover_problem(shape, parts)
-        if problem is not None:
-            raise InvalidArgumentError(
-                f"cannot write checkpoint {prefix}: tensor {name!r} of shape {list(shape)} is saved in blocks, and "
-                f"{problem}. A process holding one block must save together with the others "
-                "(CheckpointOptions(coordinator=...), or an initialized torch.distributed group)",
-                path=prefix,
-                key=name,
-            )
-
-
 def write_remedy(exc: OSError) -> str:
     """What to do about ``exc``, a failed write of a checkpoint's files, in one sentence."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -136,11 +123,10 @@ def _write(
         writer = BundleWriter(prefix)
         try:
             writer.add_many(tensors)
-            _check_blocks(prefix, writer.shards)
         except BaseException:
             writer.abort()
             raise
-        writer.finish()
+        writer.finish(_ALONE)
         return
     owners = trackables if trackables is not None else [None] * len(tensors)
     shardable = [shardable_tensor(key, value, owner) for (key, value), owner in zip(tensors, owners)]
@@ -150,8 +136,7 @@ def _write(
     writers = [ShardWriter(naming.data_filename(prefix, i, count), i) for i in range(count)]
     try:
         parallel_map(lambda pair: write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
-        _check_blocks(prefix, writers)
-        write_index(prefix, merge_shards(writers), count, [(w.temp_path, w.path) for w in writers])
+        write_index(prefix, merge_shards(writers, _ALONE), count, [(w.temp_path, w.path) for w in writers])
     except BaseException:
         for shard_writer in writers:
             shard_writer.abort()

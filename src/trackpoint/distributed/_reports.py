@@ -78,16 +78,8 @@ def publish(prefix: str, shards: Sequence[Reported], total: int, own: Collection
     """
     if len(shards) != total:
         raise CoordinationError(f"{prefix}: {len(shards)} data files reported where {total} were planned")
-    if is_url(prefix):
-        write_index(
-            prefix,
-            merge_shards(shards),
-            total,
-            [(s.temp_path, s.path) for s in shards if s.path in own],
-            others=[s.path for s in shards if s.path not in own],
-        )
-        return
-    missing = [s.temp_path for s in shards if not os.path.exists(s.temp_path)]
+    remote = is_url(prefix)
+    missing = [] if remote else [s.temp_path for s in shards if not os.path.exists(s.temp_path)]
     if missing:
         raise WriteError(
             f"could not write checkpoint {prefix}: the data file {missing[0]} another rank wrote is not visible to "
@@ -95,4 +87,6 @@ def publish(prefix: str, shards: Sequence[Reported], total: int, own: Collection
             "shares (one machine or a shared filesystem). Nothing was published.",
             path=prefix,
         )
-    write_index(prefix, merge_shards(shards), total, [(s.temp_path, s.path) for s in shards])
+    mine = [s for s in shards if not remote or s.path in own]
+    others = [s.path for s in shards if remote and s.path not in own]
+    write_index(prefix, merge_shards(shards), total, [(s.temp_path, s.path) for s in mine], others=others)
