@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format import naming, object_bundles
-from trackpoint._format.state_file import point_state_at, require_swappable, resolve_prefix
+from trackpoint._format.state_file import point_state_at, require_swappable, resolve_index
 from trackpoint._graph import kept_values
 from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.restore import restore_checkpoint
@@ -381,13 +381,15 @@ class Checkpoint(AutoTrackable):
         self.sync()  # a checkpoint still being written is completed first
         if listed_by is None and os.path.isdir(save_path):
             listed_by = os.fspath(save_path)
+        prefix, index_stat = resolve_index(save_path)
         coordinator, record = restore_checkpoint(
-            resolve_prefix(save_path),
+            prefix,
             root,
             self._tp_attached,
             options.experimental_skip_slot_variables,
             self._tp_restore_record,
             self._maybe_create_save_counter if with_counter else None,
+            index_stat,
         )
         object.__setattr__(self, "_tp_restore_record", record)
         return CheckpointLoadStatus(coordinator, root, self._tp_attached, listed_by)

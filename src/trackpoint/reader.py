@@ -28,7 +28,7 @@ from trackpoint._format.dtypes import enum_name
 from trackpoint._format.entries import slice_keys
 from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
-from trackpoint._format.state_file import CheckpointState, read_state, resolve_prefix
+from trackpoint._format.state_file import CheckpointState, read_state, resolve_index, resolve_prefix
 from trackpoint._saving.write import write_bundle
 from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, PermissionDeniedError, WriteError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
@@ -83,7 +83,18 @@ class CheckpointReader:
     """
 
     def __init__(self, prefix: str) -> None:
-        self._bundle = BundleReader(prefix)
+        self._open(prefix, BundleReader(prefix))
+
+    @classmethod
+    def _resolved(cls, ckpt_dir_or_file: str) -> CheckpointReader:
+        """The reader of a prefix or directory, resolved with no second request for a URL's index."""
+        prefix, index_stat = resolve_index(ckpt_dir_or_file)
+        reader = cls.__new__(cls)
+        reader._open(prefix, BundleReader(prefix, index_stat=index_stat))
+        return reader
+
+    def _open(self, prefix: str, bundle: BundleReader) -> None:
+        self._bundle = bundle
         self._prefix = prefix
         self._visible: dict[str, Entry] | None = None
 
@@ -316,7 +327,7 @@ def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
     Raises:
         NotFoundError: Nothing is there.
     """
-    return CheckpointReader(resolve_prefix(ckpt_dir_or_file))
+    return CheckpointReader._resolved(ckpt_dir_or_file)
 
 
 def list_variables(ckpt_dir_or_file: str) -> list[tuple[str, list[int]]]:

@@ -56,11 +56,17 @@ class BundleReader:
     """
 
     def __init__(
-        self, prefix: str, damaged_blocks: list[str] | None = None, tuning: ReadTuning = DEFAULT_TUNING
+        self,
+        prefix: str,
+        damaged_blocks: list[str] | None = None,
+        tuning: ReadTuning = DEFAULT_TUNING,
+        index_stat: os.stat_result | None = None,
     ) -> None:
         """Open ``prefix.index``; with ``damaged_blocks``, skip and record damaged index blocks.
 
-        ``tuning`` sets how data files are read (see :class:`ReadTuning`).
+        ``tuning`` sets how data files are read (see :class:`ReadTuning`). ``index_stat``: at
+        a URL, the index object's stat that the caller has just made
+        (:func:`~trackpoint._format.state_file.resolve_index`).
         """
         # An overwrite of the prefix cut short inside TF's window is read from its kept
         # previous version (see trackpoint._format.previous).
@@ -68,7 +74,8 @@ class BundleReader:
         self.index_path = naming.index_filename(self.prefix)
         self.tuning = tuning
         try:
-            data, stat = files.read_regular(self.index_path, "checkpoint index", _MAX_INDEX_BYTES)
+            known = index_stat if self.prefix == prefix else None
+            data, stat = files.read_regular(self.index_path, "checkpoint index", _MAX_INDEX_BYTES, known)
         except NotFoundError as exc:
             raise NotFoundError(
                 f"Unsuccessful TensorSliceReader constructor: Failed to find any matching files for {prefix}: "

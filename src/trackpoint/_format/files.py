@@ -110,8 +110,11 @@ def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
     return fd, info
 
 
-def read_regular(path: str, what: str, limit: int) -> tuple[bytes, os.stat_result]:
+def read_regular(path: str, what: str, limit: int, known: os.stat_result | None = None) -> tuple[bytes, os.stat_result]:
     """The bytes of the regular file ``path`` (see :func:`open_regular`), at most ``limit`` of them.
+
+    ``known``: at a URL, the object's :func:`stat_path` that the caller has just made (no
+    second request for it); a local file ignores it.
 
     Reads no more than the size ``fstat`` gave when opened, so a file growing meanwhile
     cannot make the read unbounded; one shrinking gives fewer bytes, which the parser of
@@ -131,7 +134,7 @@ def read_regular(path: str, what: str, limit: int) -> tuple[bytes, os.stat_resul
     if is_url(path):
         from trackpoint._storage import remote
 
-        return remote.read_object(path, what, limit)
+        return remote.read_object(path, what, limit, known)
     fd, info = open_regular(path, what)
     try:
         size = info.st_size

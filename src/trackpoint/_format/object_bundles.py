@@ -41,10 +41,16 @@ def _prefix_of(url: str) -> str | None:
     return head if sep and len(shard) == 14 and shard[5:9] == "-of-" else None
 
 
-def _listing(directory: str) -> list[tuple[str, float]]:
+def _listing(directory: str, prefix: str = "") -> list[tuple[str, float]]:
     from trackpoint._storage import remote
 
-    return remote.list_objects(directory)
+    return remote.list_objects(directory, prefix)
+
+
+def _objects_of(prefix: str) -> list[tuple[str, float]]:
+    """The index and data objects of the checkpoint at URL ``prefix``: one listing of its names."""
+    directory, _, name = prefix.rpartition("/")
+    return [(url, modified) for url, modified in _listing(directory, name + ".") if _prefix_of(url) == prefix]
 
 
 def prefixes_in_use(directory: str) -> set[str]:
@@ -60,24 +66,31 @@ def delete_bundle(prefix: str) -> None:
     """Delete the checkpoint at URL ``prefix``: the index first (which un-commits it), then its data."""
     from trackpoint._storage import remote
 
-    directory = prefix.rsplit("/", 1)[0]
-    data = [url for url, _ in _listing(directory) if url.startswith(prefix + _DATA) and _prefix_of(url) == prefix]
+    data = [url for url, _ in _objects_of(prefix) if not url.endswith(".index")]
     remote.remove([naming.index_filename(prefix), *data])
 
 
 def clear_abandoned(prefix: str) -> None:
-    """Before a save to URL ``prefix``: remove the data objects of a writer gone without committing.
+    """Before a save to URL ``prefix``: refuse it if committed, and remove the data objects of a
+    writer gone without committing. One listing tells both.
 
     Raises:
-        WriteError: The prefix holds unindexed data objects younger than :data:`ABANDONED_AGE`:
-            another writer may be committing them.
+        WriteError: The prefix's index is there (a save never overwrites an object), or the
+            prefix holds unindexed data objects younger than :data:`ABANDONED_AGE`: another
+            writer may be committing them.
     """
     from trackpoint._storage import remote
 
-    directory = prefix.rsplit("/", 1)[0]
-    found = [(url, modified) for url, modified in _listing(directory) if _prefix_of(url) == prefix]
-    if not found or any(url.endswith(".index") for url, _ in found):
-        return  # nothing left behind; a committed prefix is refused by the caller
+    found = _objects_of(prefix)
+    index = naming.index_filename(prefix)
+    if any(url == index for url, _ in found):
+        raise WriteError(
+            f"{index} exists: the checkpoint is committed, and a save never overwrites an object; save to a new "
+            "prefix or delete the checkpoint first",
+            path=index,
+        )
+    if not found:
+        return
     age = time.time() - max(modified for _, modified in found)
     if age <= ABANDONED_AGE:
         raise WriteError(

@@ -31,10 +31,7 @@ def prepare_directory(prefix: str) -> None:
     (objects are never overwritten; see :func:`publish`).
     """
     if is_url(prefix):
-        from trackpoint._storage import remote
-
         remove_stale_temps(tempfile.gettempdir())
-        remote.check_absent(naming.index_filename(prefix), "checkpoint")
         object_bundles.clear_abandoned(prefix)
         return
     directory = os.path.dirname(prefix)

@@ -180,9 +180,14 @@ class ShardFiles:
 
     def damaged(self, path: str, key: str, message: str) -> CheckpointError:
         """A DataLossError for bad bytes in a data file, or the error of :meth:`changed` when the
-        checkpoint was replaced since its index was read (new data files under the old index)."""
+        checkpoint was replaced since its index was read (new data files under the old index),
+        or, at a URL, the data object since it was first read (see :mod:`trackpoint._storage.ranged`)."""
         if self.index_changed():
             return self.changed(DataLossError, path, key, "its files were replaced or modified")
+        with self._lock:
+            mirrors = [m for shard_id, m in self._objects.items() if self.path(shard_id) == path]
+        if any(mirror.changed() for mirror in mirrors):
+            return self.changed(DataLossError, path, key, "this data object was replaced")
         return DataLossError(message, path=path, key=key)
 
     def release(self) -> None:

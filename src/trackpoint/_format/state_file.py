@@ -14,7 +14,7 @@ from google.protobuf import text_format
 from trackpoint._format import atomic, files, naming
 from trackpoint._format._proto import checkpoint_state_pb2 as pb
 from trackpoint._storage import is_url
-from trackpoint.errors import InvalidArgumentError, NotFoundError, WriteError
+from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, WriteError
 
 __all__ = [
     "STATE_FILENAME",
@@ -26,6 +26,7 @@ __all__ = [
     "read_state",
     "read_state_versioned",
     "require_swappable",
+    "resolve_index",
     "resolve_prefix",
     "swap_pause",
     "write_state",
@@ -180,6 +181,13 @@ def resolve_prefix(ckpt_dir_or_file: str) -> str:
             the message says which and what to do.
         InvalidArgumentError: ``ckpt_dir_or_file`` is not a ``str`` (or ``os.PathLike``) path.
     """
+    return resolve_index(ckpt_dir_or_file)[0]
+
+
+def resolve_index(ckpt_dir_or_file: str) -> tuple[str, os.stat_result | None]:
+    """:func:`resolve_prefix`, and the stat of the prefix's index where it looked that up (at a
+    URL, where a prefix is told from a directory by its index): a reader opening the index
+    next makes no second request for it."""
     try:
         path = os.fspath(ckpt_dir_or_file)
     except TypeError:
@@ -189,8 +197,12 @@ def resolve_prefix(ckpt_dir_or_file: str) -> str:
             f"{ckpt_dir_or_file!r} is not a checkpoint path: pass a prefix such as 'dir/ckpt-1', or a directory "
             "holding a 'checkpoint' file, as a str"
         )
-    if not is_directory(path):
-        return path
+    if is_url(path):
+        index = _remote_index(path)
+        if index is not None or not files.exists(_state_path(path)):
+            return path, index
+    elif not os.path.isdir(path):
+        return path, None
     state = read_state(path)
     if state is None:
         raise NotFoundError(
@@ -205,14 +217,25 @@ def resolve_prefix(ckpt_dir_or_file: str) -> str:
             f"{os.path.join(path, STATE_FILENAME)} names {latest}, but {naming.index_filename(latest)} is missing: "
             f"the checkpoint was deleted or never completed. Pass an existing prefix{hint}, or remove the state file"
         )
-    return latest
+    return latest, None
+
+
+def _remote_index(path: str) -> os.stat_result | None:
+    """The stat of the index object of URL ``path``; None when there is none, or it cannot be looked up."""
+    try:
+        return files.stat_path(naming.index_filename(path))
+    except CheckpointError:
+        # Not there, a "directory" by that name, or not readable with the options set for
+        # ``path`` (those of a directory "run" need not cover "run.index"): no prefix to read
+        # here, so ``path`` is taken for a directory if it holds a state object.
+        return None
 
 
 def is_directory(path: str) -> bool:
     """Whether ``path`` names a checkpoint directory rather than a prefix: a local directory, or
     a URL with a state object under it (object stores have no directories of their own)."""
     if is_url(path):
-        return not files.exists(naming.index_filename(path)) and files.exists(_state_path(path))
+        return _remote_index(path) is None and files.exists(_state_path(path))
     return os.path.isdir(path)
 
 

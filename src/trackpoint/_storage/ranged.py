@@ -15,8 +15,12 @@ fetched into it before it reads them: a reader never reads a range that was not 
 - A reader that will want most of the object says so early (:meth:`RangedObject.prefetch`):
   the whole download runs on a helper thread while the reader works on other things, and
   every fetch waits for it.
-- The object's version (ETag, generation) is read before the first fetch and again after
-  each: bytes of two versions are never mixed silently.
+- The object's version (ETag, generation) is read before the first fetch. It is not read
+  again after each: every byte is checked against the index's checksums, so bytes of
+  another version fail them, and the reader then asks :meth:`RangedObject.changed` to tell
+  a replaced object from a damaged one. Only a whole copy that would replace ranges
+  already read is checked against the version first, since a reader may have checked
+  those bytes in the copy and not read them out yet (an in-place restore).
 
 Checksums are verified by the reader on the local bytes, as for any file.
 """
@@ -31,7 +35,7 @@ import threading
 from collections.abc import Iterable
 
 from trackpoint._storage import remote
-from trackpoint.errors import DataLossError
+from trackpoint.errors import CheckpointError, DataLossError
 
 __all__ = ["GROUP_BYTES", "IN_FLIGHT", "MAX_BLOCK", "MAX_GAP", "WHOLE_FRACTION", "RangedObject"]
 
@@ -159,11 +163,13 @@ class RangedObject:
             _log.debug("%s: the download begun ahead failed; reads fetch what they need: %s", self.url, exc)
         try:
             with self._lock:
-                if fd >= 0 and self._prefetch is done:  # not closed meanwhile
-                    self._install(fd)
-                    fd = -1
-                if self._prefetch is done:
+                if self._prefetch is done:  # not closed meanwhile
                     self._prefetch = None
+                    if fd >= 0:
+                        fd, taken = -1, fd
+                        self._install(taken)
+        except DataLossError as exc:  # the object changed: the reads find out for themselves
+            _log.debug("%s: the download begun ahead is of another version: %s", self.url, exc)
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -181,22 +187,28 @@ class RangedObject:
         self.fd = fd
 
     def _download_whole(self) -> int:
-        """A descriptor of a whole copy of the object, checked to be the version first read."""
-        # The version was read when this object was made: the download checks the size it gets
-        # against it, and the HEAD after it (below) that the version is still the same.
+        """A descriptor of a whole copy of the object (of the size first read: see the module docstring)."""
         fd, _ = remote.open_object(self.url, self.what, known=self.stat)
         self.requests += 1
-        try:
-            if remote.identity(remote.stat_object(self.url, self.what)) != remote.identity(self.stat):
-                raise self._changed()
-        except BaseException:
-            os.close(fd)
-            raise
         return fd
 
-    def _install(self, fd: int) -> None:
-        """Make the whole copy ``fd`` this object's copy (under the lock); ``fd`` is taken over."""
+    def changed(self) -> bool:
+        """Whether the object at the URL is no longer the version first read (or is gone)."""
         try:
+            return remote.identity(remote.stat_object(self.url, self.what)) != remote.identity(self.stat)
+        except CheckpointError:
+            return True
+
+    def _install(self, fd: int) -> None:
+        """Make the whole copy ``fd`` this object's copy (under the lock); ``fd`` is taken over.
+
+        Raises:
+            DataLossError: Ranges are held already and the object is another version now:
+                a reader may have checked them in the copy and not read them out yet.
+        """
+        try:
+            if self._have and self.changed():
+                raise self._changed()
             if self.fd < 0:
                 self.fd, self._stamp = fd, os.fstat(fd).st_mtime_ns
                 fd = -1
@@ -237,8 +249,6 @@ class RangedObject:
         # Filling holes is no change of the object: the copy keeps the modification time it was
         # made with, which in-place restores compare to tell a file written between two passes.
         os.utime(self.fd, ns=(self._stamp, self._stamp))
-        if remote.identity(remote.stat_object(self.url, self.what)) != remote.identity(self.stat):
-            raise self._changed()
 
     def _changed(self) -> DataLossError:
         return DataLossError(

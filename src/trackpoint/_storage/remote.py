@@ -49,7 +49,6 @@ from trackpoint.errors import (
 
 __all__ = [
     "call",
-    "check_absent",
     "commit",
     "exists",
     "filesystem",
@@ -66,6 +65,7 @@ __all__ = [
 
 _T = TypeVar("_T")
 _READ_ATTEMPTS = 20
+WHOLE_IN_MEMORY = 64 << 20  # an object up to this size is downloaded by one GET into memory
 _log = logging.getLogger("trackpoint")
 
 
@@ -164,9 +164,10 @@ def exists(url: str) -> bool:
     return bool(call(url, "object", lambda: fs.isfile(path)))
 
 
-def read_object(url: str, what: str, limit: int) -> tuple[bytes, os.stat_result]:
-    """The bytes of the object at ``url``, refused if larger than ``limit``, and its :func:`stat_object`."""
-    info = stat_object(url, what)
+def read_object(url: str, what: str, limit: int, known: os.stat_result | None = None) -> tuple[bytes, os.stat_result]:
+    """The bytes of the object at ``url``, refused if larger than ``limit``, and its :func:`stat_object`
+    (``known``: one the caller has just made)."""
+    info = known if known is not None else stat_object(url, what)
     if info.st_size > limit:
         raise InvalidArgumentError(
             f"{url}: {what} of {info.st_size} bytes is larger than the {limit} bytes it may hold"
@@ -189,15 +190,33 @@ def open_object(url: str, what: str, known: os.stat_result | None = None) -> tup
     info = known if known is not None else stat_object(url, what)  # ``known``: a HEAD the caller made
     fs, path = filesystem(url)
     handle, name = tempfile.mkstemp(prefix="trackpoint-spool-")
-    os.close(handle)  # the backend opens the name itself
-    try:
-        # The backend's own download: streamed (no whole-object buffer), in concurrent ranged
-        # parts where it has them (s3fs), with its retries. One GET per part matters on servers
-        # that read a whole object for every ranged GET (moto).
-        call(url, what, functools.partial(fs.get_file, path, name))
-        fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
-    finally:
-        os.unlink(name)  # nothing to clean up once the descriptor is closed, whatever happens then
+    if info.st_size <= WHOLE_IN_MEMORY:
+        # One GET read into memory and written out: half the client's CPU of the streamed
+        # download below, which hands the body over 64 KiB at a time (20 MiB: 25 ms against 50).
+        try:
+            os.unlink(name)
+            data = (
+                call(url, what, functools.partial(fs.cat_file, path, start=0, end=info.st_size))
+                if info.st_size
+                else b""
+            )
+            view, done = memoryview(data), 0
+            while done < len(view):
+                done += os.write(handle, view[done:])
+        except BaseException:
+            os.close(handle)
+            raise
+        fd = handle
+    else:
+        os.close(handle)  # the backend opens the name itself
+        try:
+            # The backend's own download: streamed (no whole-object buffer), in concurrent ranged
+            # parts where it has them (s3fs), with its retries. One GET per part matters on servers
+            # that read a whole object for every ranged GET (moto).
+            call(url, what, functools.partial(fs.get_file, path, name))
+            fd = os.open(name, os.O_RDONLY | os.O_CLOEXEC)
+        finally:
+            os.unlink(name)  # nothing to clean up once the descriptor is closed, whatever happens then
     size = os.fstat(fd).st_size
     if size != info.st_size:
         os.close(fd)
@@ -360,20 +379,6 @@ def _s3_etags(local: str, size: int) -> set[str]:
     return {whole.hexdigest(), f"{joined}-{len(parts)}"}
 
 
-def check_absent(url: str, what: str) -> None:
-    """Raise WriteError if an object is at ``url`` (a save to a committed prefix, refused early).
-
-    Raises:
-        WriteError: An object is there.
-    """
-    if exists(url):
-        raise WriteError(
-            f"{url} exists: the {what} is committed, and a save never overwrites an object; save to a new prefix "
-            "or delete the checkpoint first",
-            path=url,
-        )
-
-
 def read_versioned(url: str, what: str, limit: int) -> tuple[bytes, str] | None:
     """The bytes of a small object and the version they are (for :func:`swap`); None if absent.
 
@@ -511,21 +516,31 @@ def remove(urls: Sequence[str]) -> None:
             fs.invalidate_cache(path)
 
 
-def list_objects(directory: str) -> list[tuple[str, float]]:
-    """The objects directly under ``directory`` (a URL), as ``(url, last modified)``, sorted."""
+def list_objects(directory: str, prefix: str = "") -> list[tuple[str, float]]:
+    """The objects directly under ``directory`` (a URL) whose names begin with ``prefix``, as
+    ``(url, last modified)``, sorted.
+
+    On S3 and GCS the store filters by ``prefix`` (one request for a checkpoint's objects,
+    however many others the directory holds); elsewhere the directory is listed whole.
+    """
     fs, path = filesystem(directory)
     scheme = directory.split("://", 1)[0]
+    fs.invalidate_cache(path)  # see _info
     try:
-        entries = fs.ls(path, detail=True, refresh=True)
+        if prefix and _protocols(fs) & {"s3", "s3a", "gs", "gcs"}:
+            entries = list(fs.find(path, maxdepth=1, prefix=prefix, detail=True, refresh=True).values())
+        else:
+            entries = fs.ls(path, detail=True, refresh=True)
     except FileNotFoundError:
         return []
     except Exception as exc:
         raise DataLossError(f"{directory}: cannot list the objects: {exc}", path=directory) from exc
     finally:
-        fs.invalidate_cache(path)  # see _info
+        fs.invalidate_cache(path)
     found = []
     for entry in entries:
-        if entry.get("type") == "file":
-            name = str(entry["name"])
+        name = str(entry["name"])
+        # Filtered here too: a backend may answer from a listing of the whole directory.
+        if entry.get("type") == "file" and name.rpartition("/")[2].startswith(prefix):
             found.append((name if "://" in name else f"{scheme}://{name}", _modified(entry)))
     return sorted(found)
