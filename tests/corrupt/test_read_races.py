@@ -65,8 +65,8 @@ def test_a_restore_racing_a_deletion_between_index_and_data(tmp_path, monkeypatc
     prefix = _save(tmp_path / "ckpt", 1.0)
 
     class DeletedOnceOpened(BundleReader):
-        def __init__(self, path: str, *args: object) -> None:
-            super().__init__(path, *args)  # type: ignore[arg-type]
+        def __init__(self, path: str, *args: object, **kwargs: object) -> None:
+            super().__init__(path, *args, **kwargs)  # type: ignore[arg-type]
             _delete(path)  # as another process would, right after the index was read
 
     monkeypatch.setattr(trackpoint._graph.restore, "BundleReader", DeletedOnceOpened)
