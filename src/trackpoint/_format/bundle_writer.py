@@ -93,11 +93,13 @@ def write_index(
     data_files: Sequence[tuple[str, str]] = (),
     data_synced: Callable[[], None] | None = None,
     others: Sequence[str] = (),
+    uploaded: Sequence[tuple[str, str]] = (),
 ) -> None:
     """Write ``prefix.index`` and publish it together with ``data_files`` (``(temp, final)`` pairs).
 
     At a URL, ``others`` are data objects of the bundle that other processes put in place
-    already (see :func:`trackpoint._storage.remote.commit`).
+    already, and ``uploaded`` the ``(temp, final)`` pairs this process put (see
+    :func:`trackpoint._format.publish.put_data`).
 
     The index is written under a temporary name and fsynced; then the data files and the
     index are renamed into place, the index last (see :mod:`trackpoint._format.publish`).
@@ -121,7 +123,7 @@ def write_index(
     def commit(temp: str) -> None:
         if data_synced is not None:
             data_synced()
-        publish.publish(data_files, temp, path, num_shards, others)
+        publish.publish(data_files, temp, path, num_shards, others, uploaded)
 
     atomic.write_file(path, table, commit)
 
@@ -421,12 +423,21 @@ class BundleWriter:
             shards = [self._shard(shard_id) for shard_id in range(self._num_shards)]
             for shard in shards:
                 shard.flush()
+            data_files = [(shard.temp_path, shard.path) for shard in shards]
+            early = is_url(self._prefix)
+            put = False
 
             # The data files are fsynced on another thread while this one builds the index:
             # fsync releases the GIL, and both must be durable before anything is published.
+            # At a URL they are uploaded then instead, only the index waiting for the commit:
+            # an upload mostly waits on the network and the server, without the GIL.
             def close_all() -> None:
                 for shard in shards:
                     shard.close()
+                if early:
+                    nonlocal put
+                    publish.put_data(data_files, self._prefix)
+                    put = True
 
             closing = Background(close_all, "trackpoint-fsync")
             try:
@@ -434,9 +445,15 @@ class BundleWriter:
                     self._prefix,
                     merge_shards(shards, whole_remedy),
                     self._num_shards,
-                    [(shard.temp_path, shard.path) for shard in shards],
+                    [] if early else data_files,
                     closing.result,
+                    uploaded=data_files if early else (),
                 )
+            except BaseException:
+                closing.join()
+                if put:  # not committed: the objects put ahead go again
+                    publish.withdraw(data_files, self._prefix)
+                raise
             finally:
                 closing.join()
         except BaseException:

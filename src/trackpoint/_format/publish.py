@@ -19,7 +19,7 @@ from trackpoint._format.temps import remove_stale_temps
 from trackpoint._storage import is_url
 from trackpoint.errors import WriteError
 
-__all__ = ["prepare_directory", "publish", "publish_objects"]
+__all__ = ["prepare_directory", "publish", "publish_objects", "put_data", "withdraw"]
 
 
 def prepare_directory(prefix: str) -> None:
@@ -47,11 +47,13 @@ def publish(
     index_final: str,
     num_shards: int,
     others: Sequence[str] = (),
+    uploaded: Sequence[tuple[str, str]] = (),
 ) -> None:
     """Rename fsynced temporaries into place: data files first, the index last.
 
     At a URL: upload them, the index last and only if absent; ``others`` are data objects
-    other processes uploaded, which must be in place (local files are all renamed here).
+    other processes uploaded, which must be in place, and ``uploaded`` the ``(temp, url)``
+    pairs :func:`put_data` put already (local files are all renamed here).
 
     At no instant does the prefix lack a whole checkpoint: the index is replaced by one
     rename, and data files the current index names are kept under the previous prefix
@@ -66,12 +68,13 @@ def publish(
     if is_url(index_final):
         from trackpoint._storage import remote
 
-        remote.commit(data_files, index_temp, index_final, others=others)  # the index, if absent, is the commit
-        for temp, _ in data_files:
+        # The index, if absent, is the commit.
+        remote.commit(data_files, index_temp, index_final, others=others, uploaded=[url for _, url in uploaded])
+        for temp, _ in [*data_files, *uploaded]:
             atomic.remove_quietly(temp)
         atomic.remove_quietly(index_temp)
         return
-    if others:
+    if others or uploaded:
         raise ValueError("data files other processes wrote are published with the rest on a local filesystem")
     prefix = index_final[: -len(naming.index_filename(""))]
     previous.settle(prefix)
@@ -96,6 +99,28 @@ def publish(
         previous.discard(prefix)
     except OSError:
         pass  # left for the next save of this prefix to remove
+
+
+def put_data(data_files: Sequence[tuple[str, str]], prefix: str) -> None:
+    """Upload the staged data files ``(temp, url)`` of the bundle at URL ``prefix`` ahead of its
+    index, each only if absent; :func:`publish` commits them later (as ``uploaded``), or
+    :func:`withdraw` deletes them. The local copies stay until then.
+
+    Raises:
+        WriteError: An upload failed, or an object is there already; nothing of these is left.
+    """
+    from trackpoint._storage import remote
+
+    remote.upload(data_files, f"checkpoint {prefix}")
+
+
+def withdraw(data_files: Sequence[tuple[str, str]], prefix: str) -> None:
+    """Delete the data objects :func:`put_data` put for a bundle that is not committed after
+    all, each only while it still holds the bytes of its local copy: another writer's object
+    put over it since is left alone."""
+    from trackpoint._storage import remote
+
+    remote.delete_own(list(reversed(data_files)), f"checkpoint {prefix}")
 
 
 def publish_objects(files: Sequence[tuple[str, str]], what: str) -> None:

@@ -50,6 +50,8 @@ from trackpoint.errors import (
 __all__ = [
     "call",
     "commit",
+    "delete_own",
+    "delete_uncommitted",
     "exists",
     "filesystem",
     "identity",
@@ -61,6 +63,7 @@ __all__ = [
     "require_swap",
     "stat_object",
     "swap",
+    "upload",
 ]
 
 _T = TypeVar("_T")
@@ -245,6 +248,7 @@ def commit(
     index_url: str,
     what: str | None = None,
     others: Sequence[str] = (),
+    uploaded: Sequence[str] = (),
 ) -> None:
     """Publish a bundle written locally to the object store, without renames.
 
@@ -255,6 +259,9 @@ def commit(
     place and publishes nothing; the data objects this call created are deleted again.
     ``others`` are data objects the index names that other processes uploaded already
     (:func:`upload`); they must be there before the index goes up and still after.
+    ``uploaded`` are data objects this writer put already (by :func:`upload`, while it built
+    the index): they must still be there after the index; the caller deletes them if this
+    raises (:func:`delete_own`).
 
     Safetensors shards and their ``.index.json`` (or a single file, as its own index) are
     published the same way; ``what`` names them in messages (by default "checkpoint <prefix>").
@@ -272,7 +279,7 @@ def commit(
         # A cleanup elsewhere (a manager sweeping what it took for a dead writer's objects)
         # may have removed a data object before the index landed: un-commit rather than leave
         # an index whose data is gone.
-        _require([*(final for _, final in data_files), *others], what, "while")
+        _require([*(final for _, final in data_files), *uploaded, *others], what, "while")
     except BaseException:
         delete_uncommitted(reversed(created), index_url)
         raise
@@ -329,6 +336,20 @@ def delete_uncommitted(urls: Iterable[str], context: str) -> None:
             fs.rm_file(path)
         except Exception as exc:  # noqa: BLE001 - left uncommitted: no reader looks at it
             _log.warning("%s: could not delete the uncommitted object %s: %s", context, url, exc)
+
+
+def delete_own(files: Sequence[tuple[str, str]], context: str) -> None:
+    """Delete the objects of ``(local, url)`` pairs this writer put, each only if it still holds
+    the bytes of ``local`` (by its ETag or MD5): one another writer put over it, or one whose
+    content cannot be told, is left for a later cleanup rather than deleted with its data."""
+    for local, url in files:
+        fs, path = filesystem(url)
+        if not _holds(fs, path, local, compare_bytes=False):
+            _log.warning(
+                "%s: left %s in place: it is not (or cannot be told to be) the object this save put", context, url
+            )
+            continue
+        delete_uncommitted([url], context)
 
 
 def _holds(fs: Any, path: str, local: str, compare_bytes: bool) -> bool:
