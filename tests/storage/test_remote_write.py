@@ -107,6 +107,29 @@ def test_a_checkpoint_committed_by_another_writer_meanwhile_wins(tmp_path, bucke
     np.testing.assert_array_equal(restored.big.numpy(), winner.big.numpy())
 
 
+def test_data_objects_put_ahead_of_a_failed_commit_are_deleted(bucket, s3, monkeypatch) -> None:
+    """The data objects go up while the index is built, before the commit: a commit that fails
+    (here the index's upload) deletes them again, and the staged copies too."""
+    from trackpoint._storage import remote
+
+    url = f"{bucket}/run/ckpt-1"
+    before = _stage_leftovers()
+    seen: list[dict[str, bytes]] = []
+
+    def failing(data_files, index_local, index_url, **kwargs):
+        assert not data_files and len(kwargs["uploaded"]) == 1  # put already, not by the commit
+        seen.append(_objects(s3, url))
+        raise tp.errors.WriteError("the index upload failed (simulated)", path=index_url)
+
+    monkeypatch.setattr(remote, "commit", failing)
+    with pytest.raises(tp.errors.WriteError, match="simulated"):
+        tp.Checkpoint(model=_model()).write(url)
+    assert list(seen[0]) == ["ckpt-1.data-00000-of-00001"]
+    s3.invalidate_cache()
+    assert s3.find(f"{bucket[5:]}/run") == []  # nothing left under the prefix's directory
+    assert _stage_leftovers() == before
+
+
 def test_an_async_write_to_s3_commits_on_the_writer_thread(bucket) -> None:
     model = _model()
     expected = model.big.numpy().copy()
