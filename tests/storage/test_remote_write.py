@@ -159,3 +159,36 @@ def test_the_local_copies_staged_for_an_upload_are_not_fsynced(tmp_path, bucket,
     tp.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
     staged = [os.path.basename(name) for name in synced if TEMP_MARKER in name]
     assert any(name.startswith("ckpt.index") for name in staged) and any(".data-" in name for name in staged), synced
+
+
+def test_a_failed_commit_leaves_an_object_another_writer_put_over_its_own(tmp_path, bucket, s3, monkeypatch) -> None:
+    """The commit path that uploads data objects itself (safetensors, and bundles of other
+    ranks): when the index loses, it deletes the data objects it put, but not one that
+    another writer has overwritten since (here unconditionally, between the two uploads)."""
+    from trackpoint._storage import remote
+
+    data, index = tmp_path / "data", tmp_path / "index"
+    data.write_bytes(b"this writer's data")
+    index.write_bytes(b"this writer's index")
+    url = f"{bucket}/run/ckpt-1"
+    s3.pipe_file(f"{url[5:]}.index", b"the other writer's index")  # it committed first
+    real_require = remote._require
+
+    def overwritten(urls, what, when):
+        if when == "before":
+            s3.pipe_file(f"{url[5:]}.data-00000-of-00001", b"the other writer's data")
+        return real_require(urls, what, when)
+
+    monkeypatch.setattr(remote, "_require", overwritten)
+    with pytest.raises(tp.errors.WriteError, match="another writer"):
+        remote.commit([(str(data), f"{url}.data-00000-of-00001")], str(index), f"{url}.index")
+    assert _objects(s3, url) == {
+        "ckpt-1.data-00000-of-00001": b"the other writer's data",
+        "ckpt-1.index": b"the other writer's index",
+    }
+    # Had nobody put over it, its own data object goes again.
+    s3.rm_file(f"{url[5:]}.data-00000-of-00001")
+    monkeypatch.setattr(remote, "_require", real_require)
+    with pytest.raises(tp.errors.WriteError, match="another writer"):
+        remote.commit([(str(data), f"{url}.data-00000-of-00001")], str(index), f"{url}.index")
+    assert _objects(s3, url) == {"ckpt-1.index": b"the other writer's index"}

@@ -256,7 +256,8 @@ def commit(
     ``If-None-Match: *``; a multipart upload is completed with the same condition, or
     aborted). Then the index, on the same condition: that write is the commit. Another
     writer of the prefix, or one resumed after it was thought dead, finds an object in
-    place and publishes nothing; the data objects this call created are deleted again.
+    place and publishes nothing; the data objects this call created are deleted again, each
+    only while it still holds this writer's bytes (:func:`delete_own`).
     ``others`` are data objects the index names that other processes uploaded already
     (:func:`upload`); they must be there before the index goes up and still after.
     ``uploaded`` are data objects this writer put already (by :func:`upload`, while it built
@@ -271,17 +272,18 @@ def commit(
     """
     what = what or f"checkpoint {index_url.removesuffix('.index')}"
     fs, _ = filesystem(index_url)
-    created = upload(data_files, what)
+    upload(data_files, what)
+    created = list(data_files)
     try:
         _require(others, what, "before")
         upload([(index_local, index_url)], what, compare_bytes=True)
-        created.append(index_url)
+        created.append((index_local, index_url))
         # A cleanup elsewhere (a manager sweeping what it took for a dead writer's objects)
         # may have removed a data object before the index landed: un-commit rather than leave
         # an index whose data is gone.
         _require([*(final for _, final in data_files), *uploaded, *others], what, "while")
     except BaseException:
-        delete_uncommitted(reversed(created), index_url)
+        delete_own(created[::-1], index_url)
         raise
     finally:
         fs.invalidate_cache()
@@ -289,12 +291,13 @@ def commit(
 
 def upload(files: Sequence[tuple[str, str]], what: str, compare_bytes: bool = False) -> list[str]:
     """Put each local file of ``(local, url)`` at its URL, only if nothing is there; return the
-    URLs, once all are up. On any failure, those this call put are deleted again.
+    URLs, once all are up. On any failure, those this call put are deleted again (those
+    still holding its bytes: :func:`delete_own`).
 
     Raises:
         WriteError: An object is there already (another writer's), or an upload failed.
     """
-    created: list[str] = []
+    created: list[tuple[str, str]] = []
     try:
         for local, final in files:
             fs, path = filesystem(final)
@@ -310,11 +313,11 @@ def upload(files: Sequence[tuple[str, str]], what: str, compare_bytes: bool = Fa
                     ) from exc
                 # A retry of our own write whose answer was lost (a dropped connection):
                 # the object there is the one this call wrote.
-            created.append(final)
+            created.append((local, final))
     except BaseException:
-        delete_uncommitted(reversed(created), files[0][1] if files else "")
+        delete_own(created[::-1], files[0][1] if files else "")
         raise
-    return created
+    return [url for _, url in created]
 
 
 def _require(urls: Sequence[str], what: str, when: str) -> None:
