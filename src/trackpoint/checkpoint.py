@@ -381,7 +381,7 @@ class Checkpoint(AutoTrackable):
         self.sync()  # a checkpoint still being written is completed first
         if listed_by is None and os.path.isdir(save_path):
             listed_by = os.fspath(save_path)
-        prefix, index_stat = resolve_index(save_path)
+        prefix, index = resolve_index(save_path)
         coordinator, record = restore_checkpoint(
             prefix,
             root,
@@ -389,7 +389,7 @@ class Checkpoint(AutoTrackable):
             options.experimental_skip_slot_variables,
             self._tp_restore_record,
             self._maybe_create_save_counter if with_counter else None,
-            index_stat,
+            index,
         )
         object.__setattr__(self, "_tp_restore_record", record)
         return CheckpointLoadStatus(coordinator, root, self._tp_attached, listed_by)

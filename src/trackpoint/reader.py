@@ -88,9 +88,9 @@ class CheckpointReader:
     @classmethod
     def _resolved(cls, ckpt_dir_or_file: str) -> CheckpointReader:
         """The reader of a prefix or directory, resolved with no second request for a URL's index."""
-        prefix, index_stat = resolve_index(ckpt_dir_or_file)
+        prefix, index = resolve_index(ckpt_dir_or_file)
         reader = cls.__new__(cls)
-        reader._open(prefix, BundleReader(prefix, index_stat=index_stat))
+        reader._open(prefix, BundleReader(prefix, index=index))
         return reader
 
     def _open(self, prefix: str, bundle: BundleReader) -> None:

@@ -194,3 +194,35 @@ def _spool_copies() -> set[str]:
         if "trackpoint-spool-" in target:
             held.add(target)
     return held
+
+
+def _requests_for(proxy, suffix: str) -> list[str]:
+    return [method for method, path, _ in proxy.requests if path.endswith(suffix)]
+
+
+def test_the_index_and_the_state_object_are_read_by_one_request_each(bucket, proxy, s3) -> None:
+    """On S3 a GET's own answer gives the object's size and ETag: no HEAD before it, whether a
+    prefix is restored, a tensor loaded, or a directory's state object read for its latest."""
+    manager = tp.CheckpointManager(tp.Checkpoint(model=_model(6.0, small=range(20))), f"{bucket}/run", max_to_keep=2)
+    url = manager.save()
+    restored = _model(0.0, small=range(20))
+    proxy.requests.clear()
+    tp.Checkpoint(model=restored).read(url).assert_existing_objects_matched().expect_partial()
+    assert _requests_for(proxy, ".index") == ["GET"]
+    assert float(restored.small["t0019"].numpy()[0]) == 6.0 + 19
+    proxy.requests.clear()
+    np.testing.assert_array_equal(tp.load_variable(url, _key("small/t0003")), np.full(256, 9.0, np.float32))
+    assert _requests_for(proxy, ".index") == ["GET"]
+    proxy.requests.clear()
+    assert tp.latest_checkpoint(f"{bucket}/run") == url
+    assert _requests_for(proxy, "/run/checkpoint") == ["GET"]
+
+
+def test_an_object_over_the_limit_is_refused_by_its_answer_before_its_body_is_read(bucket, s3) -> None:
+    from trackpoint._storage import remote
+
+    s3.pipe_file(f"{bucket[5:]}/big", bytes(1 << 20))
+    with pytest.raises(tp.errors.InvalidArgumentError, match=r"big: checkpoint index of 1048576 bytes is larger"):
+        remote.read_object(f"{bucket}/big", "checkpoint index", 1000)
+    data, stat = remote.read_object(f"{bucket}/big", "checkpoint index", 1 << 20)
+    assert data == bytes(1 << 20) and remote.identity(stat) == remote.identity(remote.stat_object(f"{bucket}/big"))

@@ -40,8 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["BundleReader", "Entry", "check_disjoint"]
 
-_MAX_INDEX_BYTES = 1 << 31
-
 
 class BundleReader:
     """Read tensors from ``prefix.index`` and its ``prefix.data-*`` shards.
@@ -60,12 +58,12 @@ class BundleReader:
         prefix: str,
         damaged_blocks: list[str] | None = None,
         tuning: ReadTuning = DEFAULT_TUNING,
-        index_stat: os.stat_result | None = None,
+        index: tuple[bytes, os.stat_result] | None = None,
     ) -> None:
         """Open ``prefix.index``; with ``damaged_blocks``, skip and record damaged index blocks.
 
-        ``tuning`` sets how data files are read (see :class:`ReadTuning`). ``index_stat``: at
-        a URL, the index object's stat that the caller has just made
+        ``tuning`` sets how data files are read (see :class:`ReadTuning`). ``index``: at a URL,
+        the index object's bytes and stat that the caller has just fetched
         (:func:`~trackpoint._format.state_file.resolve_index`).
         """
         # An overwrite of the prefix cut short inside TF's window is read from its kept
@@ -74,8 +72,10 @@ class BundleReader:
         self.index_path = naming.index_filename(self.prefix)
         self.tuning = tuning
         try:
-            known = index_stat if self.prefix == prefix else None
-            data, stat = files.read_regular(self.index_path, "checkpoint index", _MAX_INDEX_BYTES, known)
+            if index is not None and self.prefix == prefix:
+                data, stat = index
+            else:
+                data, stat = files.read_regular(self.index_path, "checkpoint index", naming.MAX_INDEX_BYTES)
         except NotFoundError as exc:
             raise NotFoundError(
                 f"Unsuccessful TensorSliceReader constructor: Failed to find any matching files for {prefix}: "

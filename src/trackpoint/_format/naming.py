@@ -9,9 +9,18 @@ from collections.abc import Iterable
 from trackpoint._format import files
 from trackpoint._storage import is_url
 
-__all__ = ["PREVIOUS_SUFFIX", "checkpoint_prefixes", "data_filename", "index_filename", "listing", "real_outside"]
+__all__ = [
+    "MAX_INDEX_BYTES",
+    "PREVIOUS_SUFFIX",
+    "checkpoint_prefixes",
+    "data_filename",
+    "index_filename",
+    "listing",
+    "real_outside",
+]
 
 PREVIOUS_SUFFIX = ".tp-prev"  # the version an overwrite keeps (see trackpoint._format.previous)
+MAX_INDEX_BYTES = 1 << 31  # the largest index a reader reads (into memory)
 _MAX_LISTED = 10
 
 

@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 PREVIOUS_SUFFIX = naming.PREVIOUS_SUFFIX
-_MAX_INDEX_BYTES = 1 << 31  # as the reader allows
 
 
 def previous_prefix(prefix: str) -> str:
@@ -63,13 +62,13 @@ def _same_index(prefix: str) -> bool:
     if _same_file(current, kept):
         return True
     try:
-        ours = files.read_regular(current, "checkpoint index", _MAX_INDEX_BYTES)[0]
+        ours = files.read_regular(current, "checkpoint index", naming.MAX_INDEX_BYTES)[0]
     except NotFoundError:
         return True
     except CheckpointError:
         return False  # a special or unreadable file: reading the prefix itself reports it
     try:
-        return ours == files.read_regular(kept, "checkpoint index", _MAX_INDEX_BYTES)[0]
+        return ours == files.read_regular(kept, "checkpoint index", naming.MAX_INDEX_BYTES)[0]
     except CheckpointError:
         return False
 

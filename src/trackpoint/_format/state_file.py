@@ -7,7 +7,7 @@ import random
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import text_format
 
@@ -181,13 +181,19 @@ def resolve_prefix(ckpt_dir_or_file: str) -> str:
             the message says which and what to do.
         InvalidArgumentError: ``ckpt_dir_or_file`` is not a ``str`` (or ``os.PathLike``) path.
     """
-    return resolve_index(ckpt_dir_or_file)[0]
+    return _resolve(ckpt_dir_or_file, fetch=False)[0]
 
 
-def resolve_index(ckpt_dir_or_file: str) -> tuple[str, os.stat_result | None]:
-    """:func:`resolve_prefix`, and the stat of the prefix's index where it looked that up (at a
-    URL, where a prefix is told from a directory by its index): a reader opening the index
-    next makes no second request for it."""
+def resolve_index(ckpt_dir_or_file: str) -> tuple[str, tuple[bytes, os.stat_result] | None]:
+    """:func:`resolve_prefix`, and the bytes and stat of the prefix's index where it fetched
+    them (at a URL, where a prefix is told from a directory by its index): a reader opening
+    the index next makes no second request for it, and on S3 it took one in all."""
+    prefix, index = _resolve(ckpt_dir_or_file, fetch=True)
+    return prefix, cast("tuple[bytes, os.stat_result] | None", index)  # fetched: never a bare stat
+
+
+def _resolve(ckpt_dir_or_file: str, fetch: bool) -> tuple[str, tuple[bytes, os.stat_result] | os.stat_result | None]:
+    """The prefix, and at a URL its index's stat (or with ``fetch`` its bytes and stat)."""
     try:
         path = os.fspath(ckpt_dir_or_file)
     except TypeError:
@@ -198,7 +204,7 @@ def resolve_index(ckpt_dir_or_file: str) -> tuple[str, os.stat_result | None]:
             "holding a 'checkpoint' file, as a str"
         )
     if is_url(path):
-        index = _remote_index(path)
+        index = _remote_index(path, fetch)
         if index is not None or not files.exists(_state_path(path)):
             return path, index
     elif not os.path.isdir(path):
@@ -220,9 +226,13 @@ def resolve_index(ckpt_dir_or_file: str) -> tuple[str, os.stat_result | None]:
     return latest, None
 
 
-def _remote_index(path: str) -> os.stat_result | None:
-    """The stat of the index object of URL ``path``; None when there is none, or it cannot be looked up."""
+def _remote_index(path: str, fetch: bool = False) -> tuple[bytes, os.stat_result] | os.stat_result | None:
+    """The stat of the index object of URL ``path`` (with ``fetch``, its bytes and stat); None
+    when there is none, or it cannot be looked up or read (an index too large is then refused by
+    the reader, which reads it again)."""
     try:
+        if fetch:
+            return files.read_regular(naming.index_filename(path), "checkpoint index", naming.MAX_INDEX_BYTES)
         return files.stat_path(naming.index_filename(path))
     except CheckpointError:
         # Not there, a "directory" by that name, or not readable with the options set for

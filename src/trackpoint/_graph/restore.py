@@ -33,7 +33,7 @@ def restore_checkpoint(
     skip_slot_variables: bool,
     previous: RestoreRecord | None = None,
     then: Callable[[], object] | None = None,
-    index_stat: os.stat_result | None = None,
+    index: tuple[bytes, os.stat_result] | None = None,
 ) -> tuple[RestoreCoordinator, RestoreRecord | None]:
     """Restore the checkpoint at ``prefix`` into ``root`` and its ``attached`` dependencies.
 
@@ -50,7 +50,7 @@ def restore_checkpoint(
             a walk when it still holds.
         then: Called once the values are in, while the files are still open (a value that
             waits on the root for an object the caller creates then is read from them).
-        index_stat: The index's stat, if the caller has just made it (see :class:`BundleReader`).
+        index: The index's bytes and stat, if the caller has just fetched them (see :class:`BundleReader`).
 
     Returns:
         The coordinator (for the status and restore-on-create), and the record to offer the
@@ -61,7 +61,7 @@ def restore_checkpoint(
         DataLossError: The graph or a value is damaged.
         NotFoundError: A file of the checkpoint is missing.
     """
-    reader = BundleReader(prefix, index_stat=index_stat)
+    reader = BundleReader(prefix, index=index)
     try:
         if previous is not None and 2 * len(previous.value_keys) >= reader.entry_count:
             # The last restore into these objects read most of its checkpoint: this one (most

@@ -147,7 +147,10 @@ def stat_object(url: str, what: str = "object") -> os.stat_result:
         NotFoundError: No object is at ``url``.
         InvalidArgumentError: ``url`` names a directory (a common prefix), not an object.
     """
-    _, _, info = _info(url, what)
+    return _stat_of(_info(url, what)[2])
+
+
+def _stat_of(info: dict[str, Any]) -> os.stat_result:
     size = int(info.get("size") or 0)
     version = _version(info)
     tag = zlib.crc32(version.encode()) if version else 0
@@ -169,7 +172,21 @@ def exists(url: str) -> bool:
 
 def read_object(url: str, what: str, limit: int, known: os.stat_result | None = None) -> tuple[bytes, os.stat_result]:
     """The bytes of the object at ``url``, refused if larger than ``limit``, and its :func:`stat_object`
-    (``known``: one the caller has just made)."""
+    (``known``: one the caller has just made).
+
+    On S3 without ``known``, one request: the GET's own answer gives the size and ETag, which
+    are then those of the very bytes it returns. Elsewhere a HEAD comes first.
+
+    Raises:
+        NotFoundError: No object is at ``url``.
+        InvalidArgumentError: It is larger than ``limit``, or ``url`` names a directory.
+        DataLossError: A request failed.
+    """
+    if known is None:
+        got = _get_whole(url, what, limit)
+        if got is not None:
+            data, info_of_get = got
+            return data, _stat_of(info_of_get)
     info = known if known is not None else stat_object(url, what)
     if info.st_size > limit:
         raise InvalidArgumentError(
@@ -177,6 +194,54 @@ def read_object(url: str, what: str, limit: int, known: os.stat_result | None = 
         )
     fs, path = filesystem(url)
     data = call(url, what, lambda: fs.cat_file(path, start=0, end=info.st_size)) if info.st_size else b""
+    return bytes(data), info
+
+
+def _get_whole(url: str, what: str, limit: int) -> tuple[bytes, dict[str, Any]] | None:
+    """On S3, the bytes of the whole object by one GET and what that GET's answer says of it
+    (size, ETag, time, as :func:`_info` gives them); None on another store, where the caller
+    HEADs first.
+
+    Raises:
+        As :func:`read_object`.
+    """
+    fs, path = filesystem(url)
+    try:
+        from s3fs.core import _error_wrapper  # s3fs's retries, as its own cat_file uses them
+    except ImportError:
+        return None
+    bucket, key, version_id = fs.split_path(path) if "s3" in _protocols(fs) else ("", "", None)
+    if not key or version_id:
+        return None
+
+    async def get() -> tuple[bytes | None, dict[str, Any]]:
+        response = await fs._call_s3("get_object", Bucket=bucket, Key=key)
+        body = response["Body"]
+        try:
+            info = {
+                "type": "file",
+                "size": int(response.get("ContentLength") or 0),
+                "ETag": response.get("ETag"),
+                "LastModified": response.get("LastModified"),
+            }
+            # Refused before its body is read: the limit bounds memory, not only what is kept.
+            return (await body.read() if info["size"] <= limit else None), info
+        finally:
+            body.close()
+
+    from fsspec.asyn import sync
+
+    fs.invalidate_cache(path)  # see _info
+    data, info = call(url, what, lambda: sync(fs.loop, _error_wrapper, get, retries=fs.retries))
+    if data is None:
+        raise InvalidArgumentError(
+            f"{url}: {what} of {info['size']} bytes is larger than the {limit} bytes it may hold"
+        )
+    if len(data) != info["size"]:
+        raise DataLossError(
+            f"{url}: {len(data)} bytes of the {what} arrived of the {info['size']} its answer announced; read it again",
+            path=url,
+        )
     return bytes(data), info
 
 
@@ -406,13 +471,19 @@ def _s3_etags(local: str, size: int) -> set[str]:
 def read_versioned(url: str, what: str, limit: int) -> tuple[bytes, str] | None:
     """The bytes of a small object and the version they are (for :func:`swap`); None if absent.
 
-    The version is listed before and after the bytes are fetched, and the read is repeated
-    until both agree: bytes of one version with the tag of another would make a swap either
-    fail for ever or overwrite a change unseen.
+    Bytes of one version with the tag of another would make a swap either fail for ever or
+    overwrite a change unseen. On S3 one GET gives both; elsewhere the version is listed before
+    and after the bytes are fetched, and the read is repeated until both agree.
 
     Raises:
         DataLossError: The object kept changing under every attempt.
     """
+    try:
+        got = _get_whole(url, what, limit)
+    except NotFoundError:
+        return None
+    if got is not None:  # one GET: the version its answer gives is that of its bytes
+        return got[0], _version(got[1])
     for _ in range(_READ_ATTEMPTS):
         try:
             fs, path, info = _info(url, what)
