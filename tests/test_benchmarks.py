@@ -76,3 +76,17 @@ def test_remote_compare_quick_runs_every_contender() -> None:
     assert result.returncode == 0, result.stderr[-4000:]
     for row in ("| save / put |", "| restore / get |", "| one tensor / ranged cat |"):
         assert result.stdout.count(row) == 2, result.stdout  # large and many
+
+
+def test_remote_floor_runs_every_contender() -> None:
+    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "remote_floor.py"), "--rounds", "1"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    for row in ("| get |", "| local restore |", "| both, serial |", "| both, overlapped |"):
+        assert row in result.stdout, result.stdout
