@@ -16,7 +16,7 @@ KEY = "model/big/.ATTRIBUTES/VARIABLE_VALUE"
 
 def _model(value: float, size: int = 2_000_000) -> tp.Module:
     m = tp.Module()
-    m.big = tp.Variable(np.full(size, value))  # 16 MB by default: a multipart upload
+    m.big = tp.Variable(np.full(size, value))  # 16 MB by default: one PUT (multipart uploads: test_remote_multipart.py)
     return m
 
 

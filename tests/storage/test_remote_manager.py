@@ -60,6 +60,16 @@ def test_a_manager_keeps_max_to_keep_and_deletes_the_index_and_data_of_older_one
     assert again.checkpoint.model.w.numpy()[0, 0] == 4.0
 
 
+def test_max_to_keep_un_commits_a_checkpoint_before_deleting_its_data(bucket, s3, proxy) -> None:
+    """The index goes first: at no instant is there an index whose data is gone."""
+    manager = tp.CheckpointManager(tp.Checkpoint(model=_model()), f"{bucket}/run", max_to_keep=1)
+    manager.save()
+    proxy.requests.clear()
+    manager.save()
+    deleted = [path.rsplit("/", 1)[1] for method, path, _ in proxy.requests if method == "DELETE"]
+    assert deleted == ["ckpt-1.index", "ckpt-1.data-00000-of-00001"], proxy.requests
+
+
 def test_two_managers_swapping_one_state_object_lose_neither_update(bucket, s3, proxy) -> None:
     """Two managers in one directory (a job and its zombie, say), saving in turns and at once:
     the state object lists every checkpoint either committed, none that is gone. The proxy passes

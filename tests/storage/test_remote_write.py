@@ -17,7 +17,7 @@ def _model(seed: int = 0) -> tp.Module:
     rng = np.random.default_rng(seed)
     m = tp.Module()
     m.w = tp.Variable(rng.standard_normal((3, 4)).astype(np.float32))
-    m.big = tp.Variable(rng.standard_normal(2_000_000))  # 16 MB: a multipart upload
+    m.big = tp.Variable(rng.standard_normal(2_000_000))  # 16 MB: one PUT (s3fs goes multipart from 100 MiB)
     m.step = tp.Variable(7, dtype="int64")
     return m
 
