@@ -116,3 +116,21 @@ def test_torch_objects_save_to_and_load_from_a_url(bucket) -> None:
     other = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
     assert tpt.load_state_dict(other, f"{bucket}/torch") == tpt.IncompatibleKeys([], [], [])
     assert torch.equal(other[2].weight, net[2].weight)
+
+
+def test_trackpoint_merge_reads_parts_at_a_url_and_writes_the_checkpoint_there(bucket, s3) -> None:
+    """Parts left at a URL by a multi-device save, merged into one checkpoint at a URL, which TF's
+    layout rules and the tensors' values survive."""
+    parts = [
+        tp.save_tensors(f"{bucket}/ck_temp/part-0000{i}-of-00002", {f"t{i}": np.arange(4) + 10 * i}) for i in range(2)
+    ]
+    assert main(["merge", *parts, "-o", f"{bucket}/merged/ck"]) == 0
+    np.testing.assert_array_equal(tp.load_variable(f"{bucket}/merged/ck", "t0"), np.arange(4))
+    np.testing.assert_array_equal(tp.load_variable(f"{bucket}/merged/ck", "t1"), np.arange(4) + 10)
+    assert tp.verify_checkpoint(f"{bucket}/merged/ck") == []
+    s3.invalidate_cache()
+    assert sorted(p.rsplit("/", 1)[1] for p in s3.find(f"{bucket[5:]}/merged")) == [
+        "ck.data-00000-of-00002",
+        "ck.data-00001-of-00002",
+        "ck.index",
+    ]

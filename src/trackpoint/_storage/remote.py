@@ -271,6 +271,7 @@ def open_object(url: str, what: str, known: os.stat_result | None = None) -> tup
             view, done = memoryview(data), 0
             while done < len(view):
                 done += os.write(handle, view[done:])
+            os.lseek(handle, 0, os.SEEK_SET)  # at its start, as a descriptor just opened is
         except BaseException:
             os.close(handle)
             raise

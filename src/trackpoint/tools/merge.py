@@ -15,14 +15,16 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
+from typing import BinaryIO
 
-from trackpoint._format import atomic, naming, publish
+from trackpoint._format import atomic, files, naming, publish
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.bundle_writer import write_index
 from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
 from trackpoint._format.temps import temp_path
+from trackpoint._storage import is_url
 from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError
 from trackpoint.tools.tensor_copy import check_prefix, missing_directories, remove_directories, write_failed
 
@@ -67,7 +69,7 @@ def merge(parts: Sequence[str], out: str) -> str:
             raise InvalidArgumentError(f"merge: the output {out!r} is one of the parts; merge into a new prefix")
     merged: dict[bytes, pb.BundleEntryProto] = {}
     owner: dict[bytes, str] = {}
-    files: list[str] = []  # source data file of each new shard id
+    sources: list[str] = []  # source data file of each new shard id
     shard_of: dict[str, int] = {}
     endianness = None
     for prefix in prefixes:
@@ -82,14 +84,14 @@ def merge(parts: Sequence[str], out: str) -> str:
             if big:
                 raise InvalidArgumentError(f"merge: {prefix} is big-endian; trackpoint merges little-endian bundles")
             for entry in bundle.entries():  # index order; every entry checked against its file
-                _merge_entry(prefix, bundle, entry, merged, owner, files, shard_of)
+                _merge_entry(prefix, bundle, entry, merged, owner, sources, shard_of)
             # A data file no entry uses still counts, as in the header's shard count.
             for shard_id in range(bundle.num_shards):
                 path = bundle.data_path(shard_id)
                 if path not in shard_of:
-                    shard_of[path] = len(files)
-                    files.append(path)
-    _publish(out, merged, files)
+                    shard_of[path] = len(sources)
+                    sources.append(path)
+    _publish(out, merged, sources)
     return out
 
 
@@ -99,7 +101,7 @@ def _merge_entry(
     entry: Entry,
     merged: dict[bytes, pb.BundleEntryProto],
     owner: dict[bytes, str],
-    files: list[str],
+    sources: list[str],
     shard_of: dict[str, int],
 ) -> None:
     key = encode_key(entry.key)
@@ -121,8 +123,8 @@ def _merge_entry(
         return
     path = bundle.data_path(entry.shard_id)
     if path not in shard_of:
-        shard_of[path] = len(files)
-        files.append(path)
+        shard_of[path] = len(sources)
+        sources.append(path)
     if not entry.slices:
         bundle.checked(entry)  # inside its data file: the copy will hold the same bytes
     proto = pb.BundleEntryProto(
@@ -140,27 +142,27 @@ def _merge_entry(
     owner[key] = prefix
 
 
-def _publish(out: str, merged: dict[bytes, pb.BundleEntryProto], files: list[str]) -> None:
+def _publish(out: str, merged: dict[bytes, pb.BundleEntryProto], sources: list[str]) -> None:
     """Copy the data files under temporary names beside ``out``, then publish them with the index.
 
     On any error nothing is published, and the directories made for ``out`` are removed again.
     """
     made = missing_directories(os.path.dirname(os.path.abspath(out)))
-    count = len(files)
+    count = len(sources)
     copies: list[tuple[str, str]] = []
     try:
         publish.prepare_directory(out)
-        for shard_id, source in enumerate(files):
+        for shard_id, source in enumerate(sources):
             final = naming.data_filename(out, shard_id, count)
             temp = temp_path(final)
             copies.append((temp, final))
             try:
-                with open(source, "rb") as src, open(temp, "wb") as dst:
+                with _open_source(source) as src, open(temp, "wb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
                     dst.flush()
                     os.fsync(dst.fileno())
             except FileNotFoundError as exc:
-                if not os.path.exists(source):
+                if not files.exists(source):
                     raise NotFoundError(f"merge: data file {source} is missing", path=source) from exc
                 raise
         write_index(out, dict(merged), count, copies)
@@ -171,3 +173,11 @@ def _publish(out: str, merged: dict[bytes, pb.BundleEntryProto], files: list[str
         if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
             raise write_failed(out, "merge", exc) from exc
         raise
+
+
+def _open_source(path: str) -> BinaryIO:
+    """A part's data file, to copy: at a URL, a local copy downloaded whole."""
+    if is_url(path):
+        fd, _ = files.open_regular(path, "data file")
+        return os.fdopen(fd, "rb")
+    return open(path, "rb")
