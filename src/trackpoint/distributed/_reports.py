@@ -11,7 +11,7 @@ import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from trackpoint._format import slices
+from trackpoint._format import atomic, slices
 from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_index
 from trackpoint._format.dtypes import DTYPES, DType
 from trackpoint._format.index_entries import IndexEntries
@@ -20,7 +20,7 @@ from trackpoint._storage import is_url
 from trackpoint.distributed import _wire
 from trackpoint.errors import CoordinationError, WriteError
 
-__all__ = ["Reported", "decode", "encode", "publish"]
+__all__ = ["Reported", "decode", "encode", "publish", "upload"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,18 @@ def decode(message: bytes) -> list[Reported]:
         }
         out.append(Reported(path, temp, int(shard_id), entries, table))
     return out
+
+
+def upload(prefix: str, writers: Sequence[ShardWriter]) -> list[str]:
+    """At URL ``prefix``, on a rank but the committing one: put this rank's closed data files in
+    place (each only where nothing is) before that rank commits the index, and remove the local
+    copies; return their URLs."""
+    from trackpoint._storage import remote
+
+    uploaded = remote.upload([(w.temp_path, w.path) for w in writers], f"checkpoint {prefix}")
+    for writer in writers:
+        atomic.remove_quietly(writer.temp_path)
+    return uploaded
 
 
 def publish(prefix: str, shards: Sequence[Reported], total: int, own: Collection[str]) -> None:

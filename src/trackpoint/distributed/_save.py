@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import atomic, naming, slices
+from trackpoint._format import naming, slices
 from trackpoint._format.bundle_writer import ShardWriter
 from trackpoint._format.publish import prepare_directory
 from trackpoint._format.threads import parallel_map
@@ -123,7 +123,7 @@ class PlannedSave:
                 ]
                 parallel_map(lambda pair: write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
                 if is_url(self.prefix) and c.rank != self.root:
-                    uploaded = self._upload(writers)
+                    uploaded = _reports.upload(self.prefix, writers)
                 report = _reports.encode(writers)
                 reports = c.gather(f"{tag}#entries", report, self.root)
                 if reports is not None:
@@ -176,16 +176,6 @@ class PlannedSave:
                         rows.extend((i, tensors[i][0], value, None) for i, value in _unship(message))
                 rows.sort(key=lambda row: row[0])  # stable: one key's slices stay in rank order
         return [(key, value, owner) for _, key, value, owner in rows]
-
-    def _upload(self, writers: Sequence[ShardWriter]) -> list[str]:
-        """At a URL, on a rank but the root: put this rank's data files in place (only where
-        nothing is) before the root commits the index; return their URLs."""
-        from trackpoint._storage import remote
-
-        uploaded = remote.upload([(w.temp_path, w.path) for w in writers], f"checkpoint {self.prefix}")
-        for writer in writers:
-            atomic.remove_quietly(writer.temp_path)
-        return uploaded
 
 
 def _withdraw(urls: Sequence[str]) -> None:

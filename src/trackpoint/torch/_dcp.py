@@ -7,7 +7,8 @@ writes one data file (``.data-0000i-of-0000N``, numbered by the coordinator in
 ``prepare_global_plan``); a shard is stored as a TF slice of the whole tensor; ``finish`` on
 the coordinator merges every rank's entries into the ``.index`` and publishes it last, after
 renaming the data files into place (so the directory must be one every rank sees, as with
-DCP's own writer). Keys are DCP's fully qualified names (``model.0.weight``); values DCP
+DCP's own writer). At a URL each rank but the coordinator uploads its own data object once it
+is written, and the coordinator's conditional index is the commit. Keys are DCP's fully qualified names (``model.0.weight``); values DCP
 keeps as bytes (non-tensor state) are scalar string tensors. The result is a name-based TF
 checkpoint: ``tf.train.load_checkpoint`` and ``tp.load_checkpoint`` read it whole, and the
 reader here loads it at any world size, each rank reading only the slices its shards overlap.
@@ -46,6 +47,7 @@ from trackpoint._format.bundle_writer import ShardWriter
 from trackpoint._format.entries import slice_keys
 from trackpoint._format.keys import encode_key
 from trackpoint._format.publish import prepare_directory
+from trackpoint._storage import is_url
 from trackpoint.distributed import _reports
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.torch._tensors import as_array, check_value, copy_into, torch_dtype
@@ -133,6 +135,10 @@ class TFStorageWriter(StorageWriter):
                 results.append(WriteResult(index=item.index, size_in_bytes=size, storage_data=None))
             writer.add_many(rows)
             writer.close()
+            if is_url(self.prefix) and not self._coordinator:
+                # The coordinator's finish commits the index only once every rank's data is in
+                # place, and it cannot see another machine's local files: each rank puts its own.
+                _reports.upload(self.prefix, [writer])
         except BaseException:
             writer.abort()
             raise
