@@ -124,3 +124,50 @@ def test_two_writers_racing_for_one_prefix_commit_exactly_one(bucket, s3, proxy)
         assert isinstance(loser, tp.errors.WriteError)
         assert tp.load_variable(prefix, KEY)[0] == winners[0]
         tp.Checkpoint(model=_model(0.0, size=200_000)).read(prefix).assert_consumed()
+
+
+def test_two_writers_past_the_listing_are_decided_by_the_conditional_index(bucket, s3, proxy, monkeypatch) -> None:
+    """Both writers find the prefix empty, then upload data objects of different names (one
+    file, and two): nothing but the index's ``If-None-Match`` tells them apart. One commits; the
+    other raises and withdraws its data objects, so only the winner's bundle is left."""
+    from trackpoint._format import object_bundles
+
+    proxy.serialise_writes = True
+    prefix = f"{bucket}/race/ckpt-1"
+    barrier = threading.Barrier(2, timeout=60)
+    real_clear = object_bundles.clear_abandoned
+
+    def listed_together(url: str) -> None:
+        real_clear(url)
+        barrier.wait()  # both past the check before either uploads
+
+    monkeypatch.setattr(object_bundles, "clear_abandoned", listed_together)
+    outcomes: dict[float, object] = {}
+
+    def write(value: float, shards: int) -> None:
+        options = tp.CheckpointOptions()
+        if shards > 1:
+            options.experimental_sharding_callback = tp.sharding.MaxShardSizePolicy(1_000_000)
+        ckpt = tp.Checkpoint(model=_model(value, size=200_000))  # 1.6 MB: two shards of at most 1 MB
+        try:
+            outcomes[value] = ckpt.write(prefix, options)
+        except tp.errors.WriteError as exc:
+            outcomes[value] = exc
+
+    threads = [threading.Thread(target=write, args=args) for args in ((1.0, 1), (2.0, 2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [v for v, outcome in outcomes.items() if outcome == prefix]
+    assert len(winners) == 1, outcomes
+    (loser,) = [o for o in outcomes.values() if o != prefix]
+    assert isinstance(loser, tp.errors.WriteError) and "another writer" in str(loser), loser
+    monkeypatch.undo()
+    s3.invalidate_cache()
+    names = sorted(p.rsplit("/", 1)[1] for p in s3.ls(f"{bucket[5:]}/race"))
+    shards = 1 if winners[0] == 1.0 else 2
+    assert names == [*(f"ckpt-1.data-{i:05d}-of-{shards:05d}" for i in range(shards)), "ckpt-1.index"]
+    restored = _model(0.0, size=200_000)
+    tp.Checkpoint(model=restored).read(prefix).assert_consumed()
+    assert restored.big.numpy()[0] == winners[0]
