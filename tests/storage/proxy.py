@@ -11,7 +11,8 @@
   (the write happened; the client does not know).
 
 ``requests`` logs every request's method, path and query; ``gets`` every GET's path and
-``Range`` header (None for a whole object).
+``Range`` header (None for a whole object); ``max_in_flight`` is the most requests it has
+had under way at once.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ class Proxy:
         self.precondition: Callable[[str, str, str, bytes], int | None] | None = None
         self.requests: list[tuple[str, str, str]] = []
         self.gets: list[tuple[str, str | None]] = []  # each GET's path and Range header
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._write_lock = threading.Lock()
         self._log_lock = threading.Lock()
         proxy = self
@@ -81,6 +84,16 @@ class Proxy:
         self._server.server_close()
 
     def _forward(self, handler: http.server.BaseHTTPRequestHandler) -> None:
+        with self._log_lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            self._pass_on(handler)
+        finally:
+            with self._log_lock:
+                self.in_flight -= 1
+
+    def _pass_on(self, handler: http.server.BaseHTTPRequestHandler) -> None:
         method = handler.command
         path, _, query = handler.path.partition("?")
         with self._log_lock:

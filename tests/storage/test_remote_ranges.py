@@ -226,3 +226,30 @@ def test_an_object_over_the_limit_is_refused_by_its_answer_before_its_body_is_re
         remote.read_object(f"{bucket}/big", "checkpoint index", 1000)
     data, stat = remote.read_object(f"{bucket}/big", "checkpoint index", 1 << 20)
     assert data == bytes(1 << 20) and remote.identity(stat) == remote.identity(remote.stat_object(f"{bucket}/big"))
+
+
+def test_ranged_reads_have_at_most_in_flight_requests_under_way(bucket, proxy, s3) -> None:
+    """Every third of 42 tensors of 1.5 MiB: 14 ranges too far apart to merge, fetched several
+    at a time but never more than ranged.IN_FLIGHT at once (each answer held back 50 ms so that
+    they overlap)."""
+    import time
+
+    size = 196_608  # float64: 1.5 MiB, more than ranged.MAX_GAP between the tensors read
+    m = tp.Module()
+    m.v = [tp.Variable(np.full(size, float(i))) for i in range(42)]
+    url = tp.Checkpoint(model=m).write(f"{bucket}/run/ckpt-1")
+    partial = tp.Module()
+    partial.v = {str(i): tp.Variable(np.zeros(size)) for i in range(0, 42, 3)}  # dict keys: the list's edges
+    ckpt = tp.Checkpoint(model=partial)
+
+    def slow(method: str, path: str, query: str) -> None:
+        if method == "GET" and ".data-" in path:
+            time.sleep(0.05)
+
+    proxy.fault = slow
+    proxy.max_in_flight = 0
+    ckpt.read(url).expect_partial()
+    proxy.fault = None
+    assert [float(v.numpy()[0]) for v in partial.v.values()] == [float(i) for i in range(0, 42, 3)]
+    assert len([h for h in _data_gets(proxy, s3) if h is not None]) >= 14
+    assert 2 <= proxy.max_in_flight <= ranged.IN_FLIGHT, proxy.max_in_flight
