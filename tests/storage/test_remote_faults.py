@@ -4,7 +4,9 @@ and no multipart upload left open; writes serialised as S3 serialises them for t
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -92,37 +94,42 @@ def test_a_persistent_failure_is_a_write_error_leaving_nothing(bucket, s3, proxy
     assert objects == [] and uploads == []
 
 
+def _one_commits(prefix: str, writes: dict[float, Callable[[], str]]) -> tuple[float, tp.errors.WriteError]:
+    """Run the writes of ``prefix`` at once; exactly one commits: its value, and the other's error."""
+    outcomes: dict[float, object] = {}
+
+    def run(value: float) -> None:
+        try:
+            outcomes[value] = writes[value]()
+        except tp.errors.WriteError as exc:
+            outcomes[value] = exc
+
+    threads = [threading.Thread(target=run, args=(v,)) for v in writes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [v for v, outcome in outcomes.items() if outcome == prefix]
+    assert len(winners) == 1, outcomes
+    (loser,) = [o for o in outcomes.values() if o != prefix]
+    assert isinstance(loser, tp.errors.WriteError), loser
+    return winners[0], loser
+
+
 def test_two_writers_racing_for_one_prefix_commit_exactly_one(bucket, s3, proxy) -> None:
     """Conditional writes one at a time, as S3 decides them (moto alone does not)."""
     proxy.serialise_writes = True
     for round_ in range(4):
         prefix = f"{bucket}/race/ckpt-{round_}"
         barrier = threading.Barrier(2, timeout=60)
-        outcomes: dict[float, object] = {}
 
-        def write(
-            value: float,
-            prefix: str = prefix,
-            barrier: threading.Barrier = barrier,
-            outcomes: dict[float, object] = outcomes,
-        ) -> None:
+        def write(value: float, prefix: str = prefix, barrier: threading.Barrier = barrier) -> str:
             ckpt = tp.Checkpoint(model=_model(value, size=200_000))
             barrier.wait()
-            try:
-                outcomes[value] = ckpt.write(prefix)
-            except tp.errors.WriteError as exc:
-                outcomes[value] = exc
+            return ckpt.write(prefix)
 
-        threads = [threading.Thread(target=write, args=(v,)) for v in (1.0, 2.0)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        winners = [v for v, outcome in outcomes.items() if outcome == prefix]
-        assert len(winners) == 1, outcomes
-        (loser,) = [o for o in outcomes.values() if o != prefix]
-        assert isinstance(loser, tp.errors.WriteError)
-        assert tp.load_variable(prefix, KEY)[0] == winners[0]
+        winner, _ = _one_commits(prefix, {v: functools.partial(write, v) for v in (1.0, 2.0)})
+        assert tp.load_variable(prefix, KEY)[0] == winner
         tp.Checkpoint(model=_model(0.0, size=200_000)).read(prefix).assert_consumed()
 
 
@@ -142,32 +149,21 @@ def test_two_writers_past_the_listing_are_decided_by_the_conditional_index(bucke
         barrier.wait()  # both past the check before either uploads
 
     monkeypatch.setattr(object_bundles, "clear_abandoned", listed_together)
-    outcomes: dict[float, object] = {}
 
-    def write(value: float, shards: int) -> None:
+    def write(value: float, shards: int) -> str:
         options = tp.CheckpointOptions()
         if shards > 1:
             options.experimental_sharding_callback = tp.sharding.MaxShardSizePolicy(1_000_000)
         ckpt = tp.Checkpoint(model=_model(value, size=200_000))  # 1.6 MB: two shards of at most 1 MB
-        try:
-            outcomes[value] = ckpt.write(prefix, options)
-        except tp.errors.WriteError as exc:
-            outcomes[value] = exc
+        return ckpt.write(prefix, options)
 
-    threads = [threading.Thread(target=write, args=args) for args in ((1.0, 1), (2.0, 2))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    winners = [v for v, outcome in outcomes.items() if outcome == prefix]
-    assert len(winners) == 1, outcomes
-    (loser,) = [o for o in outcomes.values() if o != prefix]
-    assert isinstance(loser, tp.errors.WriteError) and "another writer" in str(loser), loser
+    winner, loser = _one_commits(prefix, {1.0: lambda: write(1.0, 1), 2.0: lambda: write(2.0, 2)})
+    assert "another writer" in str(loser), loser
     monkeypatch.undo()
     s3.invalidate_cache()
     names = sorted(p.rsplit("/", 1)[1] for p in s3.ls(f"{bucket[5:]}/race"))
-    shards = 1 if winners[0] == 1.0 else 2
+    shards = 1 if winner == 1.0 else 2
     assert names == [*(f"ckpt-1.data-{i:05d}-of-{shards:05d}" for i in range(shards)), "ckpt-1.index"]
     restored = _model(0.0, size=200_000)
     tp.Checkpoint(model=restored).read(prefix).assert_consumed()
-    assert restored.big.numpy()[0] == winners[0]
+    assert restored.big.numpy()[0] == winner
