@@ -110,11 +110,11 @@ def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
     return fd, info
 
 
-def read_regular(path: str, what: str, limit: int, known: os.stat_result | None = None) -> tuple[bytes, os.stat_result]:
+def read_regular(path: str, what: str, limit: int) -> tuple[bytes, os.stat_result]:
     """The bytes of the regular file ``path`` (see :func:`open_regular`), at most ``limit`` of them.
 
-    ``known``: at a URL, the object's :func:`stat_path` that the caller has just made (no
-    second request for it); a local file ignores it.
+    At a URL, the object's bytes and its :func:`stat_path` (see
+    :func:`trackpoint._storage.remote.read_object`).
 
     Reads no more than the size ``fstat`` gave when opened, so a file growing meanwhile
     cannot make the read unbounded; one shrinking gives fewer bytes, which the parser of
@@ -134,7 +134,7 @@ def read_regular(path: str, what: str, limit: int, known: os.stat_result | None 
     if is_url(path):
         from trackpoint._storage import remote
 
-        return remote.read_object(path, what, limit, known)
+        return remote.read_object(path, what, limit)
     fd, info = open_regular(path, what)
     try:
         size = info.st_size

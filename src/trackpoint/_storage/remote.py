@@ -170,24 +170,22 @@ def exists(url: str) -> bool:
     return bool(call(url, "object", lambda: fs.isfile(path)))
 
 
-def read_object(url: str, what: str, limit: int, known: os.stat_result | None = None) -> tuple[bytes, os.stat_result]:
-    """The bytes of the object at ``url``, refused if larger than ``limit``, and its :func:`stat_object`
-    (``known``: one the caller has just made).
+def read_object(url: str, what: str, limit: int) -> tuple[bytes, os.stat_result]:
+    """The bytes of the object at ``url``, refused if larger than ``limit``, and its :func:`stat_object`.
 
-    On S3 without ``known``, one request: the GET's own answer gives the size and ETag, which
-    are then those of the very bytes it returns. Elsewhere a HEAD comes first.
+    On S3, one request: the GET's own answer gives the size and ETag, which are then those of
+    the very bytes it returns. Elsewhere a HEAD comes first.
 
     Raises:
         NotFoundError: No object is at ``url``.
         InvalidArgumentError: It is larger than ``limit``, or ``url`` names a directory.
         DataLossError: A request failed.
     """
-    if known is None:
-        got = _get_whole(url, what, limit)
-        if got is not None:
-            data, info_of_get = got
-            return data, _stat_of(info_of_get)
-    info = known if known is not None else stat_object(url, what)
+    got = _get_whole(url, what, limit)
+    if got is not None:
+        data, info_of_get = got
+        return data, _stat_of(info_of_get)
+    info = stat_object(url, what)
     if info.st_size > limit:
         raise InvalidArgumentError(
             f"{url}: {what} of {info.st_size} bytes is larger than the {limit} bytes it may hold"

@@ -8,10 +8,11 @@ writes one data file (``.data-0000i-of-0000N``, numbered by the coordinator in
 the coordinator merges every rank's entries into the ``.index`` and publishes it last, after
 renaming the data files into place (so the directory must be one every rank sees, as with
 DCP's own writer). At a URL each rank but the coordinator uploads its own data object once it
-is written, and the coordinator's conditional index is the commit. Keys are DCP's fully qualified names (``model.0.weight``); values DCP
-keeps as bytes (non-tensor state) are scalar string tensors. The result is a name-based TF
-checkpoint: ``tf.train.load_checkpoint`` and ``tp.load_checkpoint`` read it whole, and the
-reader here loads it at any world size, each rank reading only the slices its shards overlap.
+is written, and the coordinator's conditional index is the commit. Keys are DCP's fully
+qualified names (``model.0.weight``); values DCP keeps as bytes (non-tensor state) are scalar
+string tensors. The result is a name-based TF checkpoint: ``tf.train.load_checkpoint`` and
+``tp.load_checkpoint`` read it whole, and the reader here loads it at any world size, each rank
+reading only the slices its shards overlap.
 """
 
 from __future__ import annotations
