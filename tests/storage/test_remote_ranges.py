@@ -253,3 +253,36 @@ def test_ranged_reads_have_at_most_in_flight_requests_under_way(bucket, proxy, s
     assert [float(v.numpy()[0]) for v in partial.v.values()] == [float(i) for i in range(0, 42, 3)]
     assert len([h for h in _data_gets(proxy, s3) if h is not None]) >= 14
     assert 2 <= proxy.max_in_flight <= ranged.IN_FLIGHT, proxy.max_in_flight
+
+
+def test_a_first_restore_asks_each_data_objects_version_once(bucket, proxy, s3) -> None:
+    """The object graph's range, then the whole object: the GET's own answer says the copy is
+    the version first read (S3), so no second HEAD before it replaces the range held."""
+    url = tp.Checkpoint(model=_model(3.0, small=range(50))).write(f"{bucket}/run/ckpt-1")
+    proxy.requests.clear()
+    tp.Checkpoint(model=_model(0.0, small=range(50))).read(url).assert_consumed()
+    assert _requests_for(proxy, ".data-00000-of-00001") == ["HEAD", "GET", "GET"]
+
+
+def test_a_whole_download_of_another_version_is_refused(bucket, proxy, s3) -> None:
+    """The object is replaced by bytes of the same size between its HEAD and its whole GET: the
+    GET's answer names another version, and nothing is restored from it."""
+    url = tp.Checkpoint(model=_model(3.0, small=range(50))).write(f"{bucket}/run/ckpt-1")
+    data = f"{url[5:]}.data-00000-of-00001"
+    size = s3.info(data)["size"]
+    replaced: list[str] = []
+
+    def replace(method: str, path: str, query: str) -> None:
+        if method == "GET" and path.endswith(".data-00000-of-00001") and not replaced:
+            header = [h for p, h in proxy.gets if p == path][-1]
+            if header in (None, f"bytes=0-{size - 1}"):  # the whole object, after the graph's range
+                replaced.append(path)
+                s3.pipe_file(data, bytes(size))  # straight to the server, not through the proxy
+
+    proxy.fault = replace
+    restored = _model(0.0, small=range(50))
+    with pytest.raises(tp.errors.DataLossError, match="changed while it was read|replaced while being read"):
+        tp.Checkpoint(model=restored).read(url)
+    proxy.fault = None
+    assert replaced
+    assert float(restored.big.numpy()[0]) == 0.0  # all or nothing: no value taken

@@ -18,9 +18,10 @@ fetched into it before it reads them: a reader never reads a range that was not 
 - The object's version (ETag, generation) is read before the first fetch. It is not read
   again after each: every byte is checked against the index's checksums, so bytes of
   another version fail them, and the reader then asks :meth:`RangedObject.changed` to tell
-  a replaced object from a damaged one. Only a whole copy that would replace ranges
-  already read is checked against the version first, since a reader may have checked
-  those bytes in the copy and not read them out yet (an in-place restore).
+  a replaced object from a damaged one. A whole copy is checked against the version
+  first: by the version its GET's answer gave (S3, up to ``remote.WHOLE_IN_MEMORY``), else,
+  when it would replace ranges already read, by asking again, since a reader may have
+  checked those bytes in the copy and not read them out yet (an in-place restore).
 
 Checksums are verified by the reader on the local bytes, as for any file.
 """
@@ -125,7 +126,7 @@ class RangedObject:
                 pending = self._prefetch
                 if pending is None:
                     if sum(b - a for a, b in missing) >= WHOLE_FRACTION * size:
-                        self._install(self._download_whole())
+                        self._install(*self._download_whole())
                         return
                     if self.fd < 0:
                         self._open_sparse()
@@ -156,9 +157,9 @@ class RangedObject:
         threading.Thread(target=self._run_prefetch, args=(done,), name="trackpoint-prefetch", daemon=True).start()
 
     def _run_prefetch(self, done: threading.Event) -> None:
-        fd = -1
+        fd, fetched = -1, None
         try:
-            fd = self._download_whole()
+            fd, fetched = self._download_whole()
         except Exception as exc:  # noqa: BLE001 - speculative: a reader that needs the bytes fetches them again
             _log.debug("%s: the download begun ahead failed; reads fetch what they need: %s", self.url, exc)
         try:
@@ -167,7 +168,7 @@ class RangedObject:
                     self._prefetch = None
                     if fd >= 0:
                         fd, taken = -1, fd
-                        self._install(taken)
+                        self._install(taken, fetched)
         except DataLossError as exc:  # the object changed: the reads find out for themselves
             _log.debug("%s: the download begun ahead is of another version: %s", self.url, exc)
         finally:
@@ -186,11 +187,12 @@ class RangedObject:
             raise
         self.fd = fd
 
-    def _download_whole(self) -> int:
-        """A descriptor of a whole copy of the object (of the size first read: see the module docstring)."""
-        fd, _ = remote.open_object(self.url, self.what, known=self.stat)
+    def _download_whole(self) -> tuple[int, os.stat_result | None]:
+        """A descriptor of a whole copy of the object (of the size first read: see the module
+        docstring), and its version where the download's answer told it."""
+        fd, _, fetched = remote.download(self.url, self.what, known=self.stat)
         self.requests += 1
-        return fd
+        return fd, fetched
 
     def changed(self) -> bool:
         """Whether the object at the URL is no longer the version first read (or is gone)."""
@@ -199,15 +201,20 @@ class RangedObject:
         except CheckpointError:
             return True
 
-    def _install(self, fd: int) -> None:
+    def _install(self, fd: int, fetched: os.stat_result | None) -> None:
         """Make the whole copy ``fd`` this object's copy (under the lock); ``fd`` is taken over.
+        ``fetched``: the copy's version, where its download told it.
 
         Raises:
-            DataLossError: Ranges are held already and the object is another version now:
-                a reader may have checked them in the copy and not read them out yet.
+            DataLossError: The copy is of another version than the one first read (where its
+                download told it), or ranges are held already and the object is another
+                version now: a reader may have checked them in the copy and not read them out yet.
         """
         try:
-            if self._have and self.changed():
+            if fetched is not None:  # told by the download itself: no request to ask
+                if remote.identity(fetched) != remote.identity(self.stat):
+                    raise self._changed()
+            elif self._have and self.changed():
                 raise self._changed()
             if self.fd < 0:
                 self.fd, self._stamp = fd, os.fstat(fd).st_mtime_ns

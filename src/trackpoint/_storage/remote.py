@@ -52,6 +52,7 @@ __all__ = [
     "commit",
     "delete_own",
     "delete_uncommitted",
+    "download",
     "exists",
     "filesystem",
     "identity",
@@ -253,7 +254,23 @@ def open_object(url: str, what: str, known: os.stat_result | None = None) -> tup
         NotFoundError: No object is at ``url``.
         DataLossError: A request failed, or the object changed size while it was fetched.
     """
+    fd, info, _ = download(url, what, known)
+    return fd, info
+
+
+def download(
+    url: str, what: str, known: os.stat_result | None = None
+) -> tuple[int, os.stat_result, os.stat_result | None]:
+    """:func:`open_object`, and the version of the bytes downloaded where the GET's own answer
+    told it (on S3, an object downloaded into memory), else None: a caller holding ranges of
+    the version ``known`` tells from it, with no request of its own, whether the copy is the
+    same version.
+
+    Raises:
+        As :func:`open_object`.
+    """
     info = known if known is not None else stat_object(url, what)  # ``known``: a HEAD the caller made
+    fetched: os.stat_result | None = None
     fs, path = filesystem(url)
     handle, name = tempfile.mkstemp(prefix="trackpoint-spool-")
     if info.st_size <= WHOLE_IN_MEMORY:
@@ -261,11 +278,15 @@ def open_object(url: str, what: str, known: os.stat_result | None = None) -> tup
         # download below, which hands the body over 64 KiB at a time (20 MiB: 25 ms against 50).
         try:
             os.unlink(name)
-            data = (
-                call(url, what, functools.partial(fs.cat_file, path, start=0, end=info.st_size))
-                if info.st_size
-                else b""
-            )
+            got = _get_whole_of_size(url, what, info.st_size) if info.st_size else None
+            if got is not None:
+                data, fetched = got[0], _stat_of(got[1])
+            else:
+                data = (
+                    call(url, what, functools.partial(fs.cat_file, path, start=0, end=info.st_size))
+                    if info.st_size
+                    else b""
+                )
             view, done = memoryview(data), 0
             while done < len(view):
                 done += os.write(handle, view[done:])
@@ -291,7 +312,19 @@ def open_object(url: str, what: str, known: os.stat_result | None = None) -> tup
             f"{url}: the {what} changed while it was read ({size} bytes fetched, {info.st_size} listed); read it again",
             path=url,
         )
-    return fd, info
+    return fd, info, fetched
+
+
+def _get_whole_of_size(url: str, what: str, size: int) -> tuple[bytes, dict[str, Any]] | None:
+    """:func:`_get_whole` of an object last seen ``size`` bytes long; one grown since is
+    another version, reported as a change (its larger body is not read)."""
+    try:
+        return _get_whole(url, what, size)
+    except InvalidArgumentError as exc:
+        raise DataLossError(
+            f"{url}: the {what} changed while it was read (larger than the {size} bytes listed); read it again",
+            path=url,
+        ) from exc
 
 
 def _write_call(url: str, action: Callable[[], _T]) -> _T:
