@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar
 
 from google.protobuf import text_format
 
@@ -34,6 +34,7 @@ __all__ = [
 
 STATE_FILENAME = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20
+_T = TypeVar("_T")
 
 
 class RepeatedField(tuple):  # of str or of float
@@ -181,19 +182,22 @@ def resolve_prefix(ckpt_dir_or_file: str) -> str:
             the message says which and what to do.
         InvalidArgumentError: ``ckpt_dir_or_file`` is not a ``str`` (or ``os.PathLike``) path.
     """
-    return _resolve(ckpt_dir_or_file, fetch=False)[0]
+    return _resolve(ckpt_dir_or_file, files.stat_path)[0]
 
 
 def resolve_index(ckpt_dir_or_file: str) -> tuple[str, tuple[bytes, os.stat_result] | None]:
     """:func:`resolve_prefix`, and the bytes and stat of the prefix's index where it fetched
     them (at a URL, where a prefix is told from a directory by its index): a reader opening
     the index next makes no second request for it, and on S3 it took one in all."""
-    prefix, index = _resolve(ckpt_dir_or_file, fetch=True)
-    return prefix, cast("tuple[bytes, os.stat_result] | None", index)  # fetched: never a bare stat
+    return _resolve(ckpt_dir_or_file, _fetch_index)
 
 
-def _resolve(ckpt_dir_or_file: str, fetch: bool) -> tuple[str, tuple[bytes, os.stat_result] | os.stat_result | None]:
-    """The prefix, and at a URL its index's stat (or with ``fetch`` its bytes and stat)."""
+def _fetch_index(index: str) -> tuple[bytes, os.stat_result]:
+    return files.read_regular(index, "checkpoint index", naming.MAX_INDEX_BYTES)
+
+
+def _resolve(ckpt_dir_or_file: str, look_up: Callable[[str], _T]) -> tuple[str, _T | None]:
+    """The prefix, and at a URL what ``look_up`` of its index object gave (see :func:`_remote_index`)."""
     try:
         path = os.fspath(ckpt_dir_or_file)
     except TypeError:
@@ -204,7 +208,7 @@ def _resolve(ckpt_dir_or_file: str, fetch: bool) -> tuple[str, tuple[bytes, os.s
             "holding a 'checkpoint' file, as a str"
         )
     if is_url(path):
-        index = _remote_index(path, fetch)
+        index = _remote_index(path, look_up)
         if index is not None or not files.exists(_state_path(path)):
             return path, index
     elif not os.path.isdir(path):
@@ -226,14 +230,12 @@ def _resolve(ckpt_dir_or_file: str, fetch: bool) -> tuple[str, tuple[bytes, os.s
     return latest, None
 
 
-def _remote_index(path: str, fetch: bool = False) -> tuple[bytes, os.stat_result] | os.stat_result | None:
-    """The stat of the index object of URL ``path`` (with ``fetch``, its bytes and stat); None
-    when there is none, or it cannot be looked up or read (an index too large is then refused by
-    the reader, which reads it again)."""
+def _remote_index(path: str, look_up: Callable[[str], _T]) -> _T | None:
+    """``look_up`` (a stat, or a fetch) of the index object of URL ``path``; None when there is
+    none, or it cannot be looked up or read (an index too large is then refused by the reader,
+    which reads it again)."""
     try:
-        if fetch:
-            return files.read_regular(naming.index_filename(path), "checkpoint index", naming.MAX_INDEX_BYTES)
-        return files.stat_path(naming.index_filename(path))
+        return look_up(naming.index_filename(path))
     except CheckpointError:
         # Not there, a "directory" by that name, or not readable with the options set for
         # ``path`` (those of a directory "run" need not cover "run.index"): no prefix to read
@@ -245,7 +247,7 @@ def is_directory(path: str) -> bool:
     """Whether ``path`` names a checkpoint directory rather than a prefix: a local directory, or
     a URL with a state object under it (object stores have no directories of their own)."""
     if is_url(path):
-        return _remote_index(path) is None and files.exists(_state_path(path))
+        return _remote_index(path, files.stat_path) is None and files.exists(_state_path(path))
     return os.path.isdir(path)
 
 

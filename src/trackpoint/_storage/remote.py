@@ -183,26 +183,28 @@ def read_object(url: str, what: str, limit: int) -> tuple[bytes, os.stat_result]
         DataLossError: A request failed.
     """
     got = _get_whole(url, what, limit)
-    if got is not None:
-        data, info_of_get = got
-        return data, _stat_of(info_of_get)
-    info = stat_object(url, what)
+    info = _stat_of(got[1]) if got is not None else stat_object(url, what)
+    if got is not None and got[0] is not None:
+        return got[0], info
     if info.st_size > limit:
-        raise InvalidArgumentError(
-            f"{url}: {what} of {info.st_size} bytes is larger than the {limit} bytes it may hold"
-        )
+        raise _too_large(url, what, info.st_size, limit)
     fs, path = filesystem(url)
     data = call(url, what, lambda: fs.cat_file(path, start=0, end=info.st_size)) if info.st_size else b""
     return bytes(data), info
 
 
-def _get_whole(url: str, what: str, limit: int) -> tuple[bytes, dict[str, Any]] | None:
-    """On S3, the bytes of the whole object by one GET and what that GET's answer says of it
-    (size, ETag, time, as :func:`_info` gives them); None on another store, where the caller
-    HEADs first.
+def _too_large(url: str, what: str, size: int, limit: int) -> InvalidArgumentError:
+    return InvalidArgumentError(f"{url}: {what} of {size} bytes is larger than the {limit} bytes it may hold")
+
+
+def _get_whole(url: str, what: str, limit: int) -> tuple[bytes | None, dict[str, Any]] | None:
+    """On S3, the bytes of the whole object by one GET (None if it is larger than ``limit``:
+    its body is then not read) and what that GET's answer says of it (size, ETag, time, as
+    :func:`_info` gives them); None on another store, where the caller HEADs first.
 
     Raises:
-        As :func:`read_object`.
+        NotFoundError: No object is at ``url``.
+        DataLossError: A request failed, or fewer bytes arrived than the answer announced.
     """
     fs, path = filesystem(url)
     try:
@@ -232,16 +234,12 @@ def _get_whole(url: str, what: str, limit: int) -> tuple[bytes, dict[str, Any]] 
 
     fs.invalidate_cache(path)  # see _info
     data, info = call(url, what, lambda: sync(fs.loop, _error_wrapper, get, retries=fs.retries))
-    if data is None:
-        raise InvalidArgumentError(
-            f"{url}: {what} of {info['size']} bytes is larger than the {limit} bytes it may hold"
-        )
-    if len(data) != info["size"]:
+    if data is not None and len(data) != info["size"]:
         raise DataLossError(
             f"{url}: {len(data)} bytes of the {what} arrived of the {info['size']} its answer announced; read it again",
             path=url,
         )
-    return bytes(data), info
+    return data, info
 
 
 def open_object(url: str, what: str, known: os.stat_result | None = None) -> tuple[int, os.stat_result]:
@@ -278,15 +276,20 @@ def download(
         # download below, which hands the body over 64 KiB at a time (20 MiB: 25 ms against 50).
         try:
             os.unlink(name)
-            got = _get_whole_of_size(url, what, info.st_size) if info.st_size else None
+            got = _get_whole(url, what, info.st_size) if info.st_size else None
             if got is not None:
-                data, fetched = got[0], _stat_of(got[1])
+                fetched = _stat_of(got[1])
+                if got[0] is None:  # grown since it was listed: another version
+                    raise DataLossError(
+                        f"{url}: the {what} changed while it was read ({fetched.st_size} bytes now, "
+                        f"{info.st_size} listed); read it again",
+                        path=url,
+                    )
+                data = got[0]
+            elif info.st_size:
+                data = call(url, what, functools.partial(fs.cat_file, path, start=0, end=info.st_size))
             else:
-                data = (
-                    call(url, what, functools.partial(fs.cat_file, path, start=0, end=info.st_size))
-                    if info.st_size
-                    else b""
-                )
+                data = b""
             view, done = memoryview(data), 0
             while done < len(view):
                 done += os.write(handle, view[done:])
@@ -313,18 +316,6 @@ def download(
             path=url,
         )
     return fd, info, fetched
-
-
-def _get_whole_of_size(url: str, what: str, size: int) -> tuple[bytes, dict[str, Any]] | None:
-    """:func:`_get_whole` of an object last seen ``size`` bytes long; one grown since is
-    another version, reported as a change (its larger body is not read)."""
-    try:
-        return _get_whole(url, what, size)
-    except InvalidArgumentError as exc:
-        raise DataLossError(
-            f"{url}: the {what} changed while it was read (larger than the {size} bytes listed); read it again",
-            path=url,
-        ) from exc
 
 
 def _write_call(url: str, action: Callable[[], _T]) -> _T:
@@ -515,6 +506,8 @@ def read_versioned(url: str, what: str, limit: int) -> tuple[bytes, str] | None:
     except NotFoundError:
         return None
     if got is not None:  # one GET: the version its answer gives is that of its bytes
+        if got[0] is None:
+            raise _too_large(url, what, int(got[1]["size"]), limit)
         return got[0], _version(got[1])
     for _ in range(_READ_ATTEMPTS):
         try:
@@ -523,7 +516,7 @@ def read_versioned(url: str, what: str, limit: int) -> tuple[bytes, str] | None:
             return None
         size = int(info.get("size") or 0)
         if size > limit:
-            raise InvalidArgumentError(f"{url}: {what} of {size} bytes is larger than the {limit} bytes it may hold")
+            raise _too_large(url, what, size, limit)
         try:
             data = bytes(call(url, what, functools.partial(fs.cat_file, path)))
             after = _info(url, what)[2]
