@@ -24,7 +24,6 @@ from trackpoint._format.bundle_writer import write_index
 from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
 from trackpoint._format.temps import temp_path
-from trackpoint._storage import is_url
 from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError
 from trackpoint.tools.tensor_copy import check_prefix, missing_directories, remove_directories, write_failed
 
@@ -176,8 +175,5 @@ def _publish(out: str, merged: dict[bytes, pb.BundleEntryProto], sources: list[s
 
 
 def _open_source(path: str) -> BinaryIO:
-    """A part's data file, to copy: at a URL, a local copy downloaded whole."""
-    if is_url(path):
-        fd, _ = files.open_regular(path, "data file")
-        return os.fdopen(fd, "rb")
-    return open(path, "rb")
+    """A part's data file, to copy (at a URL, a local copy downloaded whole)."""
+    return os.fdopen(files.open_regular(path, "data file")[0], "rb")
