@@ -29,6 +29,7 @@ import numpy as np
 import trackpoint as tp
 from trackpoint._format import files, naming
 from trackpoint._format.state_file import is_directory
+from trackpoint._format.storage import storage_for
 from trackpoint._format.text import printable
 from trackpoint.tools import convert_cli, surgery_cli
 
@@ -103,7 +104,7 @@ class _Progress:
 def _note_if_outside(directory: str, prefix: str) -> None:
     """Say so when ``directory``'s state file names a checkpoint that, links resolved, is not directly
     in it (the test CheckpointManager applies before deleting one): the bytes come from there."""
-    real = naming.real_outside(directory, prefix)
+    real = storage_for(prefix).real_outside(directory, prefix)
     if real is not None:
         _out(f"note: the state file in {directory} names a checkpoint outside it: {real}", sys.stderr)
 

@@ -11,16 +11,16 @@ from collections.abc import Callable, Sequence
 
 from trackpoint._format.temps import temp_path
 from trackpoint._format.threads import Background
-from trackpoint._storage import is_url
 
 __all__ = ["fsync_directory", "remove", "remove_quietly", "write_file"]
 
 
-def write_file(path: str, data: bytes, commit: Callable[[str], None] | None = None) -> None:
+def write_file(
+    path: str, data: bytes, commit: Callable[[str], None] | None = None, temp: str | None = None, durable: bool = True
+) -> None:
     """Replace ``path`` by a file holding ``data``, atomically and durably.
 
-    ``data`` goes to a temporary name beside ``path`` (see :mod:`.temps`) and is fsynced
-    (unless ``path`` is a URL: the temporary is a local copy for the upload ``commit`` makes);
+    ``data`` goes to a temporary name beside ``path`` (see :mod:`.temps`) and is fsynced;
     then ``commit(temp)`` puts it in place, by default a rename over ``path`` followed by an
     fsync of the directory. A reader sees the old file or the new one, never part of one.
     On any failure, the temporary file is removed and the error propagates unchanged.
@@ -30,13 +30,16 @@ def write_file(path: str, data: bytes, commit: Callable[[str], None] | None = No
         data: The whole contents.
         commit: Called with the temporary name once it is durable; must put it at ``path``
             (a bundle's index is published together with its data files this way).
+        temp: The temporary name, when not beside ``path`` (a local copy staged for an upload).
+        durable: False for a staged copy, which is not fsynced: a crash before its upload
+            commits nothing.
     """
-    temp = temp_path(path)
+    temp = temp or temp_path(path)
     try:
         with open(temp, "wb") as f:
             f.write(data)
             f.flush()
-            if not is_url(path):  # else a local copy staged for its upload (see ShardWriter)
+            if durable:
                 os.fsync(f.fileno())
         if commit is None:
             os.replace(temp, path)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from trackpoint._format import batch_read, entry_rules, files, naming, previous, slices, sstable
+from trackpoint._format import batch_read, entry_rules, files, naming, slices, sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import crc32c, crc32c_combine, unmask
 from trackpoint._format.dtypes import DType, enum_name
@@ -31,6 +31,7 @@ from trackpoint._format.read_tuning import DEFAULT_TUNING, ReadTuning
 from trackpoint._format.readahead import start_readahead
 from trackpoint._format.shard_files import ShardFiles, identity
 from trackpoint._format.slices import readable_key
+from trackpoint._format.storage import storage_for
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
 from trackpoint._format.threads import parallel_map
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
@@ -68,7 +69,7 @@ class BundleReader:
         """
         # An overwrite of the prefix cut short inside TF's window is read from its kept
         # previous version (see trackpoint._format.previous).
-        self.prefix = previous.readable_prefix(prefix)
+        self.prefix = storage_for(prefix).readable_prefix(prefix)
         self.index_path = naming.index_filename(self.prefix)
         self.tuning = tuning
         try:
@@ -224,7 +225,7 @@ class BundleReader:
         """Say which stored bytes will be read (rows of ``keys``, checked already): at a URL
         they are fetched now, neighbours together, instead of one request per tensor."""
         files = self._files
-        if not files.remote or all(files.held_whole(i) for i in range(files.num_shards)):
+        if not files.local_copies or all(files.held_whole(i) for i in range(files.num_shards)):
             return  # local, or downloaded already: no spans to work out
         for shard_id in np.unique(shard_ids).tolist():
             if files.held_whole(int(shard_id)):
@@ -238,7 +239,7 @@ class BundleReader:
     def expect_entries(self, entries: Sequence[Entry]) -> None:
         """:meth:`expect` for entries about to be read one by one (a tool's, or every entry for a
         verify); one whose shard cannot be opened is left for its read to report."""
-        if not self._files.remote:
+        if not self._files.local_copies:
             return
         plain = [e for e in entries if not e.is_sliced and 0 <= e.shard_id < self._files.num_shards]
         with contextlib.suppress(CheckpointError):

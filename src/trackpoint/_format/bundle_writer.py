@@ -14,17 +14,16 @@ from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
-from trackpoint._format import atomic, naming, publish, slices, sstable, varint, wire
+from trackpoint._format import atomic, naming, slices, sstable, varint, wire
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import crc32c, mask
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
 from trackpoint._format.index_entries import IndexEntries, entry_head, entry_heads
 from trackpoint._format.keys import decode_key, encode_key
-from trackpoint._format.temps import temp_path
+from trackpoint._format.storage import storage_for
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
 from trackpoint._format.threads import Background
 from trackpoint._format.writeback import WRITEBACK_BYTES, start_writeback
-from trackpoint._storage import is_url
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["BundleWriter", "ShardEntries", "ShardWriter", "dtype_of", "header_bytes", "merge_shards", "write_index"]
@@ -98,11 +97,12 @@ def write_index(
     """Write ``prefix.index`` and publish it together with ``data_files`` (``(temp, final)`` pairs).
 
     At a URL, ``others`` are data objects of the bundle that other processes put in place
-    already, and ``uploaded`` the ``(temp, final)`` pairs this process put (see
-    :func:`trackpoint._format.publish.put_data`).
+    already, and ``uploaded`` the pairs of ``data_files`` this process put ahead (see
+    :meth:`trackpoint._format.storage.Storage.put_data`), which may be filled as late as the
+    return of ``data_synced``.
 
     The index is written under a temporary name and fsynced; then the data files and the
-    index are renamed into place, the index last (see :mod:`trackpoint._format.publish`).
+    index are put in place, the index last (see :mod:`trackpoint._format.publish`).
     ``data_synced``, if given, is called before anything is published and must return only
     once the data files are durable (or raise).
     """
@@ -119,13 +119,15 @@ def write_index(
     except InvalidArgumentError as exc:  # a key given twice
         raise InvalidArgumentError(f"{prefix}: {exc}", path=prefix, key=exc.key) from None
     path = naming.index_filename(prefix)
+    storage = storage_for(path)
 
     def commit(temp: str) -> None:
         if data_synced is not None:
             data_synced()
-        publish.publish(data_files, temp, path, num_shards, others, uploaded)
+        rest = [pair for pair in data_files if pair not in uploaded]
+        storage.publish(rest, temp, path, num_shards, others, uploaded)
 
-    atomic.write_file(path, table, commit)
+    atomic.write_file(path, table, commit, temp=storage.temp_path(path), durable=not storage.local_copies)
 
 
 class ShardWriter:
@@ -136,8 +138,9 @@ class ShardWriter:
     """
 
     def __init__(self, path: str, shard_id: int) -> None:
+        storage = storage_for(path)
         self.path = path  # the final name; bytes go to temp_path until the bundle is published
-        self.temp_path = temp_path(path)
+        self.temp_path = storage.temp_path(path)
         self.shard_id = shard_id
         self.entries = IndexEntries()
         # full key -> (name, dtype, full shape, extents of each slice in write order)
@@ -149,7 +152,7 @@ class ShardWriter:
         # A copy staged for an upload (the final name is a URL) is read back at once from the
         # page cache and never renamed into place: writing it back or fsyncing it makes
         # nothing safer (a crash before the upload's commit commits nothing), it only costs.
-        self._staged = is_url(path)
+        self._staged = storage.local_copies
 
     def _start_writeback(self) -> None:
         """Start writing back what was written since the last call (see :mod:`writeback`)."""
@@ -385,7 +388,7 @@ class BundleWriter:
     def __init__(self, prefix: str, num_shards: int = 1) -> None:
         if num_shards < 1:
             raise InvalidArgumentError(f"{prefix}: a bundle needs at least one shard, got {num_shards}")
-        publish.prepare_directory(prefix)
+        storage_for(prefix).prepare(prefix)
         self._prefix = prefix
         self._num_shards = num_shards
         self._shards: dict[int, ShardWriter] = {}
@@ -424,20 +427,17 @@ class BundleWriter:
             for shard in shards:
                 shard.flush()
             data_files = [(shard.temp_path, shard.path) for shard in shards]
-            early = is_url(self._prefix)
-            put = False
+            storage = storage_for(self._prefix)
+            placed: list[tuple[str, str]] = []
 
             # The data files are fsynced on another thread while this one builds the index:
             # fsync releases the GIL, and both must be durable before anything is published.
-            # At a URL they are uploaded then instead, only the index waiting for the commit:
-            # an upload mostly waits on the network and the server, without the GIL.
+            # An object store takes them then too (see Storage.put_data), only the index
+            # waiting for the commit.
             def close_all() -> None:
                 for shard in shards:
                     shard.close()
-                if early:
-                    nonlocal put
-                    publish.put_data(data_files, self._prefix)
-                    put = True
+                placed.extend(storage.put_data(data_files, self._prefix))
 
             closing = Background(close_all, "trackpoint-fsync")
             try:
@@ -445,14 +445,14 @@ class BundleWriter:
                     self._prefix,
                     merge_shards(shards, whole_remedy),
                     self._num_shards,
-                    [] if early else data_files,
+                    data_files,
                     closing.result,
-                    uploaded=data_files if early else (),
+                    uploaded=placed,
                 )
             except BaseException:
                 closing.join()
-                if put:  # not committed: the objects put ahead go again
-                    publish.withdraw(data_files, self._prefix)
+                if placed:  # not committed: the objects put ahead go again
+                    storage.withdraw(placed, self._prefix)
                 raise
             finally:
                 closing.join()

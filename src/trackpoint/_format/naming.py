@@ -7,19 +7,19 @@ import re
 from collections.abc import Iterable
 
 from trackpoint._format import files
-from trackpoint._storage import is_url
 
 __all__ = [
     "MAX_INDEX_BYTES",
     "PREVIOUS_SUFFIX",
+    "STATE_FILENAME",
     "checkpoint_prefixes",
     "data_filename",
     "index_filename",
     "listing",
-    "real_outside",
 ]
 
 PREVIOUS_SUFFIX = ".tp-prev"  # the version an overwrite keeps (see trackpoint._format.previous)
+STATE_FILENAME = "checkpoint"  # the state file naming a directory's checkpoints
 MAX_INDEX_BYTES = 1 << 31  # the largest index a reader reads (into memory)
 _MAX_LISTED = 10
 
@@ -62,19 +62,3 @@ def listing(directory: str) -> str:
         f"; checkpoints in {shown}: {', '.join(prefixes[:_MAX_LISTED])}{more} "
         f"(pass one as {os.path.join(directory, prefixes[-1])})"
     )
-
-
-def real_outside(directory: str, prefix: str) -> str | None:
-    """Where ``prefix``'s bytes really are (no ``..``, no symbolic link) when that is not directly
-    in ``directory``, whose state file named it; None when it is.
-
-    Example:
-        >>> real_outside("/tmp", "/tmp/ckpt-1") is None
-        True
-    """
-    if is_url(prefix):  # no links or ``..`` in an object store: the name says where it is
-        return None if prefix.rsplit("/", 1)[0] == directory.rstrip("/") else prefix
-    real_index = os.path.realpath(index_filename(prefix))
-    if os.path.dirname(real_index) == os.path.realpath(directory):
-        return None
-    return real_index.removesuffix(".index")

@@ -27,9 +27,8 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from trackpoint._format import atomic, files, naming
+from trackpoint._format import atomic, local_files, naming
 from trackpoint._format.temps import temp_path
-from trackpoint._storage import is_url
 from trackpoint.errors import CheckpointError, NotFoundError
 
 __all__ = [
@@ -62,13 +61,13 @@ def _same_index(prefix: str) -> bool:
     if _same_file(current, kept):
         return True
     try:
-        ours = files.read_regular(current, "checkpoint index", naming.MAX_INDEX_BYTES)[0]
+        ours = local_files.read_regular(current, "checkpoint index", naming.MAX_INDEX_BYTES)[0]
     except NotFoundError:
         return True
     except CheckpointError:
         return False  # a special or unreadable file: reading the prefix itself reports it
     try:
-        return ours == files.read_regular(kept, "checkpoint index", naming.MAX_INDEX_BYTES)[0]
+        return ours == local_files.read_regular(kept, "checkpoint index", naming.MAX_INDEX_BYTES)[0]
     except CheckpointError:
         return False
 
@@ -82,9 +81,8 @@ def _same_file(a: str, b: str) -> bool:
 
 def readable_prefix(prefix: str) -> str:
     """The prefix a reader should open: ``prefix``, or its previous version while an overwrite
-    of it is unfinished (one ``stat`` when there is none). An object store keeps no previous
-    version: its index is written last, only if absent (see :mod:`trackpoint._storage`)."""
-    if is_url(prefix) or not os.path.exists(naming.index_filename(previous_prefix(prefix))):
+    of it is unfinished (one ``stat`` when there is none)."""
+    if not os.path.exists(naming.index_filename(previous_prefix(prefix))):
         return prefix
     return previous_prefix(prefix) if _same_index(prefix) else prefix
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from trackpoint._format import files, naming
 from trackpoint._format.slices import readable_key
-from trackpoint._storage import is_url
+from trackpoint._format.storage import storage_for
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
@@ -43,7 +43,8 @@ class ShardFiles:
         self.prefix = prefix
         self.index_path = index_path
         self.num_shards = num_shards
-        self.remote = is_url(prefix)  # objects at a URL, fetched range by range
+        self._storage = storage_for(prefix)
+        self.local_copies = self._storage.local_copies  # data fetched range by range into local copies
         self._index_identity = index
         self._fds: dict[int, tuple[int, int]] = {}  # shard id -> (descriptor, size when opened)
         # At a URL: shard id -> its local copy, filled with the ranges readers ask for.
@@ -88,7 +89,7 @@ class ShardFiles:
 
         A shard that cannot be opened is left for the read that needs it to report.
         """
-        if not self.remote:
+        if not self.local_copies:
             return
         total = 0
         for shard_id in range(self.num_shards):
@@ -113,15 +114,8 @@ class ShardFiles:
     def _open(self, shard_id: int, key: str) -> tuple[int, int]:
         """Open a shard (under the lock): a local file, or the mirror of an object at a URL."""
         path = self.path(shard_id)
-        mirror = None
         try:
-            if is_url(path):
-                from trackpoint._storage.ranged import RangedObject
-
-                mirror = RangedObject(path, "data shard")
-                fd, stat = -1, mirror.stat
-            else:
-                fd, stat = files.open_regular(path, "data shard")
+            fd, stat, mirror = self._storage.open_data(path, "data shard")
         except NotFoundError as exc:
             if self._released or self.index_changed():
                 raise self.changed(NotFoundError, path, key, "this data shard was deleted") from exc

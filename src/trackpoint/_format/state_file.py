@@ -11,10 +11,11 @@ from typing import Any, TypeVar
 
 from google.protobuf import text_format
 
-from trackpoint._format import atomic, files, naming
+from trackpoint._format import files, naming
 from trackpoint._format._proto import checkpoint_state_pb2 as pb
+from trackpoint._format.storage import storage_for
 from trackpoint._storage import is_url
-from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, WriteError
+from trackpoint.errors import InvalidArgumentError, NotFoundError, WriteError
 
 __all__ = [
     "STATE_FILENAME",
@@ -32,7 +33,7 @@ __all__ = [
     "write_state",
 ]
 
-STATE_FILENAME = "checkpoint"
+STATE_FILENAME = naming.STATE_FILENAME
 _MAX_STATE_BYTES = 16 << 20
 _T = TypeVar("_T")
 
@@ -92,6 +93,7 @@ class CheckpointState:
 
 
 def _absolute(directory: str, path: str) -> str:
+    # A stored path that is a URL or an absolute path stands for itself, wherever the state file is.
     return path if os.path.isabs(path) or is_url(path) else os.path.join(directory, path)
 
 
@@ -126,11 +128,7 @@ def read_state_versioned(directory: str) -> tuple[CheckpointState | None, str | 
     whose state file is replaced by a rename rather than swapped.
     """
     path = _state_path(directory)
-    if not is_url(path):
-        return read_state(directory), None
-    from trackpoint._storage import remote
-
-    found = remote.read_versioned(path, "checkpoint state file", _MAX_STATE_BYTES)
+    found = storage_for(path).read_versioned(path, "checkpoint state file", _MAX_STATE_BYTES)
     if found is None:
         return None, None
     return _parse(directory, path, found[0]), found[1]
@@ -143,10 +141,8 @@ def require_swappable(directory: str) -> None:
         InvalidArgumentError: The store has no conditional writes trackpoint uses (see
             :func:`trackpoint._storage.remote.swap`); the message names the alternative.
     """
-    if is_url(directory):
-        from trackpoint._storage import remote
-
-        remote.require_swap(_state_path(directory))
+    path = _state_path(directory)
+    storage_for(path).require_swap(path)
 
 
 def _parse(directory: str, path: str, data: bytes) -> CheckpointState:
@@ -197,7 +193,8 @@ def _fetch_index(index: str) -> tuple[bytes, os.stat_result]:
 
 
 def _resolve(ckpt_dir_or_file: str, look_up: Callable[[str], _T]) -> tuple[str, _T | None]:
-    """The prefix, and at a URL what ``look_up`` of its index object gave (see :func:`_remote_index`)."""
+    """The prefix, and what ``look_up`` of its index gave where the storage needed it to tell a
+    prefix from a directory (see :meth:`trackpoint._format.storage.Storage.find_prefix`)."""
     try:
         path = os.fspath(ckpt_dir_or_file)
     except TypeError:
@@ -207,12 +204,9 @@ def _resolve(ckpt_dir_or_file: str, look_up: Callable[[str], _T]) -> tuple[str, 
             f"{ckpt_dir_or_file!r} is not a checkpoint path: pass a prefix such as 'dir/ckpt-1', or a directory "
             "holding a 'checkpoint' file, as a str"
         )
-    if is_url(path):
-        index = _remote_index(path, look_up)
-        if index is not None or not files.exists(_state_path(path)):
-            return path, index
-    elif not os.path.isdir(path):
-        return path, None
+    is_prefix, index = storage_for(path).find_prefix(path, look_up)
+    if is_prefix:
+        return path, index
     state = read_state(path)
     if state is None:
         raise NotFoundError(
@@ -230,39 +224,10 @@ def _resolve(ckpt_dir_or_file: str, look_up: Callable[[str], _T]) -> tuple[str, 
     return latest, None
 
 
-def _remote_index(path: str, look_up: Callable[[str], _T]) -> _T | None:
-    """``look_up`` (a stat, or a fetch) of the index object of URL ``path``; None when there is
-    none, or it cannot be looked up or read (an index too large is then refused by the reader,
-    which reads it again)."""
-    try:
-        return look_up(naming.index_filename(path))
-    except CheckpointError:
-        # Not there, a "directory" by that name, or not readable with the options set for
-        # ``path`` (those of a directory "run" need not cover "run.index"): no prefix to read
-        # here, so ``path`` is taken for a directory if it holds a state object.
-        return None
-
-
 def is_directory(path: str) -> bool:
     """Whether ``path`` names a checkpoint directory rather than a prefix: a local directory, or
     a URL with a state object under it (object stores have no directories of their own)."""
-    if is_url(path):
-        return _remote_index(path, files.stat_path) is None and files.exists(_state_path(path))
-    return os.path.isdir(path)
-
-
-def _relative(directory: str, path: str) -> str:
-    """Paths inside ``directory`` relative to it (TF's ``save_relative_paths=True``), others absolute.
-
-    Unlike TF, a relative path given from the working directory is re-based on ``directory``
-    rather than stored as is (which would point to the wrong place when read back).
-    """
-    if is_url(directory) or is_url(path):
-        inside = directory.rstrip("/") + "/"
-        name = path[len(inside) :] if path.startswith(inside) else ""
-        return name if name and "/" not in name else path
-    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(directory))
-    return os.path.abspath(path) if rel.startswith(os.pardir) else rel
+    return not storage_for(path).find_prefix(path, files.stat_path)[0]
 
 
 def write_state(
@@ -297,20 +262,16 @@ def write_state(
     state_path = os.path.join(directory, STATE_FILENAME)
     if os.path.abspath(model_checkpoint_path) == os.path.abspath(state_path):
         raise InvalidArgumentError(f"{state_path}: a checkpoint prefix cannot be the state file's own path")
+    storage = storage_for(state_path)
     proto = pb.CheckpointState(
-        model_checkpoint_path=_relative(directory, model_checkpoint_path),
-        all_model_checkpoint_paths=[_relative(directory, p) for p in paths],
+        model_checkpoint_path=storage.relative(directory, model_checkpoint_path),
+        all_model_checkpoint_paths=[storage.relative(directory, p) for p in paths],
         all_model_checkpoint_timestamps=list(all_model_checkpoint_timestamps),
     )
     if last_preserved_timestamp is not None:
         proto.last_preserved_timestamp = last_preserved_timestamp
     data = text_format.MessageToString(proto).encode("utf-8")
-    if is_url(state_path):
-        from trackpoint._storage import remote
-
-        return remote.swap(state_path, data, version)
-    atomic.write_file(state_path, data)
-    return True
+    return storage.swap(state_path, data, version)
 
 
 SWAP_ATTEMPTS = 20  # each failed swap re-reads, so only writers saving without pause exhaust them

@@ -15,10 +15,7 @@ import functools
 import hashlib
 import os
 import secrets
-import tempfile
 import time
-
-from trackpoint._storage import is_url
 
 __all__ = ["FOREIGN_TEMP_AGE", "TEMP_MARKER", "node_id", "remove_stale_temps", "temp_path"]
 
@@ -52,12 +49,8 @@ def node_id() -> str:
 
 
 def temp_path(final: str) -> str:
-    """A temporary name next to ``final`` that records the writing process and where it runs.
-
-    For an object at a URL, which is uploaded once whole (see :mod:`trackpoint._storage.remote`),
-    a local name in the temporary directory instead."""
-    if is_url(final):
-        final = os.path.join(tempfile.gettempdir(), final.rsplit("/", 1)[-1])
+    """A temporary name next to the local path ``final`` that records the writing process and
+    where it runs (for any path, :meth:`Storage.temp_path <trackpoint._format.storage.Storage.temp_path>`)."""
     return f"{final}{TEMP_MARKER}{node_id()}-{os.getpid()}-{secrets.token_hex(4)}"
 
 

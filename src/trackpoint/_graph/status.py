@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trackpoint._format.naming import real_outside
+from trackpoint._format.storage import storage_for
 from trackpoint._graph.coordinator import RestoreCoordinator
 from trackpoint._graph.live import breadth_first, by_id
 from trackpoint._tracking.base import Trackable
@@ -182,7 +182,7 @@ class CheckpointLoadStatus:
 def _source_notes(prefix: str, listed_by: str | None) -> tuple[str, ...]:
     """A note when the state file of ``listed_by`` named a checkpoint that, links resolved, is
     not directly in that directory (the test the CLI's note uses): its bytes came from elsewhere."""
-    path = None if listed_by is None else real_outside(listed_by, prefix)
+    path = None if listed_by is None else storage_for(prefix).real_outside(listed_by, prefix)
     if path is None:
         return ()
     return (f"the checkpoint was read from {path}, outside {listed_by} whose state file named it",)

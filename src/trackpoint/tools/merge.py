@@ -23,7 +23,7 @@ from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.bundle_writer import write_index
 from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
-from trackpoint._format.temps import temp_path
+from trackpoint._format.storage import storage_for
 from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError
 from trackpoint.tools.tensor_copy import check_prefix, missing_directories, remove_directories, write_failed
 
@@ -153,7 +153,7 @@ def _publish(out: str, merged: dict[bytes, pb.BundleEntryProto], sources: list[s
         publish.prepare_directory(out)
         for shard_id, source in enumerate(sources):
             final = naming.data_filename(out, shard_id, count)
-            temp = temp_path(final)
+            temp = storage_for(final).temp_path(final)
             copies.append((temp, final))
             try:
                 with _open_source(source) as src, open(temp, "wb") as dst:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trackpoint._format.atomic import fsync_directory, remove_quietly
-from trackpoint._format.temps import temp_path
+from trackpoint._format.storage import storage_for
 from trackpoint._format.writeback import WRITEBACK_BYTES, start_writeback
 from trackpoint._saving.write import write_remedy
 from trackpoint.errors import InvalidArgumentError, WriteError
@@ -121,7 +121,7 @@ class SafetensorsWriter:
         self._pending = set(self.layout)
         self._publish = publish
         self._unstarted = (0, 0)  # the written range whose writeback has not been started yet
-        self.temp = temp_path(path)
+        self.temp = storage_for(path).temp_path(path)
         try:
             self._fd: int | None = os.open(self.temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         except OSError as exc:

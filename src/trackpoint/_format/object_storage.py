@@ -1,0 +1,165 @@
+"""Checkpoints in an object store behind an fsspec URL: final names, the index put last and only if absent.
+
+An object store has no renames and no ``fsync``. A bundle's files are written to local copies
+in the temporary directory; each data object goes up under its final name as soon as its
+copy is closed, while the index is still being built, and the index goes up last, only if
+no object is at its name: that write is the commit (see :func:`trackpoint._storage.remote.commit`).
+The state object is replaced by a compare-and-swap on its version. Reads fetch only the byte
+ranges asked for (see :mod:`trackpoint._storage.ranged`). What killed writers leave is cleared
+by the rules of :mod:`.object_bundles`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
+from trackpoint._format import atomic, naming, object_bundles, temps
+from trackpoint.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from trackpoint._storage.ranged import RangedObject
+
+__all__ = ["OBJECTS", "ObjectStorage"]
+
+_T = TypeVar("_T")
+
+
+class ObjectStorage:
+    """Objects behind fsspec URLs (see :class:`trackpoint._format.storage.Storage`).
+
+    fsspec and its backends are optional: :mod:`trackpoint._storage.remote` imports them when
+    a URL is first used.
+    """
+
+    local_copies = True
+
+    def open(self, path: str, what: str) -> tuple[int, os.stat_result]:
+        from trackpoint._storage import remote
+
+        return remote.open_object(path, what)
+
+    def read(self, path: str, what: str, limit: int) -> tuple[bytes, os.stat_result]:
+        from trackpoint._storage import remote
+
+        return remote.read_object(path, what, limit)
+
+    def stat(self, path: str) -> os.stat_result:
+        from trackpoint._storage import remote
+
+        return remote.stat_object(path)
+
+    def exists(self, path: str) -> bool:
+        from trackpoint._storage import remote
+
+        return remote.exists(path)
+
+    def list_names(self, directory: str) -> list[str]:
+        from trackpoint._storage import remote
+
+        return [url.rsplit("/", 1)[1] for url, _ in remote.list_objects(directory.rstrip("/"))]
+
+    def open_data(self, path: str, what: str) -> tuple[int, os.stat_result, RangedObject | None]:
+        from trackpoint._storage.ranged import RangedObject
+
+        mirror = RangedObject(path, what)
+        return -1, mirror.stat, mirror
+
+    def temp_path(self, final: str) -> str:
+        """A local name in the temporary directory: the object is uploaded once whole."""
+        return temps.temp_path(os.path.join(tempfile.gettempdir(), final.rsplit("/", 1)[-1]))
+
+    def prepare(self, prefix: str) -> None:
+        """Clear what killed saves left in the local temporary directory and at the prefix, and
+        refuse a prefix whose index is committed (objects are never overwritten)."""
+        temps.remove_stale_temps(tempfile.gettempdir())
+        object_bundles.clear_abandoned(prefix)
+
+    def put_data(self, data_files: Sequence[tuple[str, str]], prefix: str) -> list[tuple[str, str]]:
+        """Upload the closed data files now, each only if absent: an upload mostly waits on the
+        network and the server, without the GIL, so it overlaps building the index.
+
+        Raises:
+            WriteError: An upload failed, or an object is there already; nothing of these is left.
+        """
+        from trackpoint._storage import remote
+
+        remote.upload(data_files, f"checkpoint {prefix}")
+        return list(data_files)
+
+    def withdraw(self, data_files: Sequence[tuple[str, str]], prefix: str) -> None:
+        """Delete the objects, each only while it still holds the bytes of its local copy:
+        another writer's object put over one since is left alone."""
+        from trackpoint._storage import remote
+
+        remote.delete_own(list(reversed(data_files)), f"checkpoint {prefix}")
+
+    def publish(
+        self,
+        data_files: Sequence[tuple[str, str]],
+        index_temp: str,
+        index_final: str,
+        num_shards: int,
+        others: Sequence[str] = (),
+        uploaded: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Upload the data files, then the index if absent (the commit); ``others`` are data
+        objects other processes uploaded and ``uploaded`` those :meth:`put_data` put, which must
+        all be in place. The local copies are removed.
+
+        Raises:
+            WriteError: Nothing was committed; the message says why.
+        """
+        from trackpoint._storage import remote
+
+        remote.commit(data_files, index_temp, index_final, others=others, uploaded=[url for _, url in uploaded])
+        for temp, _ in [*data_files, *uploaded]:
+            atomic.remove_quietly(temp)
+        atomic.remove_quietly(index_temp)
+
+    def read_versioned(self, path: str, what: str, limit: int) -> tuple[bytes, str | None] | None:
+        from trackpoint._storage import remote
+
+        return remote.read_versioned(path, what, limit)
+
+    def swap(self, path: str, data: bytes, version: str | None) -> bool:
+        from trackpoint._storage import remote
+
+        return remote.swap(path, data, version)
+
+    def require_swap(self, path: str) -> None:
+        from trackpoint._storage import remote
+
+        remote.require_swap(path)
+
+    def relative(self, directory: str, path: str) -> str:
+        """The name of an object directly under ``directory``; any other URL whole."""
+        inside = directory.rstrip("/") + "/"
+        name = path[len(inside) :] if path.startswith(inside) else ""
+        return name if name and "/" not in name else path
+
+    def real_outside(self, directory: str, prefix: str) -> str | None:
+        """No links or ``..`` in an object store: the name says where the object is."""
+        return None if prefix.rsplit("/", 1)[0] == directory.rstrip("/") else prefix
+
+    def readable_prefix(self, prefix: str) -> str:
+        """A prefix itself: an object store keeps no previous version (an index is never replaced)."""
+        return prefix
+
+    def find_prefix(self, path: str, look_up: Callable[[str], _T]) -> tuple[bool, _T | None]:
+        """A prefix is known by its index object (object stores have no directories): ``path``
+        names a directory only when it has no index and a state object under it."""
+        try:
+            found = look_up(naming.index_filename(path))
+        except CheckpointError:
+            # Not there, a "directory" by that name, or not readable with the options set for
+            # ``path`` (those of a directory "run" need not cover "run.index"): no prefix to read
+            # here, so ``path`` is taken for a directory if it holds a state object. An index
+            # too large to fetch is refused by the reader, which reads it again.
+            return not self.exists(f"{path.rstrip('/')}/{naming.STATE_FILENAME}"), None
+        return True, found
+
+
+OBJECTS = ObjectStorage()

@@ -1,0 +1,136 @@
+"""Where a checkpoint's bytes live, behind one interface: the format code asks, never checks.
+
+A checkpoint is either in a local file system, which renames atomically, or in an object
+store behind an fsspec URL (``s3://``, ``gs://``...), which has no renames, no directories
+and no ``fsync``. Everything that differs between the two is a method of :class:`Storage`:
+how a file is opened and read, where a file being written waits (its temporary name), how a
+bundle is published (temp + fsync + rename, or final names with the index put only if absent),
+how the ``checkpoint`` state file is replaced (a rename, or a compare-and-swap), and how names
+relate (links and ``..`` exist only locally). :func:`storage_for` picks one by the path; the
+format modules call it and branch on nothing else. :mod:`.local_storage` and
+:mod:`.object_storage` are the two implementations.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from trackpoint._format.local_storage import LOCAL
+from trackpoint._format.object_storage import OBJECTS
+from trackpoint._storage import is_url
+
+if TYPE_CHECKING:
+    from trackpoint._storage.ranged import RangedObject
+
+__all__ = ["Storage", "storage_for"]
+
+_T = TypeVar("_T")
+
+
+class Storage(Protocol):
+    """What the format layer needs of a place that holds checkpoints.
+
+    Attributes:
+        local_copies: Bytes pass through local copies: a file being written is a copy staged
+            for an upload (it needs no ``fsync`` and no early write-back), and a file read is
+            fetched into a copy range by range (so a reader says ahead which ranges it needs).
+    """
+
+    local_copies: bool
+
+    # Reading (see trackpoint._format.files).
+    def open(self, path: str, what: str) -> tuple[int, os.stat_result]:
+        """A descriptor of the bytes at ``path`` (``what`` names them in messages) and their stat."""
+        ...
+
+    def read(self, path: str, what: str, limit: int) -> tuple[bytes, os.stat_result]:
+        """The bytes at ``path``, at most ``limit`` of them, and their stat."""
+        ...
+
+    def stat(self, path: str) -> os.stat_result:
+        """Size and identity (what tells one version from the next) of what is at ``path``."""
+        ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def list_names(self, directory: str) -> list[str]:
+        """The names of the files (objects) directly in ``directory``."""
+        ...
+
+    def open_data(self, path: str, what: str) -> tuple[int, os.stat_result, RangedObject | None]:
+        """A data shard to read: ``(fd, stat, None)``, or ``(-1, stat, copy)`` where ``copy``
+        fetches the ranges asked for into a local file whose descriptor it holds."""
+        ...
+
+    # Writing (see trackpoint._format.publish).
+    def temp_path(self, final: str) -> str:
+        """Where a file to be published as ``final`` is written first."""
+        ...
+
+    def prepare(self, prefix: str) -> None:
+        """Make ready to write a bundle at ``prefix``, clearing what killed writers left."""
+        ...
+
+    def put_data(self, data_files: Sequence[tuple[str, str]], prefix: str) -> list[tuple[str, str]]:
+        """Put closed data files ``(temp, final)`` in place ahead of the index where that pays;
+        return those put (:meth:`publish` takes them as ``uploaded``, :meth:`withdraw` removes them)."""
+        ...
+
+    def withdraw(self, data_files: Sequence[tuple[str, str]], prefix: str) -> None:
+        """Remove what :meth:`put_data` put, for a bundle that is not published after all."""
+        ...
+
+    def publish(
+        self,
+        data_files: Sequence[tuple[str, str]],
+        index_temp: str,
+        index_final: str,
+        num_shards: int,
+        others: Sequence[str] = (),
+        uploaded: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Put a bundle's files in place, the index last, so no reader sees part of it."""
+        ...
+
+    # The state file (see trackpoint._format.state_file).
+    def read_versioned(self, path: str, what: str, limit: int) -> tuple[bytes, str | None] | None:
+        """The bytes at ``path`` and the version a :meth:`swap` is conditional on; None if absent."""
+        ...
+
+    def swap(self, path: str, data: bytes, version: str | None) -> bool:
+        """Replace ``path`` by ``data`` if it is still ``version``; False when another writer won."""
+        ...
+
+    def require_swap(self, path: str) -> None:
+        """Raise when :meth:`swap` cannot be conditional here."""
+        ...
+
+    # Names.
+    def relative(self, directory: str, path: str) -> str:
+        """``path`` as the state file in ``directory`` stores it."""
+        ...
+
+    def real_outside(self, directory: str, prefix: str) -> str | None:
+        """Where ``prefix``'s bytes really are when that is not directly in ``directory``."""
+        ...
+
+    def readable_prefix(self, prefix: str) -> str:
+        """The prefix a reader opens for ``prefix`` (locally, an unfinished overwrite's previous version)."""
+        ...
+
+    def find_prefix(self, path: str, look_up: Callable[[str], _T]) -> tuple[bool, _T | None]:
+        """Whether ``path`` names a checkpoint prefix rather than a directory, and what
+        ``look_up`` of its index gave where telling the two apart needed it."""
+        ...
+
+
+def storage_for(path: str) -> Storage:
+    """The storage that holds ``path``: an object store for an fsspec URL, else the local file system.
+
+    Example:
+        >>> storage_for("s3://bucket/run/ckpt-1").local_copies, storage_for("/tmp/ckpt-1").local_copies
+        (True, False)
+    """
+    return OBJECTS if is_url(path) else LOCAL
