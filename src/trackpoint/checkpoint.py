@@ -22,6 +22,7 @@ from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.device_spec import parse_device
 from trackpoint._saving.write import write_bundle
 from trackpoint._storage import is_url
+from trackpoint._storage.storage_options import use_storage_options
 from trackpoint._tracking.autotrackable import AutoTrackable
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.data_structures import wrap_or_unwrap
@@ -312,16 +313,66 @@ class Checkpoint(AutoTrackable):
             write(serialized)
         return prefix
 
-    def write(self, file_prefix: str, options: CheckpointOptions | None = None) -> str:
-        """Write the objects to ``file_prefix`` exactly (no numbering, no state file); return it."""
+    def write(
+        self,
+        file_prefix: str,
+        options: CheckpointOptions | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Write the objects to ``file_prefix`` exactly (no numbering, no state file); return it.
+
+        Args:
+            file_prefix: The checkpoint prefix: a local path or an fsspec URL.
+            options: A :class:`CheckpointOptions`.
+            storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``,
+                ``key``, ``secret``...), kept for the URLs beside it, as
+                :func:`trackpoint.set_storage_options` keeps them for a prefix; see
+                :meth:`save`.
+
+        Example:
+            >>> import tempfile
+            >>> import trackpoint as tp
+            >>> path = tp.Checkpoint(w=tp.Variable(1.0)).write(tempfile.mkdtemp() + "/weights")
+            >>> path.endswith("/weights")
+            True
+        """
+        use_storage_options(file_prefix, storage_options)
         return self._write(file_prefix, options)
 
-    def save(self, file_prefix: str, options: CheckpointOptions | None = None) -> str:
+    def save(
+        self,
+        file_prefix: str,
+        options: CheckpointOptions | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> str:
         """Increment ``save_counter``, write ``<file_prefix>-<n>`` and point the ``checkpoint`` file at it.
 
         With ``enable_async`` the state file is updated by the writer thread once the files
         are complete, so it never names a half-written checkpoint.
+
+        Args:
+            file_prefix: The prefix to number: a local path or an fsspec URL (``s3://bucket/run/ckpt``).
+            options: A :class:`CheckpointOptions`.
+            storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``,
+                ``key``, ``secret``...). They are kept for every URL in the prefix's directory
+                (``s3://bucket/run``), as ``tp.set_storage_options("s3://bucket/run", ...)``
+                would keep them, because a background save and later reads use them after this
+                returns; the latest options given for a directory replace earlier ones. Local
+                paths take none.
+
+        Raises:
+            InvalidArgumentError: ``storage_options`` is not a mapping with ``str`` keys, or is
+                given for a local path.
+
+        Example:
+            >>> import tempfile
+            >>> import trackpoint as tp
+            >>> tp.Checkpoint(w=tp.Variable(1.0)).save(tempfile.mkdtemp() + "/ckpt").endswith("/ckpt-1")
+            True
         """
+        use_storage_options(file_prefix, storage_options)
         directory = os.path.dirname(os.fspath(file_prefix)) or "."
         require_swappable(directory)  # before the counter moves
         number = self._count_save(os.fspath(file_prefix))
@@ -348,7 +399,11 @@ class Checkpoint(AutoTrackable):
     # -- restoring ----------------------------------------------------------------------
 
     def read(
-        self, save_path: str | None, options: CheckpointOptions | None = None
+        self,
+        save_path: str | None,
+        options: CheckpointOptions | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> CheckpointLoadStatus | InitializationOnlyStatus:
         """Restore from ``save_path`` without creating ``save_counter`` (for ``write()`` checkpoints).
 
@@ -366,7 +421,26 @@ class Checkpoint(AutoTrackable):
 
         The values for the objects that exist are all assigned or, if one is damaged,
         missing or of another dtype or shape, none (the error names the key and the file).
+
+        Args:
+            save_path: A checkpoint prefix (a local path or an fsspec URL), or None (nothing to read).
+            options: A :class:`CheckpointOptions`.
+            storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``,
+                ``key``, ``secret``...), kept for every URL beside ``save_path`` (its parent
+                ``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``; never above the bucket),
+                because values waiting for objects not yet created are read after this returns.
+
+        Example:
+            >>> import tempfile
+            >>> import trackpoint as tp
+            >>> path = tp.Checkpoint(w=tp.Variable(1.0)).write(tempfile.mkdtemp() + "/weights")
+            >>> w = tp.Variable(0.0)
+            >>> _ = tp.Checkpoint(w=w).read(path).assert_consumed()
+            >>> float(w.numpy())
+            1.0
         """
+        if save_path is not None:
+            use_storage_options(save_path, storage_options)
         return self._read(save_path, options, with_counter=False)
 
     def _read(
@@ -395,7 +469,11 @@ class Checkpoint(AutoTrackable):
         return CheckpointLoadStatus(coordinator, root, self._tp_attached, listed_by)
 
     def restore(
-        self, save_path: str | None, options: CheckpointOptions | None = None
+        self,
+        save_path: str | None,
+        options: CheckpointOptions | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> CheckpointLoadStatus | InitializationOnlyStatus:
         """Restore from a prefix (or a directory with a ``checkpoint`` file); values arrive now or on creation.
 
@@ -403,12 +481,37 @@ class Checkpoint(AutoTrackable):
         ``save_path`` is a directory whose state file names a checkpoint elsewhere, the
         status's ``report().notes`` says where it was read from.
 
+        Args:
+            save_path: A checkpoint prefix or a directory with a ``checkpoint`` state file (a
+                local path or an fsspec URL), or None (nothing to restore).
+            options: A :class:`CheckpointOptions`.
+            storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``,
+                ``key``, ``secret``...), kept for every URL under the parent of ``save_path``
+                (``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``, ``s3://bucket`` for
+                ``s3://bucket/run``; never above the bucket), which covers a prefix's files and
+                a directory's checkpoints alike, and values restored on creation after this
+                returns. The latest options given for a prefix replace earlier ones.
+
         Raises:
             NotFoundError: Nothing at ``save_path`` (the message lists the checkpoints that exist
                 in its directory).
             InvalidArgumentError: A dtype or shape mismatch, naming the key and both sides.
             DataLossError: A value is damaged (its checksum fails), naming the file and key.
+            InvalidArgumentError: Also: ``storage_options`` is not a mapping with ``str`` keys,
+                or is given for a local path.
+
+        Example:
+            >>> import tempfile
+            >>> import trackpoint as tp
+            >>> directory = tempfile.mkdtemp()
+            >>> _ = tp.Checkpoint(w=tp.Variable(1.0)).save(directory + "/ckpt")
+            >>> w = tp.Variable(0.0)
+            >>> _ = tp.Checkpoint(w=w).restore(directory)
+            >>> float(w.numpy())
+            1.0
         """
+        if save_path is not None:
+            use_storage_options(save_path, storage_options)
         try:
             status = self._read(save_path, options, with_counter=True)
         except NotFoundError as exc:

@@ -21,9 +21,9 @@ import math
 import os
 import warnings
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from trackpoint._format.state_file import resolve_prefix
 from trackpoint._format.text import printable
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import node_paths, read_object_graph, tree_paths
+from trackpoint._storage.storage_options import use_storage_options
 from trackpoint._tracking.base import Trackable
 from trackpoint.errors import InvalidArgumentError
 
@@ -121,11 +122,18 @@ class CheckpointView:
     question about the graph (:meth:`children`, :meth:`tree`, ...), but cannot read values.
 
     Args:
-        save_path: A checkpoint prefix, or a directory with a ``checkpoint`` state file.
+        save_path: A checkpoint prefix, or a directory with a ``checkpoint`` state file (a local
+            path or an fsspec URL).
+        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
+            ``secret``...), kept for every URL under its parent (``s3://bucket/run`` for
+            ``s3://bucket/run/ckpt-1``; never above the bucket), as ``tp.set_storage_options``
+            keeps them for a prefix, so values read later use them too. The latest given for a
+            prefix replace earlier ones. Local paths take none.
 
     Raises:
         NotFoundError: Nothing is there.
-        InvalidArgumentError: The checkpoint has no object graph (a name-based or plain bundle).
+        InvalidArgumentError: The checkpoint has no object graph (a name-based or plain bundle),
+            or bad ``storage_options`` (not a mapping with ``str`` keys, or for a local path).
 
     Example:
         >>> import tempfile
@@ -144,7 +152,8 @@ class CheckpointView:
               kernel  float32[1,2]  8 B
     """
 
-    def __init__(self, save_path: str) -> None:
+    def __init__(self, save_path: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
+        use_storage_options(save_path, storage_options)
         prefix = resolve_prefix(save_path)
         self._reader = BundleReader(prefix)
         self._prefix = prefix
@@ -252,7 +261,13 @@ class CheckpointView:
 
     @overload
     def diff(
-        self, obj: Trackable, rtol: float = ..., atol: float = ..., progress: Callable[[int, int], None] | None = ...
+        self,
+        obj: Trackable,
+        rtol: float = ...,
+        atol: float = ...,
+        progress: Callable[[int, int], None] | None = ...,
+        *,
+        storage_options: Mapping[str, Any] | None = ...,
     ) -> _ObjectDiff: ...
 
     @overload
@@ -262,6 +277,8 @@ class CheckpointView:
         rtol: float = ...,
         atol: float = ...,
         progress: Callable[[int, int], None] | None = ...,
+        *,
+        storage_options: Mapping[str, Any] | None = ...,
     ) -> CheckpointDiff: ...
 
     def diff(
@@ -270,6 +287,8 @@ class CheckpointView:
         rtol: float = 0.0,
         atol: float = 0.0,
         progress: Callable[[int, int], None] | None = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> _ObjectDiff | CheckpointDiff:
         """Compare with a live object (TF's result) or with another checkpoint (ours).
 
@@ -278,7 +297,8 @@ class CheckpointView:
         :class:`CheckpointDiff` of structure, dtypes, shapes and values (``rtol``/``atol``
         as in ``numpy.isclose``), slot variables included; ``progress(done, total)`` is
         called after each value compared. A checkpoint given by its path is closed again
-        before this returns.
+        before this returns; ``storage_options`` are for that path (used for nothing else),
+        as for :class:`CheckpointView` itself.
 
         Example:
             >>> import tempfile
@@ -298,7 +318,7 @@ class CheckpointView:
             return self._diff_objects(obj)
         if isinstance(obj, CheckpointView):
             return self._diff_checkpoints(obj, rtol, atol, progress)
-        with CheckpointView(os.fspath(obj)) as other:
+        with CheckpointView(os.fspath(obj), storage_options=storage_options) as other:
             return self._diff_checkpoints(other, rtol, atol, progress)
 
     def _diff_objects(self, obj: Trackable) -> _ObjectDiff:

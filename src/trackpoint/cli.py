@@ -1,4 +1,10 @@
-"""The ``trackpoint`` command. It uses only the public API, plus two pure text helpers of ``_format`` (escaping, listings).
+"""The ``trackpoint`` command. It uses the public API, plus helpers of ``_format`` (escaping, listings) and ``_storage``.
+
+``--storage-option KEY=VALUE`` (repeatable, before or after the subcommand) gives every URL
+argument of the subcommand those fsspec options, registered as a ``storage_options=`` keyword
+registers them (:func:`trackpoint._storage.storage_options.use_storage_options_for_urls`), so
+that the paths derived from the ones given (a directory's ``checkpoint`` object, a prefix's
+data objects) get them too.
 
 Exit status: 0 success, 1 a damaged or missing checkpoint (one line on stderr), 2 bad usage.
 ``diff`` follows diff(1): 0 equal, 1 different, 2 trouble. When the reader of the output goes
@@ -31,6 +37,8 @@ from trackpoint._format import files, naming
 from trackpoint._format.state_file import is_directory
 from trackpoint._format.storage import storage_for
 from trackpoint._format.text import printable
+from trackpoint._storage import is_url
+from trackpoint._storage.storage_options import use_storage_options_for_urls
 from trackpoint.tools import convert_cli, surgery_cli
 
 _BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, what the shell reports for a C program the signal ended
@@ -305,6 +313,62 @@ def _demo(args: argparse.Namespace) -> int:
     return demo.run(args.dir, _out)
 
 
+# -- storage options --------------------------------------------------------------------
+
+_STORAGE_OPTION_HELP = (
+    "an option of the fsspec filesystem for every URL argument, e.g. endpoint_url=http://127.0.0.1:9000, "
+    'key=..., secret=...; VALUE is read as JSON when it parses (use_ssl=false, client_kwargs={"region_name":'
+    '"eu-west-1"}; quote a string that would: secret=\'"123"\'), else taken as text (repeatable)'
+)
+
+
+def _storage_option(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` as ``(key, value)``: the value parsed as JSON when it is JSON, else the text.
+
+    The message of a malformed one never repeats it: it may hold a secret.
+
+    Example:
+        >>> _storage_option("use_ssl=false"), _storage_option("endpoint_url=http://127.0.0.1:9000")
+        (('use_ssl', False), ('endpoint_url', 'http://127.0.0.1:9000'))
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(
+            "expected KEY=VALUE, such as endpoint_url=http://127.0.0.1:9000 or key=... (got "
+            + ("no '='" if not sep else "no KEY before '='")
+            + ")"
+        )
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:  # not JSON: an endpoint, a key, a profile name
+        return key.strip(), value
+
+
+def _urls(args: argparse.Namespace) -> list[str]:
+    """Every argument of the command that is a URL (alone or among several, as merge's parts)."""
+    found: list[str] = []
+    for value in vars(args).values():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and is_url(item) and item not in found:
+                found.append(item)
+    return found
+
+
+def _use_storage_options(args: argparse.Namespace) -> str | None:
+    """Register ``--storage-option``s for the command's URL arguments; the problem, if any."""
+    given = (getattr(args, "storage_option_before", None) or []) + (getattr(args, "storage_option", None) or [])
+    if not given:
+        return None
+    urls = _urls(args)
+    if not urls:
+        return (
+            "--storage-option applies to URL arguments (s3://bucket/run, gs://...), and none was given; local "
+            "paths take no storage options"
+        )
+    use_storage_options_for_urls(urls, dict(given))  # the last of a KEY given twice wins
+    return None
+
+
 # -- the parser -------------------------------------------------------------------------
 
 _PATH_HELP = "checkpoint prefix (run/ckpt-3), one of its files, or a directory with a 'checkpoint' state file"
@@ -329,6 +393,11 @@ def _command(
     )
     if takes_path:
         command.add_argument("path", help=_PATH_HELP)
+    # Also after the subcommand, where it is typed beside the URLs (a dest of its own: a
+    # subcommand's defaults would overwrite what the main parser collected).
+    command.add_argument(
+        "--storage-option", action="append", type=_storage_option, metavar="KEY=VALUE", help=_STORAGE_OPTION_HELP
+    )
     command.set_defaults(run=run)
     return command
 
@@ -340,6 +409,14 @@ def _parser() -> argparse.ArgumentParser:
         epilog="'trackpoint COMMAND --help' describes a command, with examples.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {tp.__version__}")
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        type=_storage_option,
+        metavar="KEY=VALUE",
+        dest="storage_option_before",
+        help=_STORAGE_OPTION_HELP,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     inspect = _command(
         commands,
@@ -431,6 +508,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     try:
+        problem = _use_storage_options(args)
+        if problem is not None:
+            _out(f"trackpoint {args.command}: {problem}", sys.stderr)
+            return 2
         return int(args.run(args))
     except BrokenPipeError:
         raise  # not a checkpoint's fault: main() ends quietly

@@ -6,7 +6,7 @@ import collections
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from trackpoint._format.state_file import (
 )
 from trackpoint._graph import kept_values
 from trackpoint._storage import is_url
+from trackpoint._storage.storage_options import use_storage_options
 from trackpoint.checkpoint import Checkpoint
 from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError
 from trackpoint.options import CheckpointOptions
@@ -91,6 +92,17 @@ class CheckpointManager:
             at all). None, the default, lets the first ``save()`` through. Used only with
             ``checkpoint_interval``, as in TF; :meth:`restore_or_initialize` replaces it with
             the restored step.
+        storage_options: For a URL ``directory``, options of its fsspec filesystem
+            (``endpoint_url``, ``key``, ``secret``...), kept process-wide for the directory and
+            every URL in it, as ``tp.set_storage_options(directory, ...)`` keeps them: the
+            manager's saves (background ones too) and restores, and any other reader of the
+            checkpoints in it, use them. The latest options given for a directory replace
+            earlier ones. Local directories take none.
+
+    Raises:
+        InvalidArgumentError: A bad argument: a checkpoint that is not a :class:`Checkpoint`,
+            a non-positive ``max_to_keep``, ``storage_options`` that are not a mapping with
+            ``str`` keys or are given for a local directory.
 
     Example:
         >>> import tempfile
@@ -113,7 +125,13 @@ class CheckpointManager:
         checkpoint_interval: int | None = None,
         init_fn: Callable[[], Any] | None = None,
         last_checkpoint_step: Any = None,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
+        # For the directory itself, not for its parent as for a path that may be a prefix:
+        # everything the manager reads and writes is in it, and the parent's registration would
+        # reach the directory's siblings (other runs) and replace options a user set for it.
+        use_storage_options(directory, storage_options, directory=True)
         if not isinstance(checkpoint, Checkpoint):
             raise InvalidArgumentError(f"CheckpointManager needs a tp.Checkpoint, got {type(checkpoint).__name__}")
         if max_to_keep is not None and max_to_keep <= 0:

@@ -18,7 +18,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
 from trackpoint._format.state_file import CheckpointState, read_state, resolve_index, resolve_prefix
 from trackpoint._saving.write import write_bundle
+from trackpoint._storage.storage_options import use_storage_options
 from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, PermissionDeniedError, WriteError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
 
@@ -72,6 +73,12 @@ class CheckpointReader:
 
     Opening reads only the ``.index``; each :meth:`get_tensor` reads and checksums one tensor.
 
+    Args:
+        prefix: The checkpoint prefix: a local path or an fsspec URL.
+        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
+            ``secret``...), kept for every URL beside ``prefix`` (its parent; never above the
+            bucket), as ``tp.set_storage_options`` keeps them for a prefix.
+
     Example:
         >>> import numpy as np, tempfile, os
         >>> import trackpoint as tp
@@ -82,7 +89,8 @@ class CheckpointReader:
         7 b'run-1' False
     """
 
-    def __init__(self, prefix: str) -> None:
+    def __init__(self, prefix: str, *, storage_options: Mapping[str, Any] | None = None) -> None:
+        use_storage_options(prefix, storage_options)
         self._open(prefix, BundleReader(prefix))
 
     @classmethod
@@ -183,8 +191,17 @@ def _checked_name(name: object) -> str | bytes:
     return name
 
 
-def get_checkpoint_state(checkpoint_dir: str) -> CheckpointState | None:
+def get_checkpoint_state(
+    checkpoint_dir: str, *, storage_options: Mapping[str, Any] | None = None
+) -> CheckpointState | None:
     """The parsed ``<checkpoint_dir>/checkpoint`` file, paths made absolute; None if absent.
+
+    Args:
+        checkpoint_dir: The directory: a local path or an fsspec URL.
+        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
+            ``secret``...), kept for every URL under ``checkpoint_dir``, the checkpoints it names included (never above the bucket), as
+            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
+            replace earlier ones. Local paths take none.
 
     Example:
         >>> import tempfile
@@ -193,13 +210,22 @@ def get_checkpoint_state(checkpoint_dir: str) -> CheckpointState | None:
         True
 
     Raises:
-        InvalidArgumentError: The state file is garbage or names no checkpoint.
+        InvalidArgumentError: The state file is garbage or names no checkpoint, or bad
+            ``storage_options`` (not a mapping with ``str`` keys, or for a local path).
     """
+    use_storage_options(checkpoint_dir, storage_options, directory=True)
     return read_state(checkpoint_dir)
 
 
-def latest_checkpoint(checkpoint_dir: str) -> str | None:
+def latest_checkpoint(checkpoint_dir: str, *, storage_options: Mapping[str, Any] | None = None) -> str | None:
     """The newest checkpoint prefix named by the state file, if its ``.index`` exists.
+
+    Args:
+        checkpoint_dir: The directory: a local path or an fsspec URL.
+        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
+            ``secret``...), kept for every URL under ``checkpoint_dir``, so the prefix returned is read with them too (never above the bucket), as
+            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
+            replace earlier ones. Local paths take none.
 
     Example:
         >>> import tempfile
@@ -207,6 +233,7 @@ def latest_checkpoint(checkpoint_dir: str) -> str | None:
         >>> tp.latest_checkpoint(tempfile.mkdtemp()) is None
         True
     """
+    use_storage_options(checkpoint_dir, storage_options, directory=True)
     state = read_state(checkpoint_dir)
     if state is None:
         return None
@@ -217,7 +244,12 @@ def latest_checkpoint(checkpoint_dir: str) -> str | None:
     return None
 
 
-def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None] | None = None) -> list[Damage]:
+def verify_checkpoint(
+    ckpt_dir_or_file: str,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> list[Damage]:
     """Read every index block and every tensor, checking every checksum; report all damage.
 
     Unlike reading, this does not stop at the first problem: a damaged index block is
@@ -226,6 +258,10 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
     Args:
         ckpt_dir_or_file: A checkpoint prefix, or a directory with a ``checkpoint`` file.
         progress: Called as ``progress(bytes_done, bytes_total)`` after each tensor.
+        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
+            ``secret``...), kept for every URL under its parent (``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``), which covers a prefix's files and a directory's checkpoints alike (never above the bucket), as
+            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
+            replace earlier ones. Local paths take none.
 
     Returns:
         Every problem found; empty when the checkpoint is intact.
@@ -233,6 +269,8 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
     Raises:
         NotFoundError: There is no checkpoint at ``ckpt_dir_or_file``.
         PermissionDeniedError: Its index or state file may not be read.
+        InvalidArgumentError: Bad ``storage_options`` (not a mapping with ``str`` keys, or for a
+            local path).
 
     Example:
         >>> import numpy as np, tempfile, os
@@ -242,6 +280,7 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
         >>> tp.verify_checkpoint(prefix)
         []
     """
+    use_storage_options(ckpt_dir_or_file, storage_options)
     prefix = resolve_prefix(ckpt_dir_or_file)
     damaged_blocks: list[str] = []
     try:
@@ -279,13 +318,20 @@ def verify_checkpoint(ckpt_dir_or_file: str, progress: Callable[[int, int], None
     return found
 
 
-def repair_checkpoint(ckpt_dir_or_file: str) -> bool:
+def repair_checkpoint(ckpt_dir_or_file: str, *, storage_options: Mapping[str, Any] | None = None) -> bool:
     """Finish an interrupted in-place overwrite: put the previous version's files back.
 
     A save killed while it replaced the data files of an existing checkpoint leaves them
     mixing two versions, which TensorFlow cannot read (trackpoint reads the whole previous
     version it kept). This puts that version back under the prefix and removes the kept
     copies; the next save to the prefix does the same first.
+
+    Args:
+        ckpt_dir_or_file: A checkpoint prefix, or a directory with a ``checkpoint`` file.
+        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
+            ``secret``...), kept for every URL under its parent (``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``), which covers a prefix's files and a directory's checkpoints alike (never above the bucket), as
+            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
+            replace earlier ones. Local paths take none.
 
     Returns:
         True when the previous version was put back; False when there was nothing to repair.
@@ -302,6 +348,7 @@ def repair_checkpoint(ckpt_dir_or_file: str) -> bool:
         >>> tp.repair_checkpoint(prefix)
         False
     """
+    use_storage_options(ckpt_dir_or_file, storage_options)
     prefix = resolve_prefix(ckpt_dir_or_file)
     try:
         return previous.settle(prefix)
@@ -313,8 +360,15 @@ def repair_checkpoint(ckpt_dir_or_file: str) -> bool:
         ) from exc
 
 
-def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
+def load_checkpoint(ckpt_dir_or_file: str, *, storage_options: Mapping[str, Any] | None = None) -> CheckpointReader:
     """Open a checkpoint by prefix, or the latest one of a directory with a ``checkpoint`` file.
+
+    Args:
+        ckpt_dir_or_file: A checkpoint prefix or a directory: a local path or an fsspec URL.
+        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
+            ``secret``...), kept for every URL under its parent (``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``), which covers a prefix's files and a directory's checkpoints alike (never above the bucket), as
+            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
+            replace earlier ones. Local paths take none.
 
     Example:
         >>> import numpy as np, tempfile, os
@@ -326,12 +380,24 @@ def load_checkpoint(ckpt_dir_or_file: str) -> CheckpointReader:
 
     Raises:
         NotFoundError: Nothing is there.
+        InvalidArgumentError: Bad ``storage_options`` (not a mapping with ``str`` keys, or for a
+            local path).
     """
+    use_storage_options(ckpt_dir_or_file, storage_options)
     return CheckpointReader._resolved(ckpt_dir_or_file)
 
 
-def list_variables(ckpt_dir_or_file: str) -> list[tuple[str, list[int]]]:
+def list_variables(
+    ckpt_dir_or_file: str, *, storage_options: Mapping[str, Any] | None = None
+) -> list[tuple[str, list[int]]]:
     """``[(key, shape)]`` sorted by key, as ``tf.train.list_variables`` returns.
+
+    Args:
+        ckpt_dir_or_file: A checkpoint prefix or a directory: a local path or an fsspec URL.
+        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
+            ``secret``...), kept for every URL under its parent (``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``), which covers a prefix's files and a directory's checkpoints alike (never above the bucket), as
+            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
+            replace earlier ones. Local paths take none.
 
     Example:
         >>> import numpy as np, tempfile, os
@@ -341,12 +407,22 @@ def list_variables(ckpt_dir_or_file: str) -> list[tuple[str, list[int]]]:
         >>> tp.list_variables(prefix)
         [('a', [1, 2]), ('b', [2])]
     """
-    with load_checkpoint(ckpt_dir_or_file) as reader:
+    with load_checkpoint(ckpt_dir_or_file, storage_options=storage_options) as reader:
         return sorted(reader.get_variable_to_shape_map().items())
 
 
-def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray | np.generic | bytes:
+def load_variable(
+    ckpt_dir_or_file: str, name: str, *, storage_options: Mapping[str, Any] | None = None
+) -> np.ndarray | np.generic | bytes:
     """One tensor's value; a trailing ``":0"`` on the name is ignored, as in TF.
+
+    Args:
+        ckpt_dir_or_file: A checkpoint prefix or a directory: a local path or an fsspec URL.
+        name: The tensor's key.
+        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
+            ``secret``...), kept for every URL under its parent (``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``), which covers a prefix's files and a directory's checkpoints alike (never above the bucket), as
+            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
+            replace earlier ones. Local paths take none.
 
     Example:
         >>> import numpy as np, tempfile, os
@@ -359,11 +435,17 @@ def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray | np.generic |
     if not isinstance(name, str):
         raise InvalidArgumentError(f"variable name {name!r} is of type {type(name).__name__}; pass it as a str")
     name = name.removesuffix(":0")
-    with load_checkpoint(ckpt_dir_or_file) as reader:
+    with load_checkpoint(ckpt_dir_or_file, storage_options=storage_options) as reader:
         return reader.get_tensor(name)
 
 
-def save_tensors(file_prefix: str, tensors: dict[str, object], options: CheckpointOptions | None = None) -> str:
+def save_tensors(
+    file_prefix: str,
+    tensors: dict[str, object],
+    options: CheckpointOptions | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> str:
     """Write a plain bundle (no object graph) of ``{key: array}``, in the dict's order.
 
     Arrays may be any numpy dtype TF checkpoints hold, ``bytes``/``str`` scalars, or object
@@ -375,6 +457,10 @@ def save_tensors(file_prefix: str, tensors: dict[str, object], options: Checkpoi
         tensors: Keys and values; data is written in this order, the index sorted.
         options: ``experimental_sharding_callback`` and ``experimental_write_callbacks`` apply;
             a plain bundle is always written synchronously, so ``enable_async`` is refused.
+        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
+            ``secret``...), kept for every URL under its parent, the directory of the files (``s3://bucket/run`` for ``s3://bucket/run/plain``) (never above the bucket), as
+            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
+            replace earlier ones. Local paths take none.
 
     Returns:
         ``file_prefix``.
@@ -386,6 +472,7 @@ def save_tensors(file_prefix: str, tensors: dict[str, object], options: Checkpoi
         >>> tp.save_tensors(prefix, {"x": np.float16(1.5)})
         '...plain'
     """
+    use_storage_options(file_prefix, storage_options)
     options = CheckpointOptions.coerce(options)
     if options.enable_async:
         raise InvalidArgumentError("save_tensors writes synchronously; use tp.Checkpoint for async saves")

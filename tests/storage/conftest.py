@@ -76,6 +76,19 @@ def proxy(s3_endpoint: str) -> Iterator[Proxy]:
         front.close()
 
 
+@pytest.fixture()
+def bare(monkeypatch, s3_endpoint, proxy) -> None:
+    """No endpoint in fsspec's configuration and no credentials in the environment: a URL reaches
+    the server only with the options trackpoint was given for it."""
+    import fsspec.config
+
+    monkeypatch.setitem(fsspec.config.conf, "s3", {})
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "FSSPEC_S3_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+
+
 @pytest.fixture(scope="session")
 def fake_gcs() -> Iterator[object]:
     """A :class:`tests.storage.fake_gcs.FakeGCS`: the emulator, preconditions checked before it."""

@@ -12,18 +12,6 @@ import trackpoint as tp
 KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-@pytest.fixture()
-def bare(monkeypatch, s3_endpoint, proxy) -> None:
-    """No endpoint in fsspec's configuration and no credentials in the environment."""
-    import fsspec.config
-
-    monkeypatch.setitem(fsspec.config.conf, "s3", {})
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "FSSPEC_S3_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
-
-
 def _model(value: float) -> tp.Module:
     m = tp.Module()
     m.w = tp.Variable(np.full((8, 8), value, np.float32))

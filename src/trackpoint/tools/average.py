@@ -28,7 +28,7 @@ import contextlib
 import math
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,7 @@ from trackpoint._format.entries import slice_keys
 from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
 from trackpoint._format.tensors import numeric_bytes_view
+from trackpoint._storage.storage_options import use_storage_options_for_urls
 from trackpoint.errors import DataLossError, InvalidArgumentError
 from trackpoint.tools.casting import family
 from trackpoint.tools.rewrite import source_prefix
@@ -107,7 +108,13 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, (numbers.Real, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
-def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
+def average(
+    checkpoints: Sequence[str],
+    out: str,
+    weights: Any = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+) -> str:
     """Write the element-wise weighted mean of ``checkpoints`` to the prefix ``out``.
 
     Args:
@@ -116,13 +123,17 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
             (its floats round-trip exactly through float64).
         out: The prefix to write; the write is atomic.
         weights: See :func:`weights_for`.
+        storage_options: Options of the fsspec filesystem (``endpoint_url``, ``key``, ``secret``...)
+            for the checkpoints and ``out`` that are URLs (local ones are skipped), kept for every URL under
+            each one's parent (never above the bucket), as ``tp.set_storage_options`` keeps them.
 
     Returns:
         ``out``.
 
     Raises:
         InvalidArgumentError: The layouts differ (the message names the first difference),
-            malformed weights, or ``out`` is a directory.
+            malformed weights, ``out`` is a directory, or ``storage_options`` are not a mapping
+            with ``str`` keys or come with local paths only.
         DataLossError: A tensor is damaged.
         WriteError: ``out`` cannot be written (a parent is a file, no permission, disk full).
 
@@ -136,6 +147,7 @@ def average(checkpoints: Sequence[str], out: str, weights: Any = None) -> str:
     """
     if isinstance(checkpoints, str) or len(checkpoints) < 1:
         raise InvalidArgumentError("average: pass a list of checkpoints, e.g. average([a, b, c], out)")
+    use_storage_options_for_urls([*checkpoints, out], storage_options)
     prefixes = [source_prefix(p) for p in checkpoints]
     out = os.fspath(out)
     check_prefix(out, "average")

@@ -23,8 +23,9 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.files import list_names
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._storage import is_url
+from trackpoint._storage.storage_options import use_storage_options_for_urls
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 from trackpoint.reader import CheckpointReader
 from trackpoint.tools import embedded_graph, hf_layout, tf_stream, to_tf
@@ -81,6 +83,7 @@ def convert(
     max_shard_size: int | str = hf_layout.DEFAULT_SHARD_SIZE,
     save_counter: bool = True,
     dry_run: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Conversion:
     """Convert a TF checkpoint to safetensors, or safetensors weights to a TF checkpoint.
 
@@ -110,6 +113,9 @@ def convert(
             ``tf.train.Checkpoint(...).restore()`` passes ``assert_consumed()``; False for
             ``read()``, which expects none (unless the weights hold one themselves).
         dry_run: Plan only: return the mapping, write nothing.
+        storage_options: Options of the fsspec filesystem (``endpoint_url``, ``key``, ``secret``...)
+            for ``src`` and ``dst`` that are URLs (local ones are skipped), kept for every URL under
+            each one's parent (never above the bucket), as ``tp.set_storage_options`` keeps them.
 
     Returns:
         A :class:`Conversion` with the mapping table, what was skipped and the files written.
@@ -119,7 +125,8 @@ def convert(
             ``transpose`` of a tensor that is not 2-D, a name that cannot become an object path
             or a safetensors name (``__metadata__``, one that is not valid UTF-8), a header
             too large for a shard, or tensors the destination cannot hold (without
-            ``skip_unsupported``).
+            ``skip_unsupported``), or ``storage_options`` that are not a mapping with ``str``
+            keys or are given with two local paths.
         NotFoundError: ``src`` does not exist.
         DataLossError: ``src`` is damaged.
         WriteError: The destination cannot be written (a parent is a file, no permission, no
@@ -138,6 +145,7 @@ def convert(
         >>> tp.load_variable(directory + "/back/ckpt", "dense/kernel/.ATTRIBUTES/VARIABLE_VALUE").shape
         (2, 3)
     """
+    use_storage_options_for_urls([src, dst], storage_options)
     rules = NameRules.make(rename=rename, only=only, drop=drop, transpose=transpose)
     if hf_layout.is_safetensors_path(os.fspath(src)):
         tf_only = {

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
-from typing import BinaryIO
+from collections.abc import Mapping, Sequence
+from typing import Any, BinaryIO
 
 from trackpoint._format import atomic, files, naming, publish
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
@@ -24,18 +24,22 @@ from trackpoint._format.bundle_writer import write_index
 from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
 from trackpoint._format.storage import storage_for
+from trackpoint._storage.storage_options import use_storage_options_for_urls
 from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError
 from trackpoint.tools.tensor_copy import check_prefix, missing_directories, remove_directories, write_failed
 
 __all__ = ["merge"]
 
 
-def merge(parts: Sequence[str], out: str) -> str:
+def merge(parts: Sequence[str], out: str, *, storage_options: Mapping[str, Any] | None = None) -> str:
     """Merge the bundles ``parts`` (prefixes, in order) into one checkpoint at the prefix ``out``.
 
     Args:
         parts: The part prefixes, e.g. ``["ck_temp/part-00000-of-00002", "ck_temp/part-00001-of-00002"]``.
         out: The merged checkpoint's prefix; written atomically (the index is published last).
+        storage_options: Options of the fsspec filesystem (``endpoint_url``, ``key``, ``secret``...)
+            for the parts and ``out`` that are URLs (local ones are skipped), kept for every URL under
+            each one's parent (never above the bucket), as ``tp.set_storage_options`` keeps them.
 
     Returns:
         ``out``.
@@ -43,8 +47,9 @@ def merge(parts: Sequence[str], out: str) -> str:
     Raises:
         NotFoundError: A part does not exist.
         InvalidArgumentError: A key is in two parts (not as slices of one tensor), slices of one
-            tensor disagree in dtype or shape, the parts differ in byte order, or ``out`` is a part
-            or a directory.
+            tensor disagree in dtype or shape, the parts differ in byte order, ``out`` is a part
+            or a directory, or ``storage_options`` are not a mapping with ``str`` keys or come
+            with local paths only.
         WriteError: ``out`` cannot be written (a parent is a file, no permission, disk full).
         DataLossError: A part's index is damaged, or an entry lies outside its data file.
 
@@ -60,6 +65,7 @@ def merge(parts: Sequence[str], out: str) -> str:
     """
     if isinstance(parts, str) or not parts:
         raise InvalidArgumentError("merge: pass a list of part prefixes, e.g. merge([part0, part1], out)")
+    use_storage_options_for_urls([*parts, out], storage_options)
     out = os.fspath(out)
     check_prefix(out, "merge")
     prefixes = [os.fspath(p) for p in parts]

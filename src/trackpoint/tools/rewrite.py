@@ -49,6 +49,7 @@ from trackpoint._format.keys import encode_key
 from trackpoint._format.state_file import resolve_prefix
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import read_object_graph
+from trackpoint._storage.storage_options import use_storage_options_for_urls
 from trackpoint.errors import InvalidArgumentError, NotFoundError
 from trackpoint.tools import casting
 from trackpoint.tools.graph_edit import GraphEdit
@@ -66,6 +67,8 @@ def rewrite(
     drop: Iterable[str] = (),
     add: Mapping[str, Any] | None = None,
     cast: Mapping[str, Any] | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> str:
     """Write a changed copy of the checkpoint ``src`` to the prefix ``dst`` (see the module docstring).
 
@@ -79,6 +82,9 @@ def rewrite(
         drop: Paths to drop, or slot rules such as ``".OPTIMIZER_SLOT/m"``.
         add: ``{path: array}`` of new variables.
         cast: ``{path: dtype}``, e.g. ``{"model": "bfloat16"}``.
+        storage_options: Options of the fsspec filesystem (``endpoint_url``, ``key``, ``secret``...)
+            for ``src`` and ``dst`` that are URLs (local ones are skipped), kept for every URL under
+            each one's parent (never above the bucket), as ``tp.set_storage_options`` keeps them.
 
     Returns:
         ``dst``.
@@ -86,7 +92,8 @@ def rewrite(
     Raises:
         NotFoundError: A rule names a path that does not exist.
         InvalidArgumentError: A rule is malformed, conflicts with an existing name, moves an
-            object into its own subtree, or casts a value it would lose; or ``dst`` is a directory.
+            object into its own subtree, or casts a value it would lose; or ``dst`` is a directory;
+            or ``storage_options`` are not a mapping with ``str`` keys, or come with two local paths.
         DataLossError: A tensor of ``src`` is damaged.
         WriteError: ``dst`` cannot be written (a parent is a file, no permission, disk full).
 
@@ -99,6 +106,7 @@ def rewrite(
         >>> tp.list_variables(out)
         [('enc/w', [2])]
     """
+    use_storage_options_for_urls([src, dst], storage_options)
     rules = _Rules.of(src, rename, drop, add, cast)
     dst = os.fspath(dst)
     check_prefix(dst, "rewrite")

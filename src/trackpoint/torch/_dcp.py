@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -49,6 +50,7 @@ from trackpoint._format.entries import slice_keys
 from trackpoint._format.keys import encode_key
 from trackpoint._format.publish import prepare_directory
 from trackpoint._storage import is_url
+from trackpoint._storage.storage_options import use_storage_options
 from trackpoint.distributed import _reports
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.torch._tensors import as_array, check_value, copy_into, torch_dtype
@@ -67,19 +69,30 @@ class _File:
 class TFStorageWriter(StorageWriter):
     """Storage for ``torch.distributed.checkpoint.save`` that writes a TF checkpoint at ``prefix``.
 
+    Args:
+        prefix: The checkpoint prefix: a local path or an fsspec URL (then each rank uploads its
+            own data object). ``dcp.save(..., checkpoint_id=...)`` replaces it.
+        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
+            ``secret``...), kept in this process for every URL under the prefix's parent (never
+            above the bucket), as ``tp.set_storage_options`` keeps them, and for a
+            ``checkpoint_id`` given later too. Give them on every rank. Local paths take none.
+
     Example (on every rank; the state may hold ``DTensor``s):
         >>> import torch.distributed.checkpoint as dcp                         # doctest: +SKIP
         >>> from trackpoint.torch import TFStorageWriter                        # doctest: +SKIP
         >>> dcp.save({"model": model.state_dict()}, storage_writer=TFStorageWriter("run/ckpt"))  # doctest: +SKIP
     """
 
-    def __init__(self, prefix: str | os.PathLike[str]) -> None:
+    def __init__(self, prefix: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__()
+        use_storage_options(prefix, storage_options)
         self.prefix = os.fspath(prefix)
+        self._storage_options = storage_options
         self._coordinator = False
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         if checkpoint_id is not None:
+            use_storage_options(checkpoint_id, self._storage_options)
             self.prefix = os.fspath(checkpoint_id)
 
     @classmethod
@@ -159,16 +172,25 @@ class TFStorageReader(StorageReader):
     """Storage for ``torch.distributed.checkpoint.load`` that reads a TF checkpoint at ``prefix``
     (one :class:`TFStorageWriter` wrote, or any other whose keys are the state's names).
 
+    Args:
+        prefix: The checkpoint prefix: a local path or an fsspec URL. ``dcp.load(...,
+            checkpoint_id=...)`` replaces it.
+        storage_options: For a URL, options of its fsspec filesystem, kept as
+            :class:`TFStorageWriter` keeps them. Give them on every rank.
+
     Example (on every rank, at any world size):
         >>> dcp.load(state, storage_reader=TFStorageReader("run/ckpt"))           # doctest: +SKIP
     """
 
-    def __init__(self, prefix: str | os.PathLike[str]) -> None:
+    def __init__(self, prefix: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None) -> None:
         super().__init__()
+        use_storage_options(prefix, storage_options)
         self.prefix = os.fspath(prefix)
+        self._storage_options = storage_options
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         if checkpoint_id is not None:
+            use_storage_options(checkpoint_id, self._storage_options)
             self.prefix = os.fspath(checkpoint_id)
 
     @classmethod

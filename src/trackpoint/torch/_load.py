@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import torch
@@ -99,7 +100,12 @@ def _mirror(module: torch.nn.Module, wanted: dict[str, Any]) -> tp.AutoTrackable
 
 
 def load_state_dict(
-    module: torch.nn.Module, path: str, strict: bool = True, prefix: str | None = None
+    module: torch.nn.Module,
+    path: str,
+    strict: bool = True,
+    prefix: str | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> IncompatibleKeys:
     """Load a module's parameters, persistent buffers and extra state from a checkpoint, as
     ``module.load_state_dict(torch.load(...))`` would: by name, the names torch gives them.
@@ -119,13 +125,17 @@ def load_state_dict(
         prefix: Where the module lies in the checkpoint's object graph, dotted (``"model"``,
             ``"model.encoder"``; ``""`` for the root). By default the root's child ``model``
             if there is one, else the root.
+        storage_options: For a URL ``path``, options of its fsspec filesystem (``endpoint_url``,
+            ``key``, ``secret``...), kept for every URL under its parent (never above the
+            bucket), as ``tp.set_storage_options`` keeps them. Local paths take none.
 
     Returns:
         The names of the module that the checkpoint lacks, the checkpoint's names below the
         prefix that the module lacks, and the names whose dtype or shape differ.
 
     Raises:
-        InvalidArgumentError: With ``strict``, names, dtypes or shapes differ.
+        InvalidArgumentError: With ``strict``, names, dtypes or shapes differ; or bad
+            ``storage_options`` (not a mapping with ``str`` keys, or for a local path).
         NotFoundError: Nothing is at ``path``.
 
     Example:
@@ -137,7 +147,7 @@ def load_state_dict(
     """
     module = unwrap(module)
     current = module.state_dict(keep_vars=True)
-    with tp.CheckpointView(path) as view:
+    with tp.CheckpointView(path, storage_options=storage_options) as view:
         node_id, found = _find(view, prefix)
         stored = _value_names(view, node_id)
         resolved = view.prefix
