@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import atomic, files, naming, object_bundles, previous
+from trackpoint._format import files, naming, object_bundles
 from trackpoint._format.state_file import (
     STATE_FILENAME,
     SWAP_ATTEMPTS,
@@ -21,6 +21,7 @@ from trackpoint._format.state_file import (
     swap_pause,
     write_state,
 )
+from trackpoint._format.storage import storage_for
 from trackpoint._graph import kept_values
 from trackpoint._storage import is_url
 from trackpoint._storage.storage_options import use_storage_options
@@ -58,16 +59,7 @@ def _delete(path: str) -> None:
     """Delete the checkpoint ``path`` and what an interrupted overwrite of it left, the index first
     (a reader never finds an index whose data is gone)."""
     kept_values.keep_values_of(path)  # values a restore of it still waits to hand out
-    if is_url(path):
-        object_bundles.delete_bundle(path)
-        return
-    kept = previous.previous_prefix(path)
-    atomic.remove(
-        [naming.index_filename(path)]
-        + previous.data_files(path)
-        + [naming.index_filename(kept)]
-        + previous.data_files(kept)
-    )
+    storage_for(path).delete(path)
 
 
 class CheckpointManager:

@@ -115,6 +115,17 @@ class LocalStorage:
         except OSError:
             pass  # left for the next save of this prefix to remove
 
+    def delete(self, prefix: str) -> None:
+        """Delete the checkpoint and what an interrupted overwrite of it left, the index first;
+        the space is freed on a helper thread (see :func:`trackpoint._format.atomic.remove`)."""
+        kept = previous.previous_prefix(prefix)
+        atomic.remove(
+            [naming.index_filename(prefix)]
+            + previous.data_files(prefix)
+            + [naming.index_filename(kept)]
+            + previous.data_files(kept)
+        )
+
     def read_versioned(self, path: str, what: str, limit: int) -> tuple[bytes, str | None] | None:
         """The file's bytes, with no version: a rename replaces it whole (see :meth:`swap`)."""
         try:

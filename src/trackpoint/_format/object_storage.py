@@ -22,7 +22,7 @@ from trackpoint.errors import CheckpointError
 if TYPE_CHECKING:
     from trackpoint._storage.ranged import RangedObject
 
-__all__ = ["OBJECTS", "ObjectStorage"]
+__all__ = ["OBJECTS", "ObjectStorage", "publish_objects"]
 
 _T = TypeVar("_T")
 
@@ -119,6 +119,10 @@ class ObjectStorage:
             atomic.remove_quietly(temp)
         atomic.remove_quietly(index_temp)
 
+    def delete(self, prefix: str) -> None:
+        """Delete the index (the un-commit), then the data objects."""
+        object_bundles.delete_bundle(prefix)
+
     def read_versioned(self, path: str, what: str, limit: int) -> tuple[bytes, str | None] | None:
         from trackpoint._storage import remote
 
@@ -163,3 +167,17 @@ class ObjectStorage:
 
 
 OBJECTS = ObjectStorage()
+
+
+def publish_objects(files: Sequence[tuple[str, str]], what: str) -> None:
+    """Put local ``(file, url)`` pairs at their URLs as a bundle is committed there (see
+    :func:`trackpoint._storage.remote.commit`): each only if nothing is at its URL, the last one
+    (an index) last; ``what`` names them in messages.
+
+    Raises:
+        WriteError: Nothing was published; the message says why.
+    """
+    from trackpoint._storage import remote
+
+    *first, (last_local, last_url) = files
+    remote.commit(first, last_local, last_url, what=what)

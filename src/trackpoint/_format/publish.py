@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from trackpoint._format.storage import storage_for
 
-__all__ = ["prepare_directory", "publish", "publish_objects"]
+__all__ = ["prepare_directory", "publish"]
 
 
 def prepare_directory(prefix: str) -> None:
@@ -43,17 +43,3 @@ def publish(
             the previous version could not be put back; the message says where it is.
     """
     storage_for(index_final).publish(data_files, index_temp, index_final, num_shards, others, uploaded)
-
-
-def publish_objects(files: Sequence[tuple[str, str]], what: str) -> None:
-    """Put local ``(file, url)`` pairs at their URLs as a bundle is committed there (see
-    :func:`trackpoint._storage.remote.commit`): each only if nothing is at its URL, the last one
-    (an index) last; ``what`` names them in messages.
-
-    Raises:
-        WriteError: Nothing was published; the message says why.
-    """
-    from trackpoint._storage import remote
-
-    *first, (last_local, last_url) = files
-    remote.commit(first, last_local, last_url, what=what)

@@ -94,6 +94,11 @@ class Storage(Protocol):
         """Put a bundle's files in place, the index last, so no reader sees part of it."""
         ...
 
+    def delete(self, prefix: str) -> None:
+        """Delete the checkpoint at ``prefix``, its index first (a reader never finds an index
+        whose data is gone)."""
+        ...
+
     # The state file (see trackpoint._format.state_file).
     def read_versioned(self, path: str, what: str, limit: int) -> tuple[bytes, str | None] | None:
         """The bytes at ``path`` and the version a :meth:`swap` is conditional on; None if absent."""

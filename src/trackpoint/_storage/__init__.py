@@ -1,10 +1,10 @@
 """Where a checkpoint's bytes live: local files, or objects behind an fsspec URL (``s3://``, ``gs://``, ...).
 
-The format layer reads every file through :mod:`trackpoint._format.files` and publishes every
-bundle through :mod:`trackpoint._format.publish` (whose temporary names,
-:func:`trackpoint._format.temps.temp_path`, are local for a URL); both send a URL here, and
-nothing else in trackpoint knows whether bytes are local. fsspec and its backends are
-optional: they are imported only when a URL is used (see :mod:`.remote`).
+The format layer asks :func:`trackpoint._format.storage.storage_for` which storage holds a
+path and goes through that object for every read, publication and state-file swap; its
+object-store implementation (:mod:`trackpoint._format.object_storage`) sends URLs here.
+fsspec and its backends are optional: they are imported only when a URL is used (see
+:mod:`.remote`).
 """
 
 from __future__ import annotations

@@ -92,8 +92,8 @@ def filesystem(url: str) -> tuple[Any, str]:
         raise InvalidArgumentError(f"{url}: no fsspec backend for this URL ({exc}); install it, e.g. s3fs") from exc
     except TypeError as exc:  # an option the backend does not take
         raise InvalidArgumentError(
-            f"{url}: the storage options set for it are not what its fsspec backend takes ({exc}); fix them with "
-            "tp.set_storage_options"
+            f"{url}: the storage options set for it are not what its fsspec backend takes ({exc}); fix the "
+            "storage_options given for it, or those set with tp.set_storage_options"
         ) from exc
 
 

@@ -29,9 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import atomic, publish
+from trackpoint._format import atomic
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.files import list_names
+from trackpoint._format.object_storage import publish_objects
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._storage import is_url
 from trackpoint._storage.storage_options import use_storage_options_for_urls
@@ -473,7 +474,7 @@ def _upload_safetensors(
     try:
         written = _write_safetensors(reader, bundle, mapping, os.path.join(stage, single), shard_bytes, metadata)
         urls = [f"{directory}/{os.path.basename(path)}" for path in written]
-        publish.publish_objects(list(zip(written, urls)), what=f"the safetensors weights {urls[-1]}")
+        publish_objects(list(zip(written, urls)), what=f"the safetensors weights {urls[-1]}")
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return tuple(urls)
