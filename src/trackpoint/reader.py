@@ -199,9 +199,8 @@ def get_checkpoint_state(
     Args:
         checkpoint_dir: The directory: a local path or an fsspec URL.
         storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
-            ``secret``...), kept for every URL under ``checkpoint_dir``, the checkpoints it names included (never above the bucket), as
-            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
-            replace earlier ones. Local paths take none.
+            ``secret``...), kept process-wide for every URL under ``checkpoint_dir`` (see
+            :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
     Example:
         >>> import tempfile
@@ -223,9 +222,9 @@ def latest_checkpoint(checkpoint_dir: str, *, storage_options: Mapping[str, Any]
     Args:
         checkpoint_dir: The directory: a local path or an fsspec URL.
         storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
-            ``secret``...), kept for every URL under ``checkpoint_dir``, so the prefix returned is read with them too (never above the bucket), as
-            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
-            replace earlier ones. Local paths take none.
+            ``secret``...), kept process-wide for every URL under ``checkpoint_dir``, so the
+            prefix returned is read with them too (see
+            :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
     Example:
         >>> import tempfile
@@ -259,9 +258,8 @@ def verify_checkpoint(
         ckpt_dir_or_file: A checkpoint prefix, or a directory with a ``checkpoint`` file.
         progress: Called as ``progress(bytes_done, bytes_total)`` after each tensor.
         storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
-            ``secret``...), kept for every URL under its parent (``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``), which covers a prefix's files and a directory's checkpoints alike (never above the bucket), as
-            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
-            replace earlier ones. Local paths take none.
+            ``secret``...), kept process-wide for the URLs beside it (see
+            :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
     Returns:
         Every problem found; empty when the checkpoint is intact.
@@ -329,9 +327,8 @@ def repair_checkpoint(ckpt_dir_or_file: str, *, storage_options: Mapping[str, An
     Args:
         ckpt_dir_or_file: A checkpoint prefix, or a directory with a ``checkpoint`` file.
         storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
-            ``secret``...), kept for every URL under its parent (``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``), which covers a prefix's files and a directory's checkpoints alike (never above the bucket), as
-            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
-            replace earlier ones. Local paths take none.
+            ``secret``...), kept process-wide for the URLs beside it (see
+            :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
     Returns:
         True when the previous version was put back; False when there was nothing to repair.
@@ -366,9 +363,8 @@ def load_checkpoint(ckpt_dir_or_file: str, *, storage_options: Mapping[str, Any]
     Args:
         ckpt_dir_or_file: A checkpoint prefix or a directory: a local path or an fsspec URL.
         storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
-            ``secret``...), kept for every URL under its parent (``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``), which covers a prefix's files and a directory's checkpoints alike (never above the bucket), as
-            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
-            replace earlier ones. Local paths take none.
+            ``secret``...), kept process-wide for the URLs beside it (see
+            :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
     Example:
         >>> import numpy as np, tempfile, os
@@ -395,9 +391,8 @@ def list_variables(
     Args:
         ckpt_dir_or_file: A checkpoint prefix or a directory: a local path or an fsspec URL.
         storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
-            ``secret``...), kept for every URL under its parent (``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``), which covers a prefix's files and a directory's checkpoints alike (never above the bucket), as
-            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
-            replace earlier ones. Local paths take none.
+            ``secret``...), kept process-wide for the URLs beside it (see
+            :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
     Example:
         >>> import numpy as np, tempfile, os
@@ -420,9 +415,8 @@ def load_variable(
         ckpt_dir_or_file: A checkpoint prefix or a directory: a local path or an fsspec URL.
         name: The tensor's key.
         storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
-            ``secret``...), kept for every URL under its parent (``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``), which covers a prefix's files and a directory's checkpoints alike (never above the bucket), as
-            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
-            replace earlier ones. Local paths take none.
+            ``secret``...), kept process-wide for the URLs beside it (see
+            :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
     Example:
         >>> import numpy as np, tempfile, os
@@ -458,9 +452,8 @@ def save_tensors(
         options: ``experimental_sharding_callback`` and ``experimental_write_callbacks`` apply;
             a plain bundle is always written synchronously, so ``enable_async`` is refused.
         storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
-            ``secret``...), kept for every URL under its parent, the directory of the files (``s3://bucket/run`` for ``s3://bucket/run/plain``) (never above the bucket), as
-            ``tp.set_storage_options`` keeps them for a prefix; the latest given for a prefix
-            replace earlier ones. Local paths take none.
+            ``secret``...), kept process-wide for the URLs beside the files (see
+            :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
     Returns:
         ``file_prefix``.
