@@ -326,9 +326,9 @@ class Checkpoint(AutoTrackable):
             file_prefix: The checkpoint prefix: a local path or an fsspec URL.
             options: A :class:`CheckpointOptions`.
             storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``,
-                ``key``, ``secret``...), kept for the URLs beside it, as
-                :func:`trackpoint.set_storage_options` keeps them for a prefix; see
-                :meth:`save`.
+                ``key``, ``secret``...), kept process-wide for the URLs beside it, as a background
+                save and values restored on creation reach them after this returns (see
+                :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
         Example:
             >>> import tempfile
@@ -356,11 +356,9 @@ class Checkpoint(AutoTrackable):
             file_prefix: The prefix to number: a local path or an fsspec URL (``s3://bucket/run/ckpt``).
             options: A :class:`CheckpointOptions`.
             storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``,
-                ``key``, ``secret``...). They are kept for every URL in the prefix's directory
-                (``s3://bucket/run``), as ``tp.set_storage_options("s3://bucket/run", ...)``
-                would keep them, because a background save and later reads use them after this
-                returns; the latest options given for a directory replace earlier ones. Local
-                paths take none.
+                ``key``, ``secret``...), kept process-wide for the URLs beside it, as a background
+                save and values restored on creation reach them after this returns (see
+                :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
         Raises:
             InvalidArgumentError: ``storage_options`` is not a mapping with ``str`` keys, or is
@@ -426,9 +424,9 @@ class Checkpoint(AutoTrackable):
             save_path: A checkpoint prefix (a local path or an fsspec URL), or None (nothing to read).
             options: A :class:`CheckpointOptions`.
             storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``,
-                ``key``, ``secret``...), kept for every URL beside ``save_path`` (its parent
-                ``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``; never above the bucket),
-                because values waiting for objects not yet created are read after this returns.
+                ``key``, ``secret``...), kept process-wide for the URLs beside it, as a background
+                save and values restored on creation reach them after this returns (see
+                :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
         Example:
             >>> import tempfile
@@ -486,11 +484,9 @@ class Checkpoint(AutoTrackable):
                 local path or an fsspec URL), or None (nothing to restore).
             options: A :class:`CheckpointOptions`.
             storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``,
-                ``key``, ``secret``...), kept for every URL under the parent of ``save_path``
-                (``s3://bucket/run`` for ``s3://bucket/run/ckpt-1``, ``s3://bucket`` for
-                ``s3://bucket/run``; never above the bucket), which covers a prefix's files and
-                a directory's checkpoints alike, and values restored on creation after this
-                returns. The latest options given for a prefix replace earlier ones.
+                ``key``, ``secret``...), kept process-wide for the URLs beside it, as a background
+                save and values restored on creation reach them after this returns (see
+                :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
         Raises:
             NotFoundError: Nothing at ``save_path`` (the message lists the checkpoints that exist

@@ -1,6 +1,6 @@
 """File primitives of saving: whole files written atomically, durable renames, removals freed in the background.
 
-The protocol built on them is in :mod:`trackpoint._format.publish`.
+The protocol built on them is in :mod:`trackpoint._format.local_storage`.
 """
 
 from __future__ import annotations

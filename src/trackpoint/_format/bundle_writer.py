@@ -102,7 +102,7 @@ def write_index(
     return of ``data_synced``.
 
     The index is written under a temporary name and fsynced; then the data files and the
-    index are put in place, the index last (see :mod:`trackpoint._format.publish`).
+    index are put in place, the index last (see :meth:`trackpoint._format.storage.Storage.publish`).
     ``data_synced``, if given, is called before anything is published and must return only
     once the data files are durable (or raise).
     """

@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 
 from trackpoint._format import naming
+from trackpoint._storage import remote
 from trackpoint.errors import WriteError
 
 __all__ = ["ABANDONED_AGE", "clear_abandoned", "delete_bundle", "prefixes_in_use", "remove_orphans"]
@@ -42,8 +43,6 @@ def _prefix_of(url: str) -> str | None:
 
 
 def _listing(directory: str, prefix: str = "") -> list[tuple[str, float]]:
-    from trackpoint._storage import remote
-
     return remote.list_objects(directory, prefix)
 
 
@@ -64,8 +63,6 @@ def prefixes_in_use(directory: str) -> set[str]:
 
 def delete_bundle(prefix: str) -> None:
     """Delete the checkpoint at URL ``prefix``: the index first (which un-commits it), then its data."""
-    from trackpoint._storage import remote
-
     data = [url for url, _ in _objects_of(prefix) if not url.endswith(".index")]
     remote.remove([naming.index_filename(prefix), *data])
 
@@ -79,8 +76,6 @@ def clear_abandoned(prefix: str) -> None:
             prefix holds unindexed data objects younger than :data:`ABANDONED_AGE`: another
             writer may be committing them.
     """
-    from trackpoint._storage import remote
-
     found = _objects_of(prefix)
     index = naming.index_filename(prefix)
     if any(url == index for url, _ in found):
@@ -110,8 +105,6 @@ def remove_orphans(directory: str, keep: Sequence[str] = ()) -> list[str]:
 
     A failure to delete one is logged and the rest are tried: the next sweep removes it.
     """
-    from trackpoint._storage import remote
-
     listing = _listing(directory)
     committed = {url[: -len(".index")]: modified for url, modified in listing if url.endswith(".index")}
     if not committed:

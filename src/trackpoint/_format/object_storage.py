@@ -14,13 +14,12 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from trackpoint._format import atomic, naming, object_bundles, temps
+from trackpoint._storage import remote
+from trackpoint._storage.ranged import RangedObject
 from trackpoint.errors import CheckpointError
-
-if TYPE_CHECKING:
-    from trackpoint._storage.ranged import RangedObject
 
 __all__ = ["OBJECTS", "ObjectStorage", "publish_objects"]
 
@@ -30,40 +29,28 @@ _T = TypeVar("_T")
 class ObjectStorage:
     """Objects behind fsspec URLs (see :class:`trackpoint._format.storage.Storage`).
 
-    fsspec and its backends are optional: :mod:`trackpoint._storage.remote` imports them when
-    a URL is first used.
+    fsspec and its backends are optional: :func:`trackpoint._storage.remote.filesystem` imports
+    them when a URL is first used.
     """
 
     local_copies = True
 
     def open(self, path: str, what: str) -> tuple[int, os.stat_result]:
-        from trackpoint._storage import remote
-
         return remote.open_object(path, what)
 
     def read(self, path: str, what: str, limit: int) -> tuple[bytes, os.stat_result]:
-        from trackpoint._storage import remote
-
         return remote.read_object(path, what, limit)
 
     def stat(self, path: str) -> os.stat_result:
-        from trackpoint._storage import remote
-
         return remote.stat_object(path)
 
     def exists(self, path: str) -> bool:
-        from trackpoint._storage import remote
-
         return remote.exists(path)
 
     def list_names(self, directory: str) -> list[str]:
-        from trackpoint._storage import remote
-
         return [url.rsplit("/", 1)[1] for url, _ in remote.list_objects(directory.rstrip("/"))]
 
     def open_data(self, path: str, what: str) -> tuple[int, os.stat_result, RangedObject | None]:
-        from trackpoint._storage.ranged import RangedObject
-
         mirror = RangedObject(path, what)
         return -1, mirror.stat, mirror
 
@@ -84,16 +71,12 @@ class ObjectStorage:
         Raises:
             WriteError: An upload failed, or an object is there already; nothing of these is left.
         """
-        from trackpoint._storage import remote
-
         remote.upload(data_files, f"checkpoint {prefix}")
         return list(data_files)
 
     def withdraw(self, data_files: Sequence[tuple[str, str]], prefix: str) -> None:
         """Delete the objects, each only while it still holds the bytes of its local copy:
         another writer's object put over one since is left alone."""
-        from trackpoint._storage import remote
-
         remote.delete_own(list(reversed(data_files)), f"checkpoint {prefix}")
 
     def publish(
@@ -112,8 +95,6 @@ class ObjectStorage:
         Raises:
             WriteError: Nothing was committed; the message says why.
         """
-        from trackpoint._storage import remote
-
         remote.commit(data_files, index_temp, index_final, others=others, uploaded=[url for _, url in uploaded])
         for temp, _ in [*data_files, *uploaded]:
             atomic.remove_quietly(temp)
@@ -124,18 +105,12 @@ class ObjectStorage:
         object_bundles.delete_bundle(prefix)
 
     def read_versioned(self, path: str, what: str, limit: int) -> tuple[bytes, str | None] | None:
-        from trackpoint._storage import remote
-
         return remote.read_versioned(path, what, limit)
 
     def swap(self, path: str, data: bytes, version: str | None) -> bool:
-        from trackpoint._storage import remote
-
         return remote.swap(path, data, version)
 
     def require_swap(self, path: str) -> None:
-        from trackpoint._storage import remote
-
         remote.require_swap(path)
 
     def relative(self, directory: str, path: str) -> str:
@@ -177,7 +152,5 @@ def publish_objects(files: Sequence[tuple[str, str]], what: str) -> None:
     Raises:
         WriteError: Nothing was published; the message says why.
     """
-    from trackpoint._storage import remote
-
     *first, (last_local, last_url) = files
     remote.commit(first, last_local, last_url, what=what)

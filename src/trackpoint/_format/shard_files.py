@@ -44,7 +44,6 @@ class ShardFiles:
         self.index_path = index_path
         self.num_shards = num_shards
         self._storage = storage_for(prefix)
-        self.local_copies = self._storage.local_copies  # data fetched range by range into local copies
         self._index_identity = index
         self._fds: dict[int, tuple[int, int]] = {}  # shard id -> (descriptor, size when opened)
         # At a URL: shard id -> its local copy, filled with the ranges readers ask for.
@@ -55,6 +54,11 @@ class ShardFiles:
         self._released = False
         self._closed = False
         self._lock = threading.Lock()
+
+    @property
+    def local_copies(self) -> bool:
+        """Whether the shards are read from local copies fetched range by range (at a URL)."""
+        return self._storage.local_copies
 
     def path(self, shard_id: int) -> str:
         return naming.data_filename(self.prefix, shard_id, self.num_shards)

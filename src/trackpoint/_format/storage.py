@@ -64,7 +64,7 @@ class Storage(Protocol):
         fetches the ranges asked for into a local file whose descriptor it holds."""
         ...
 
-    # Writing (see trackpoint._format.publish).
+    # Writing: each file under temp_path, then publish puts them all in place, the index last.
     def temp_path(self, final: str) -> str:
         """Where a file to be published as ``final`` is written first."""
         ...

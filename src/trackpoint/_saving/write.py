@@ -15,7 +15,7 @@ import numpy as np
 
 from trackpoint._format import naming, slices
 from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, merge_shards, write_index
-from trackpoint._format.publish import prepare_directory
+from trackpoint._format.storage import storage_for
 from trackpoint._format.threads import parallel_map
 from trackpoint._graph import kept_values
 from trackpoint._saving.sharding_policies import (
@@ -131,7 +131,7 @@ def _write(
     owners = trackables if trackables is not None else [None] * len(tensors)
     shardable = [shardable_tensor(key, value, owner) for (key, value), owner in zip(tensors, owners)]
     shards = validate_shards(sharding_callback(shardable), shardable, sharding_callback.description)
-    prepare_directory(prefix)
+    storage_for(prefix).prepare(prefix)
     count = len(shards)
     writers = [ShardWriter(naming.data_filename(prefix, i, count), i) for i in range(count)]
     try:

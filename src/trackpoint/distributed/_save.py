@@ -28,7 +28,7 @@ import numpy as np
 
 from trackpoint._format import naming, slices
 from trackpoint._format.bundle_writer import ShardWriter
-from trackpoint._format.publish import prepare_directory
+from trackpoint._format.storage import storage_for
 from trackpoint._format.threads import parallel_map
 from trackpoint._saving.sharding_policies import Shard, ShardByTaskPolicy, ShardingCallback, validate_shards
 from trackpoint._saving.write import MAX_WRITER_THREADS, shardable_tensor, write_remedy, write_shard
@@ -114,7 +114,9 @@ class PlannedSave:
                 mine = self._mine(tensors, trackables)
                 shards = _split(mine, sharding_callback)
                 if c.rank == self.root:
-                    prepare_directory(self.prefix)  # before anyone writes: the others wait for the counts
+                    storage_for(self.prefix).prepare(
+                        self.prefix
+                    )  # before anyone writes: the others wait for the counts
                 counts = [int(n) for n in c.all_gather(f"{tag}#counts", str(len(shards)).encode())]
                 first, total = sum(counts[: c.rank]), sum(counts)
                 writers = [

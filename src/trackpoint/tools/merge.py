@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO
 
-from trackpoint._format import atomic, files, naming, publish
+from trackpoint._format import atomic, files, naming
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.bundle_writer import write_index
@@ -156,7 +156,7 @@ def _publish(out: str, merged: dict[bytes, pb.BundleEntryProto], sources: list[s
     count = len(sources)
     copies: list[tuple[str, str]] = []
     try:
-        publish.prepare_directory(out)
+        storage_for(out).prepare(out)
         for shard_id, source in enumerate(sources):
             final = naming.data_filename(out, shard_id, count)
             temp = storage_for(final).temp_path(final)

@@ -48,7 +48,7 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import ShardWriter
 from trackpoint._format.entries import slice_keys
 from trackpoint._format.keys import encode_key
-from trackpoint._format.publish import prepare_directory
+from trackpoint._format.storage import storage_for
 from trackpoint._storage import is_url
 from trackpoint._storage.storage_options import use_storage_options
 from trackpoint.distributed import _reports
@@ -107,7 +107,7 @@ class TFStorageWriter(StorageWriter):
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
         # On the coordinator, before any rank writes: a file for each rank with items.
-        prepare_directory(self.prefix)
+        storage_for(self.prefix).prepare(self.prefix)
         writing = [i for i, plan in enumerate(plans) if plan.items]
         numbers = {rank: n for n, rank in enumerate(writing)}
         return [
