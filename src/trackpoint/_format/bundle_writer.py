@@ -8,9 +8,10 @@ the shape always present, the header ``{num_shards, version.producer=1}`` under 
 from __future__ import annotations
 
 import functools
+import io
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -146,7 +147,8 @@ class ShardWriter:
         # full key -> (name, dtype, full shape, extents of each slice in write order)
         self.sliced: dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]] = {}
         # A large buffer: saving many small tensors otherwise costs a system call every 8 KiB.
-        self._file: BinaryIO = open(self.temp_path, "wb", buffering=_WRITE_BUFFER)  # noqa: SIM115 - closed by close()
+        # Built by hand rather than by open(), whose declared type hides the raw file abort() closes.
+        self._file = io.BufferedWriter(io.FileIO(self.temp_path, "wb"), _WRITE_BUFFER)
         self._offset = 0
         self._written_back = 0  # bytes whose writeback has been started (see writeback)
         # A copy staged for an upload (the final name is a URL) is read back at once from the
@@ -299,10 +301,21 @@ class ShardWriter:
                 self._file.close()
 
     def abort(self) -> None:
-        """Drop the temporary file."""
-        if not self._file.closed:
-            self._file.close()
-        atomic.remove_quietly(self.temp_path)
+        """Drop the temporary file: close it without writing what is still buffered, then remove it.
+
+        The file is removed even if closing fails. ``close()`` would flush the buffer first,
+        which on a full disk fails with ENOSPC again: the error escaped before the removal,
+        and the file kept holding the space.
+        """
+        try:
+            if not self._file.closed:
+                # Closing the raw file drops the buffer unwritten; the buffered file then counts
+                # as closed, so neither a later close() nor its finalizer flushes.
+                self._file.raw.close()
+        except OSError:
+            pass  # the descriptor is released either way (close(2) frees it even on error)
+        finally:
+            atomic.remove_quietly(self.temp_path)
 
 
 class ShardEntries(Protocol):

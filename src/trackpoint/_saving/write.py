@@ -102,7 +102,7 @@ def write_bundle(
 def write_remedy(exc: OSError) -> str:
     """What to do about ``exc``, a failed write of a checkpoint's files, in one sentence."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return "Free disk space and save again."
+        return "Free disk space (or choose another directory, on a disk with room) and save again."
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return "Fix the directory's permissions (or pick a writable one) and save again."
     if exc.errno == errno.ENOENT:
