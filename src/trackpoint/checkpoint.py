@@ -272,7 +272,7 @@ class Checkpoint(AutoTrackable):
 
         if options.enable_async:
             snapshot = serialized.snapshot()
-            self._async_writer().submit(lambda: write(snapshot))
+            self._async_writer().submit(lambda: write(snapshot), prefix)
         else:
             self.sync()  # keep saves in order behind any background write
             write(serialized)
@@ -308,7 +308,7 @@ class Checkpoint(AutoTrackable):
 
         if options.enable_async:
             snapshot = serialized.snapshot()
-            self._async_writer().submit(lambda: write(snapshot))
+            self._async_writer().submit(lambda: write(snapshot), prefix)
         else:
             write(serialized)
         return prefix

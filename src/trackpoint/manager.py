@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import files, naming, object_bundles
+from trackpoint._format import files, naming, object_bundles, pending_writes
 from trackpoint._format.state_file import (
     STATE_FILENAME,
     SWAP_ATTEMPTS,
@@ -237,12 +237,19 @@ class CheckpointManager:
 
     @property
     def latest_checkpoint(self) -> str | None:
-        """The newest checkpoint prefix, or None."""
+        """The newest checkpoint prefix, or None.
+
+        Unlike TF's, which lags behind an async save until it completes, this waits for a save
+        of this process in flight to the directory, so it never names the checkpoint before it.
+        """
+        pending_writes.wait_for(self._directory)
         return self._latest_checkpoint
 
     @property
     def checkpoints(self) -> list[str]:
-        """Kept checkpoints, oldest first (those preserved by ``keep_checkpoint_every_n_hours`` excluded)."""
+        """Kept checkpoints, oldest first (those preserved by ``keep_checkpoint_every_n_hours`` excluded);
+        as :attr:`latest_checkpoint`, after a save in flight completes."""
+        pending_writes.wait_for(self._directory)
         return list(self._maybe_delete)
 
     def _record_state(self) -> None:
@@ -405,6 +412,7 @@ class CheckpointManager:
 
     def restore_or_initialize(self) -> str | None:
         """Restore the latest checkpoint and return its path, or run ``init_fn`` and return None."""
+        pending_writes.wait_for(self._directory)
         if self._latest_checkpoint is not None:
             # As restore(), noting in the report a latest checkpoint outside the directory.
             self._checkpoint._restore_listed(self._latest_checkpoint, self._directory)

@@ -233,12 +233,21 @@ def test_pending_async_write_finishes_at_interpreter_exit(tmp_path, sharding: st
 
 
 def test_manager_with_async_lists_a_checkpoint_only_once_complete(tmp_path) -> None:
+    # TF's manager names the previous checkpoint until an async save completes; this one's
+    # properties wait for the save in flight instead (issue 38), so they never name a
+    # half-written checkpoint and never a stale one.
     gate = Gate()
     manager = tp.CheckpointManager(tp.Checkpoint(m=_model()), str(tmp_path), max_to_keep=2)
     path = manager.save(options=tp.CheckpointOptions(enable_async=True, experimental_sharding_callback=gate))
     assert gate.entered.wait(10)
-    assert manager.latest_checkpoint is None and manager.checkpoints == []
+    seen: list[tuple[str | None, list[str]]] = []
+    reader = threading.Thread(target=lambda: seen.append((manager.latest_checkpoint, manager.checkpoints)))
+    reader.start()
+    reader.join(0.3)
+    assert reader.is_alive() and seen == []  # still waiting: the files are incomplete
     gate.release.set()
+    reader.join(10)
+    assert seen == [(path, [path])]
     manager.sync()
     assert manager.latest_checkpoint == path and manager.checkpoints == [path]
 

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from google.protobuf import text_format
 
-from trackpoint._format import files, naming
+from trackpoint._format import files, naming, pending_writes
 from trackpoint._format._proto import checkpoint_state_pb2 as pb
 from trackpoint._format.storage import storage_for
 from trackpoint._storage import is_url
@@ -114,6 +114,7 @@ def read_state(directory: str) -> CheckpointState | None:
         PermissionDeniedError: The file may not be read.
     """
     path = _state_path(directory)
+    pending_writes.wait_for(directory)  # a save in flight here names its checkpoint once complete
     try:
         data, _ = files.read_regular(path, "checkpoint state file", _MAX_STATE_BYTES)
     except NotFoundError:
@@ -204,6 +205,7 @@ def _resolve(ckpt_dir_or_file: str, look_up: Callable[[str], _T]) -> tuple[str, 
             f"{ckpt_dir_or_file!r} is not a checkpoint path: pass a prefix such as 'dir/ckpt-1', or a directory "
             "holding a 'checkpoint' file, as a str"
         )
+    pending_writes.wait_for(path)  # a save in flight to this prefix or directory completes first
     is_prefix, index = storage_for(path).find_prefix(path, look_up)
     if is_prefix:
         return path, index

@@ -2,7 +2,9 @@
 
 ``submit`` waits for the write in flight (a second save blocks until the first is done)
 and re-raises its failure, then hands the new write over and returns. ``sync`` waits and
-re-raises. Pending writes are finished when the interpreter exits.
+re-raises. Pending writes are finished when the interpreter exits. Each write is announced
+to :mod:`trackpoint._format.pending_writes` until it ends, so that a read of its prefix or
+directory in this process waits for it instead of finding the previous checkpoint.
 
 The thread holds the queue and a box for its failure, never the writer: a checkpoint that
 is dropped takes its writer with it, and the thread then finishes what it was given and
@@ -17,6 +19,8 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable
+
+from trackpoint._format import pending_writes
 
 __all__ = ["AsyncWriter"]
 
@@ -72,10 +76,21 @@ class AsyncWriter:
             error = self._errors.pop()
             raise error
 
-    def submit(self, task: _Task) -> None:
-        """Wait for the previous write (re-raising its failure), then start ``task`` in the background."""
+    def submit(self, task: _Task, prefix: str) -> None:
+        """Wait for the previous write (re-raising its failure), then start ``task``, which
+        writes the checkpoint at ``prefix``, in the background."""
         self.sync()
-        self._queue.put(task)
+        pending = pending_writes.announce(prefix, self._thread)
+
+        def announced() -> None:
+            try:
+                task()
+            except BaseException as exc:
+                pending.finish(exc)
+                raise
+            pending.finish()
+
+        self._queue.put(announced)
 
     def close(self) -> None:
         """Finish pending work and stop the thread (errors stay for ``sync``)."""
