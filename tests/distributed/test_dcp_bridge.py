@@ -94,3 +94,92 @@ def test_dcp_saves_a_tf_checkpoint_of_dtensor_shards_and_loads_it_at_any_world_s
             block, bias, epoch = result["value"]
             np.testing.assert_array_equal(np.array(block, np.float32), _full()[rank * rows : (rank + 1) * rows])
             assert bias == [7.0] * 5 and epoch == 4
+
+
+def _model_and_optimizer(trained: bool) -> tuple:
+    """A model with BatchNorm and its Adam: trained three steps (``num_batches_tracked`` and
+    ``step``, both 0-d, are 3), or fresh from another seed (DCP's ``get_state_dict`` gives a
+    fresh Adam a zero step, so its ``step`` is 1)."""
+    import torch
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    torch.manual_seed(0 if trained else 1)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    if trained:
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(torch.randn(5, 3)).square().sum().backward()
+            optimizer.step()
+    return model, optimizer, get_state_dict(model, optimizer)
+
+
+def _every_tensor(model, optimizer) -> dict:
+    """Every tensor of the model's and the optimizer's state, 0-d ones included, under the keys DCP
+    saves them at: key -> [dtype, shape, values]."""
+    import torch
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    flat = {f"model.{k}": v for k, v in model_state.items()}
+    flat.update({f"optim.state.{p}.{k}": v for p, state in optimizer_state["state"].items() for k, v in state.items()})
+    assert all(isinstance(v, torch.Tensor) for v in flat.values())
+    return {k: [str(v.dtype), list(v.shape), v.tolist()] for k, v in sorted(flat.items())}
+
+
+def _load_into_fresh(prefix: str) -> dict:
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    from trackpoint.torch import TFStorageReader
+
+    model, optimizer, (model_state, optimizer_state) = _model_and_optimizer(trained=False)
+    dcp.load({"model": model_state, "optim": optimizer_state}, storage_reader=TFStorageReader(prefix))
+    set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optimizer_state)
+    return _every_tensor(model, optimizer)
+
+
+def _save_trained(rank: int, world: int, work: str) -> dict:
+    import torch.distributed.checkpoint as dcp
+
+    from trackpoint.torch import TFStorageWriter
+
+    init_gloo(rank, world, os.path.join(work, "init-save-trained"))
+    model, optimizer, (model_state, optimizer_state) = _model_and_optimizer(trained=True)
+    dcp.save({"model": model_state, "optim": optimizer_state}, storage_writer=TFStorageWriter(os.path.join(work, "bn")))
+    return _every_tensor(model, optimizer)
+
+
+def _load_trained(rank: int, world: int, work: str) -> dict:
+    init_gloo(rank, world, os.path.join(work, "init-load-trained"))
+    return _load_into_fresh(os.path.join(work, "bn"))
+
+
+def save_trained_on_two_ranks(work: str) -> dict:
+    """Two ranks save the trained model and optimizer through TFStorageWriter at ``<work>/bn``;
+    what they saved, key -> [dtype, shape, values]."""
+    saved = run_ranks(_save_trained, 2, work, work)
+    assert all("value" in r for r in saved), saved
+    assert saved[0]["value"] == saved[1]["value"], "both ranks hold the same (replicated) state"
+    return saved[0]["value"]
+
+
+def test_dcp_loads_back_0d_tensors_batchnorm_counts_and_adam_steps(tmp_path) -> None:
+    """Issue 38.2: BatchNorm's ``num_batches_tracked`` and Adam's ``step`` are 0-d tensors; every
+    tensor, those included, comes back as saved, at two ranks and in one process."""
+    expected = save_trained_on_two_ranks(str(tmp_path))
+    zero_d = [k for k, (_, shape, _) in expected.items() if shape == []]
+    assert "model.1.num_batches_tracked" in zero_d and "optim.state.0.weight.step" in zero_d
+    assert expected["model.1.num_batches_tracked"] == ["torch.int64", [], 3]
+    assert expected["optim.state.0.weight.step"] == ["torch.float32", [], 3.0]
+    listed = dict(tp.list_variables(str(tmp_path / "bn")))
+    assert all(listed[k] == [] for k in zero_d), "stored 0-d, not as one-element vectors"
+
+    loaded = run_ranks(_load_trained, 2, str(tmp_path), str(tmp_path))
+    for result in loaded:
+        assert "value" in result, result
+        assert result["value"] == expected
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # DCP: "assuming the intent is to load in a single process"
+        assert _load_into_fresh(str(tmp_path / "bn")) == expected

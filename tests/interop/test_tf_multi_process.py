@@ -44,3 +44,19 @@ def test_tf_reads_what_dcp_saved_through_trackpoints_storage(tmp_path) -> None:
     assert shapes["model.w"] == list(DCP_FULL) and shapes["model.b"] == [5]
     np.testing.assert_array_equal(reader.get_tensor("model.w"), _full())
     np.testing.assert_array_equal(reader.get_tensor("model.b"), np.full(5, 7.0))
+
+
+def test_tf_reads_the_0d_tensors_dcp_saved_through_trackpoints_storage(tmp_path) -> None:
+    """Issue 38.2: BatchNorm's count and Adam's steps, 0-d, are 0-d in TF too, as is every other tensor."""
+    from tests.distributed.test_dcp_bridge import save_trained_on_two_ranks
+
+    saved = save_trained_on_two_ranks(str(tmp_path))
+    reader = tf.train.load_checkpoint(str(tmp_path / "bn"))
+    shapes = reader.get_variable_to_shape_map()
+    for key, (dtype, shape, values) in saved.items():
+        assert shapes[key] == shape, key
+        value = reader.get_tensor(key)
+        assert str(value.dtype) == dtype.removeprefix("torch."), key
+        np.testing.assert_array_equal(value, np.array(values, dtype=value.dtype), err_msg=key)
+    assert reader.get_tensor("model.1.num_batches_tracked") == 3
+    assert reader.get_tensor("optim.state.0.weight.step") == 3.0

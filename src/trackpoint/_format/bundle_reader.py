@@ -515,7 +515,10 @@ class BundleReader:
         entry, dtype, bounds = self._region(key, bounds, full_shape)
         if not entry.is_sliced:
             whole = self.read_checked(entry, dtype)
-            return np.ascontiguousarray(np.asarray(whole)[tuple(slice(a, b) for a, b in bounds)])
+            # The trailing Ellipsis keeps a 0-d tensor a 0-d array (an empty index would give a
+            # scalar, and np.ascontiguousarray makes anything at least 1-d).
+            region = np.asarray(whole)[tuple(slice(a, b) for a, b in bounds) + (Ellipsis,)]
+            return region if region.flags.c_contiguous else np.copy(region, order="C")
         parts = self._slice_parts(entry, dtype)
         exact = _slice_of(parts, bounds)
         if exact is not None:  # one stored slice is the region: no assembly
