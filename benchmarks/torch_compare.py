@@ -24,8 +24,10 @@ order); in it: one untimed save and restore, then ``--repeats`` timed saves and 
 starting after ``os.sync()`` with the page cache warm from the save before; then async saves
 (trackpoint's ``enable_async`` and DCP's ``async_save``: until they return) beside a plain
 ``clone()`` of every tensor; then peak resident memory beyond the state (``/proc/self/clear_refs``
-resets the peak) of one save and one restore. Medians over rounds and repeats, and each contender's
-ratio to trackpoint.
+resets the peak) of one save and one restore; then ``--repeats`` restores into fresh objects (zero
+parameters, an optimizer with no state, as a resumed job builds them) with the source still alive and
+the files in the page cache, with their system time and peak memory beyond the new objects. Medians
+over rounds and repeats, and each contender's ratio to trackpoint.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import argparse
 import gc
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -45,24 +48,30 @@ from typing import Any
 
 MiB = 1 << 20
 CONTENDERS = ("trackpoint", "torch.save", "torch.save+fsync", "dcp", "safetensors")
+# Those that restore an optimizer with no state yet (DCP loads only the state its target holds).
+FRESH = ("trackpoint", "torch.save", "safetensors")
 
 
-def build(workload: str, quick: bool) -> tuple[Any, Any]:
+def build(workload: str, quick: bool, fresh: bool = False) -> tuple[Any, Any]:
+    """The model and its AdamW after one step; ``fresh``: as a resumed job builds them before
+    its restore (parameters from ``torch.zeros``, an optimizer with no state)."""
     import torch
 
     torch.manual_seed(0)
+    make = torch.zeros if fresh else torch.randn
     if workload == "large":
         n = (64 * MiB // 4) // (16 if quick else 1)
         model = torch.nn.Module()
-        model.params = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(n)) for _ in range(8)])
+        model.params = torch.nn.ParameterList([torch.nn.Parameter(make(n)) for _ in range(8)])
     else:
         count = 2_000 if quick else 20_000
         model = torch.nn.Module()
-        model.params = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(16, 16)) for _ in range(count)])
+        model.params = torch.nn.ParameterList([torch.nn.Parameter(make(16, 16)) for _ in range(count)])
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for p in model.parameters():
-        p.grad = torch.ones_like(p)
-    optimizer.step()
+    if not fresh:
+        for p in model.parameters():
+            p.grad = torch.ones_like(p)
+        optimizer.step()
     return model, optimizer
 
 
@@ -250,7 +259,33 @@ def run_child(name: str, workload: str, quick: bool, repeats: int, directory: st
     result["mem_save"] = _peak_extra(contender.save)
     result["mem_restore"] = _peak_extra(contender.restore)
     result["state_bytes"] = sum(t.numel() * t.element_size() for t in tensors)
+    if name in FRESH:
+        _fresh_restores(name, workload, quick, repeats, directory, result)
     return result
+
+
+def _fresh_restores(
+    name: str, workload: str, quick: bool, repeats: int, directory: str, result: dict[str, Any]
+) -> None:
+    """Restores into fresh objects, as a resumed job does, with the source alive in the process
+    and the files in the page cache: wall and system time, and peak memory beyond the objects."""
+    result["fresh"], result["fresh_sys"], result["mem_fresh"] = [], [], []
+    for _ in range(repeats):
+        fresh = KINDS[name](*build(workload, quick, fresh=True), directory)
+        os.sync()
+        gc.collect()
+        timed: list[float] = []
+
+        def restore(fresh: Contender = fresh, timed: list[float] = timed) -> None:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_stime
+            start = time.perf_counter()
+            fresh.restore()
+            timed += [time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_stime - before]
+
+        result["mem_fresh"].append(_peak_extra(restore))
+        result["fresh"].append(timed[0])
+        result["fresh_sys"].append(timed[1])
+        del fresh
 
 
 def main() -> None:
@@ -320,6 +355,20 @@ def report(workload: str, runs: dict[str, list[dict[str, Any]]]) -> None:
             cells.append(f"{value:.3f}{ratio}")
         mem = [statistics.median(run[key] for run in contender_runs) / MiB for key in ("mem_save", "mem_restore")]
         print(f"| {name} | " + " | ".join(cells) + f" | {mem[0]:.0f} / {mem[1]:.0f} MiB |")
+    fresh = {name: contender_runs for name, contender_runs in runs.items() if "fresh" in contender_runs[0]}
+    if not fresh:
+        return
+    print("\nRestore into fresh objects (zeros, an optimizer with no state; the source alive, the files cached):\n")
+    print("| contender | restore | of which system time | peak extra memory |")
+    print("|---|---|---|---|")
+    base_fresh = _median(fresh["trackpoint"], "fresh") if "trackpoint" in fresh else None
+    for name, contender_runs in fresh.items():
+        wall = _median(contender_runs, "fresh") or 0.0
+        ratio = f" ({wall / base_fresh:.2f}x tp)" if base_fresh and name != "trackpoint" else ""
+        system = _median(contender_runs, "fresh_sys") or 0.0
+        peak = (_median(contender_runs, "mem_fresh") or 0) / MiB
+        note = " (model only)" if name == "safetensors" else ""
+        print(f"| {name}{note} | {wall:.3f}{ratio} | {system:.3f} | {peak:.0f} MiB |")
 
 
 if __name__ == "__main__":
