@@ -300,6 +300,9 @@ class CheckpointView:
         before this returns; ``storage_options`` are for that path (used for nothing else),
         as for :class:`CheckpointView` itself.
 
+        Raises:
+            InvalidArgumentError: ``rtol`` or ``atol`` is negative, infinite or NaN.
+
         Example:
             >>> import tempfile
             >>> import trackpoint as tp
@@ -316,6 +319,10 @@ class CheckpointView:
         """
         if isinstance(obj, Trackable):
             return self._diff_objects(obj)
+        for name, tolerance in (("rtol", rtol), ("atol", atol)):
+            # numpy.isclose only warns about these, then calls every value close.
+            if not (math.isfinite(tolerance) and tolerance >= 0):
+                raise InvalidArgumentError(f"diff: {name}={tolerance!r} is not a tolerance; give a finite number >= 0")
         if isinstance(obj, CheckpointView):
             return self._diff_checkpoints(obj, rtol, atol, progress)
         with CheckpointView(os.fspath(obj), storage_options=storage_options) as other:

@@ -33,6 +33,7 @@ from typing import TextIO
 import numpy as np
 
 import trackpoint as tp
+from trackpoint._cli_arguments import tolerance
 from trackpoint._format import files, naming
 from trackpoint._format.state_file import is_directory
 from trackpoint._format.storage import storage_for
@@ -455,8 +456,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     diff.add_argument("a", help=f"the first checkpoint: {_PATH_HELP}")
     diff.add_argument("b", help="the second checkpoint, given the same way")
-    diff.add_argument("--rtol", type=float, default=0.0, help="relative tolerance for values (default: %(default)s)")
-    diff.add_argument("--atol", type=float, default=0.0, help="absolute tolerance for values (default: %(default)s)")
+    diff.add_argument("--rtol", type=tolerance, default=0.0, help="relative tolerance, >= 0 (default: %(default)s)")
+    diff.add_argument("--atol", type=tolerance, default=0.0, help="absolute tolerance, >= 0 (default: %(default)s)")
     diff.add_argument("--json", action="store_true", help="machine-readable output")
     diff.set_defaults(error_status=2)
     verify = _command(
