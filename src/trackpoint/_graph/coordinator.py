@@ -91,6 +91,9 @@ class RestoreCoordinator:
         # binds an object several times faster than a WeakValueDictionary's Python-level
         # bookkeeping (a keyed reference with a callback per item).
         self.bound: dict[int, weakref.ref[Trackable]] = {}
+        # proto id -> the other objects that took a node's values, found under other names of
+        # it than the bound object (see walk._add_alias): a tied weight loaded untied.
+        self.aliases: dict[int, list[weakref.ref[Trackable]]] = {}
         # One flag a node rather than a set of ids: a set costs about 136 bytes a variable
         # (an int and a hash slot each), this one byte (see PERFORMANCE.md, "The match check").
         self.matched = np.zeros(self.node_count, bool)
@@ -485,6 +488,13 @@ class RestoreCoordinator:
         variables would make one object each for the collector)."""
         return {id(obj) for ref in self.bound.values() if (obj := ref()) is not None}
 
+    def alias_ids(self) -> dict[int, int]:
+        """``id()`` of each live object that took a node's values under another of the node's
+        names than its bound object (see ``walk._add_alias``) -> that node."""
+        return {
+            id(obj): node_id for node_id, refs in self.aliases.items() for ref in refs if (obj := ref()) is not None
+        }
+
     def first_unassigned(self, holds_tensors: Callable[[Trackable], bool]) -> int | None:
         """The first node whose live object holds tensors yet took none of this restore's values
         (nor a later one's); None when there is none."""
@@ -541,9 +551,10 @@ class RestoreCoordinator:
         self.expect_partial = True
 
     def warn_inconsistent(self, node_id: int) -> None:
-        """A node reached again, bound to another object than the first time."""
+        """A node reached again, with another object than the one bound to it (see walk._add_alias)."""
         _log.warning(
-            "Inconsistent references when restoring %s: %s was already bound to another object",
+            "Inconsistent references when restoring %s: %s is one object in the checkpoint, reached under "
+            "several names, but more than one object here; each takes its values",
             self.prefix,
             self.paths[node_id],
         )

@@ -41,6 +41,30 @@ Wanted = str | list[tuple[str, str]]
 Assignment = tuple[int, Trackable, Wanted, int]
 
 
+def _add_alias(coordinator: RestoreCoordinator, plan: RestorePlan, node_id: int, obj: Trackable) -> bool:
+    """Note ``obj`` as a second object of ``node_id``, which is bound to another; True when it
+    is new, and so is to be walked (given the node's values and walked below) as a binding is.
+
+    One node of the checkpoint reached under two names where the live objects at those names
+    are two: a weight tied when saved, loaded into a model that does not tie it, or a module
+    saved under two attributes loaded into two modules. Each name takes the stored values
+    (TF gives them to the first object only and logs a warning: the second keeps its initial
+    values). The status still refuses the match, as TF's does, naming both objects (see
+    ``CheckpointLoadStatus.report().split``): they will change apart from now on.
+    """
+    aliases = coordinator.aliases.setdefault(node_id, [])
+    if any(ref() is obj for ref in aliases):
+        return False
+    aliases.append(weakref.ref(obj))
+    plan.undo.append(aliases.pop)
+    # A repeat binds by node alone; and the walk of the live objects, not the bindings, is
+    # what tells whether every live object was matched (binds_every_live_object).
+    plan.recorder.refuse(f"node {node_id} was reached again, with another object")
+    coordinator.covered = False
+    coordinator.warn_inconsistent(node_id)
+    return True
+
+
 def _unseen_children(obj: Trackable) -> bool:
     """Whether ``obj``, which the walk does not expand, may have children: it has tracked ones,
     or computes its own."""
@@ -118,7 +142,8 @@ class CheckpointPosition:
             return coordinator.read_tensor(coordinator.attributes(self.node_id)[0][2], self.node_id)
 
     def bind_object(self, trackable: Trackable) -> bool:
-        """Bind this node to ``trackable``; True if that is a new binding."""
+        """Bind this node to ``trackable``; True if that is a new binding (or a new second
+        object of a node bound to another, see :func:`_add_alias`), to be walked."""
         coordinator = self.coordinator
         coordinator.matched[self.node_id] = True
         ref = coordinator.bound.get(self.node_id)
@@ -131,11 +156,10 @@ class CheckpointPosition:
                     self.plan.rebound.append((self.node_id, ref))
             coordinator.bound[self.node_id] = weakref.ref(trackable)
             return True
-        if current is not trackable:
-            if self.plan is not None:
-                self.plan.recorder.refuse(f"node {self.node_id} was reached again, bound to another object")
-            coordinator.warn_inconsistent(self.node_id)
-        return False
+        if current is trackable or self.plan is None:
+            return False
+        # Another object at another name of the node: it takes the values too (see _add_alias).
+        return _add_alias(coordinator, self.plan, self.node_id, trackable)
 
     def restore(self, trackable: Trackable) -> None:
         """Give ``trackable`` and its descendants their values, all or none (see
@@ -231,9 +255,15 @@ class CheckpointPosition:
             ref = bound.get(child_id)
             if ref is not None:
                 if (held := ref()) is not None:
-                    if covered and lookup(local_name) is held:
-                        reach(local_name)
-                    continue  # reached by another path
+                    # Reached by another path: the object here is the one bound (a tied
+                    # weight), none, or another that takes the same values (see _add_alias).
+                    local = lookup(local_name)
+                    if local is held:
+                        if covered:
+                            reach(local_name)
+                    elif local is not None and _add_alias(coordinator, plan, child_id, local):
+                        queue.append((child_id, local))
+                    continue
                 # A rebinding keeps the old place in walk order.
                 recorder.refuse(f"node {child_id}'s object was garbage-collected and is bound anew")
             local = lookup(local_name)

@@ -16,6 +16,9 @@ from trackpoint.torch._tensors import describe, dtype_name
 
 __all__ = ["IncompatibleKeys", "load_state_dict"]
 
+#: Paths :func:`_value_names` follows beyond those the module's names and the graph's nodes allow for.
+_SPARE_PATHS = 10_000
+
 
 class IncompatibleKeys(NamedTuple):
     """What :func:`load_state_dict` could not load, in torch's names (``fc.weight``)."""
@@ -43,22 +46,40 @@ def _find(view: tp.CheckpointView, prefix: str | None) -> tuple[int, str]:
     return node_id, prefix
 
 
-def _value_names(view: tp.CheckpointView, node_id: int) -> dict[str, dict[str, str]]:
-    """The dotted name of every value below the node, by every path that reaches it (a tied
-    weight under both of its names), with its attributes (``{name: checkpoint key}``)."""
+def _value_names(view: tp.CheckpointView, node_id: int, wanted: int) -> dict[str, dict[str, str]]:
+    """The dotted name of every value below the node, by every path that reaches it, with its
+    attributes (``{name: checkpoint key}``).
+
+    Every path, as torch's ``state_dict`` names a module or tensor held under two attributes
+    under both: a node reached again is expanded again (only a node on its own path is not,
+    which would name values without end). The paths are bounded, since a graph of a few nodes
+    can reach one by exponentially many (each node holding the next twice): by ``wanted``, the
+    number of names the module itself holds, and the graph's size.
+
+    Raises:
+        InvalidArgumentError: The graph names its values by more paths than the bound.
+    """
+    limit = 4 * (wanted + len(view.object_graph.nodes)) + _SPARE_PATHS
     names: dict[str, dict[str, str]] = {}
-    expanded: set[int] = set()
-    queue = [(node_id, "")]
-    while queue:
-        current, path = queue.pop()
+    stack: list[tuple[int, str, frozenset[int]]] = [(node_id, "", frozenset())]
+    visited = 0
+    while stack:
+        current, path, above = stack.pop()
+        visited += 1
+        if visited > limit:
+            raise InvalidArgumentError(
+                f"{view.prefix}: the object graph reaches the values below node {node_id} by more than {limit} "
+                "paths (the same objects through many others), more than a module's names can be; restore it "
+                "with tpt.Checkpoint, which visits each object once, or pass the prefix of the module's own subtree",
+                path=view.prefix,
+            )
         attributes = view.attributes(current)
         if attributes and current != node_id:
             names[path] = attributes
-        if current in expanded:
-            continue
-        expanded.add(current)
+        inside = above | {current}
         for local, child in view.children(current).items():
-            queue.append((child, f"{path}.{local}" if path else local))
+            if child not in inside:
+                stack.append((child, f"{path}.{local}" if path else local, inside))
     return names
 
 
@@ -149,7 +170,7 @@ def load_state_dict(
     current = module.state_dict(keep_vars=True)
     with tp.CheckpointView(path, storage_options=storage_options) as view:
         node_id, found = _find(view, prefix)
-        stored = _value_names(view, node_id)
+        stored = _value_names(view, node_id, len(current))
         resolved = view.prefix
         common = sorted(stored.keys() & current.keys())
         mismatches = {}
