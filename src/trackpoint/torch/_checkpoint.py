@@ -49,8 +49,12 @@ def check_aliasing(modules: dict[str, torch.nn.Module]) -> None:
     per call, torch's ``named_*`` generators a tuple per tensor); names are looked up only
     for the message.
 
+    A tensor on the meta device has no memory, so no value to save: it is refused here, by
+    name, before anything is written.
+
     Raises:
-        InvalidArgumentError: Two tensors of the modules overlap without being the same view; both are named.
+        InvalidArgumentError: Two tensors of the modules overlap without being the same view
+            (both are named), or one is on the meta device.
     """
     # Keyed by device, then by the storage's first byte (an int): no tuple per tensor. Tuples
     # count towards the cyclic collector's thresholds, and a collection that fell here scanned
@@ -66,6 +70,13 @@ def check_aliasing(modules: dict[str, torch.nn.Module]) -> None:
                     device = tensor.device
                     on_device = seen.get(device)
                     if on_device is None:
+                        if device.type == "meta":
+                            # Every meta tensor has address 0: each would look like a view of the first.
+                            raise InvalidArgumentError(
+                                f"{_first_name(modules, tensor)} is on the meta device, which holds no values to "
+                                "save; materialize the module first (module.to_empty(device=...), then initialize "
+                                "or load its weights)"
+                            )
                         on_device = seen[device] = {}
                     offset = tensor.storage_offset()
                     first = on_device.setdefault(int(tensor.data_ptr() - offset * tensor.element_size()), tensor)

@@ -120,6 +120,22 @@ def _mirror(module: torch.nn.Module, wanted: dict[str, Any]) -> tp.AutoTrackable
     return root
 
 
+def _refuse_meta(current: dict[str, Any], path: str) -> None:
+    """Refuse a module with tensors on the meta device, naming each (torch's own
+    ``load_state_dict`` copies into them, which does nothing, and warns).
+
+    Raises:
+        InvalidArgumentError: Some of ``current`` (state_dict name -> value) are meta tensors.
+    """
+    meta = sorted(name for name, value in current.items() if isinstance(value, torch.Tensor) and value.is_meta)
+    if meta:
+        raise InvalidArgumentError(
+            f"{path}: {', '.join(meta)} of the module are on the meta device, which holds no memory to load "
+            "into; nothing was loaded. Materialize the module first (module.to_empty(device=...)), then load",
+            path=path,
+        )
+
+
 def load_state_dict(
     module: torch.nn.Module,
     path: str,
@@ -155,8 +171,9 @@ def load_state_dict(
         prefix that the module lacks, and the names whose dtype or shape differ.
 
     Raises:
-        InvalidArgumentError: With ``strict``, names, dtypes or shapes differ; or bad
-            ``storage_options`` (not a mapping with ``str`` keys, or for a local path).
+        InvalidArgumentError: With ``strict``, names, dtypes or shapes differ; some of the
+            module's tensors are on the meta device; or bad ``storage_options`` (not a mapping
+            with ``str`` keys, or for a local path).
         NotFoundError: Nothing is at ``path``.
 
     Example:
@@ -168,6 +185,7 @@ def load_state_dict(
     """
     module = unwrap(module)
     current = module.state_dict(keep_vars=True)
+    _refuse_meta(current, path)
     with tp.CheckpointView(path, storage_options=storage_options) as view:
         node_id, found = _find(view, prefix)
         stored = _value_names(view, node_id, len(current))

@@ -101,7 +101,8 @@ def as_array(tensor: torch.Tensor, name: str) -> np.ndarray:
     contiguous CPU tensor, else a contiguous host copy (copied in bounded chunks from a device).
 
     Raises:
-        InvalidArgumentError: Its dtype has no TensorFlow equivalent.
+        InvalidArgumentError: Its dtype has no TensorFlow equivalent, or it is on the meta
+            device (it has no values).
     """
     found = _DTYPES.get(tensor.dtype)
     if found is None:
@@ -117,6 +118,11 @@ def as_array(tensor: torch.Tensor, name: str) -> np.ndarray:
         else:
             if array.flags.c_contiguous:
                 return array
+    if tensor.is_meta:
+        raise InvalidArgumentError(
+            f"{name} is on the meta device, which holds no values to save; materialize it first "
+            "(module.to_empty(device=...), then initialize or load its values)"
+        )
     if tensor.device.type != "cpu":
         return _host_view(_to_host(tensor))
     if tensor.layout is not torch.strided:
@@ -156,8 +162,14 @@ def check_value(tensor: torch.Tensor, value: Any, name: str, shape: tuple[int, .
     (``shape`` instead of the tensor's for one that has none yet: a lazy module's).
 
     Raises:
-        InvalidArgumentError: The value is of another dtype or shape (no silent cast).
+        InvalidArgumentError: The value is of another dtype or shape (no silent cast), or the
+            tensor is on the meta device, where a copy would do nothing.
     """
+    if tensor.is_meta:
+        raise InvalidArgumentError(
+            f"{name} is on the meta device, which holds no memory to restore into (a copy there does nothing); "
+            "materialize it first (module.to_empty(device=...)), then restore"
+        )
     array = value if isinstance(value, np.ndarray) else np.asarray(value)
     wanted = _DTYPES.get(tensor.dtype)
     if wanted is None or array.dtype != wanted[0] or array.shape != (tuple(tensor.shape) if shape is None else shape):
