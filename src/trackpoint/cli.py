@@ -10,7 +10,8 @@ Exit status: 0 success, 1 a damaged or missing checkpoint (one line on stderr), 
 ``diff`` follows diff(1): 0 equal, 1 different, 2 trouble. When the reader of the output goes
 away early (``trackpoint inspect big | head``), the command stops quietly with 141, the status
 a shell reports for a program that SIGPIPE ended, so ``set -o pipefail`` scripts see what they
-see with ``cat``.
+see with ``cat``. An output that cannot be written (closed, full) ends it with 1 (``diff``: 2)
+and one line on stderr (see :mod:`trackpoint._cli_streams`).
 
 Everything printed that comes from a checkpoint or a path (keys, object names, file names,
 error messages naming them) goes through :func:`_out`, which escapes control and other
@@ -34,6 +35,7 @@ import numpy as np
 
 import trackpoint as tp
 from trackpoint._cli_arguments import tolerance
+from trackpoint._cli_streams import run_with_streams
 from trackpoint._format import files, naming
 from trackpoint._format.state_file import is_directory
 from trackpoint._format.storage import storage_for
@@ -42,7 +44,6 @@ from trackpoint._storage import is_url
 from trackpoint._storage.storage_options import use_storage_options_for_urls
 from trackpoint.tools import convert_cli, surgery_cli
 
-_BROKEN_PIPE_STATUS = 141  # 128 + SIGPIPE, what the shell reports for a C program the signal ended
 _CHECKPOINT_FILE = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
 
 
@@ -515,31 +516,19 @@ def _run(args: argparse.Namespace) -> int:
             return 2
         return int(args.run(args))
     except BrokenPipeError:
-        raise  # not a checkpoint's fault: main() ends quietly
+        raise  # not a checkpoint's fault: run_with_streams ends quietly
     except (tp.errors.CheckpointError, OSError) as exc:  # OSError: what is not the library's, an unwritable --dir
         message = re.sub(r"\s*\n\s*", " ", str(exc).strip())  # one line; _out escapes any other control
         _out(f"trackpoint {args.command}: {message}", sys.stderr)
         return int(getattr(args, "error_status", 1))
 
 
-def _discard_stdout() -> None:
-    """Point stdout at /dev/null, so the interpreter's last flush does not fail again on the way out
-    (the recipe in the documentation of Python's ``signal`` module)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass  # stdout is no file (captured): nothing flushes it into the closed pipe
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
-    try:
-        try:
-            return _run(_parser().parse_args(argv))
-        finally:
-            sys.stdout.flush()  # output that fit the pipe's buffer meets a reader gone early only here
-    except BrokenPipeError:
-        _discard_stdout()
-        return _BROKEN_PIPE_STATUS
+    parsed: list[argparse.Namespace] = []
+
+    def run() -> int:
+        parsed.append(_parser().parse_args(argv))
+        return _run(parsed[0])
+
+    return run_with_streams(run, lambda: int(getattr(parsed[0], "error_status", 1)) if parsed else 1)
