@@ -1,7 +1,8 @@
 """Python state as JSON with its tensors set apart: how non-tensor torch state is stored (never pickled).
 
 :func:`encode` turns a ``state_dict``-like value into JSON text and a list of the tensors
-it held, each replaced by ``{"__tensor__": i}``. Tuples and dicts whose keys are not all
+it held, each replaced by ``{"__tensor__": i}`` (and stored beside the JSON as ``tensor_i``,
+see :class:`TensorNames`). Tuples and dicts whose keys are not all
 strings keep their type (``{"__tuple__": [...]}``, ``{"__items__": [[key, value], ...]}``),
 so that :func:`decode` gives back what ``load_state_dict`` was given. Anything else (a
 function, an arbitrary object) is refused with its place in the state named.
@@ -11,20 +12,56 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["decode", "encode"]
+__all__ = ["TensorNames", "decode", "encode", "tensor_name"]
 
 _MARKERS = ("__tensor__", "__tuple__", "__items__", "__float__")
+_TENSOR_NAME = re.compile(r"tensor_\d+")
 
 
-def encode(value: Any, where: str) -> tuple[bytes, list[torch.Tensor]]:
+def tensor_name(index: int) -> str:
+    """The name under which a node stores the ``index``-th tensor :func:`encode` set apart."""
+    return f"tensor_{index}"
+
+
+class TensorNames(Sequence[str]):
+    """A node's tensor names now, which also contains every ``tensor_N``: a restore takes the
+    tensors the checkpoint holds, however many the object holds before it is restored.
+
+    Args:
+        names: The names listed (the JSON's own name, and the tensors' names now).
+        json_name: The name of the node's JSON, which it also contains.
+    """
+
+    def __init__(self, names: list[str], json_name: str) -> None:
+        self._names = names
+        self._json_name = json_name
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._names[index]
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name == self._json_name or (isinstance(name, str) and _TENSOR_NAME.fullmatch(name) is not None)
+
+
+def encode(value: Any, where: str, paths: list[str] | None = None) -> tuple[bytes, list[torch.Tensor]]:
     """JSON bytes for ``value`` and the tensors it held, in order.
+
+    Args:
+        value: The state.
+        where: What it is called in messages.
+        paths: If given, each tensor's place in ``value`` is appended to it (``where`` before
+            it: ``opt['state']['fc.weight']['old_dirs'][0]``), to name the tensor in messages.
 
     Raises:
         InvalidArgumentError: Part of ``value`` is neither JSON, a tuple, nor a tensor (its
@@ -39,6 +76,8 @@ def encode(value: Any, where: str) -> tuple[bytes, list[torch.Tensor]]:
             return item if math.isfinite(item) else {"__float__": repr(item)}
         if isinstance(item, torch.Tensor):
             tensors.append(item)
+            if paths is not None:
+                paths.append(f"{where}{path}")
             return {"__tensor__": len(tensors) - 1}
         if isinstance(item, list):
             return [convert(x, f"{path}[{i}]") for i, x in enumerate(item)]

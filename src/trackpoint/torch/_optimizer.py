@@ -4,9 +4,11 @@ Why slots: torch keys ``state_dict()["state"]`` by the parameter's index in
 ``param_groups``, so adding, removing or reordering one parameter breaks
 ``load_state_dict``. Here every tensor of ``opt.state[p]`` (``exp_avg``, ``exp_avg_sq``,
 ``momentum_buffer``, ``step``, ...) is a slot variable of ``p``'s own node, as TF links a
-slot to its variable, and the ``param_groups`` hyperparameters and any non-tensor state are
-stored as JSON keyed by each parameter's path (``model.fc.weight``). A restore therefore
-follows the parameters, whatever their order now.
+slot to its variable, and the ``param_groups`` hyperparameters and any other state are
+stored as JSON keyed by each parameter's path (``model.fc.weight``). Tensors inside that
+other state (LBFGS keeps lists of them, its history, in its first parameter's state) are
+stored beside the JSON as the optimizer's own values (``tensor_0``, ...), named in it by
+place. A restore therefore follows the parameters, whatever their order now.
 
 A parameter the optimizer has no state for yet (no step taken, as in a fresh process)
 receives the checkpoint's state as torch's ``load_state_dict`` would make it: each value
@@ -29,9 +31,9 @@ import torch
 
 from trackpoint import Trackable
 from trackpoint.errors import InvalidArgumentError
-from trackpoint.torch._json import decode, encode
+from trackpoint.torch._json import TensorNames, decode, encode, tensor_name
 from trackpoint.torch._nodes import PYTHON_STATE, TensorNode, tensor_node
-from trackpoint.torch._tensors import new_tensor
+from trackpoint.torch._tensors import as_array, new_tensor
 
 __all__ = ["OptimizerNode"]
 
@@ -45,6 +47,27 @@ class _Restored:
 
     groups: list[tuple[dict[str, Any], dict[str, Any]]]
     state: list[tuple[torch.Tensor, dict[str, Any]]]
+
+
+def _placed(param: torch.Tensor, group: dict[str, Any], value: Any, key: str | None) -> Any:
+    """A restored state value of ``param`` (in ``group``) with each tensor in it cast and placed
+    as torch's ``Optimizer.load_state_dict`` places it: by
+    ``Optimizer._process_value_according_to_param_policy``, into lists and dicts item by item
+    (as its ``_cast`` does: a list's items under no key, a dict's under their own)."""
+    if isinstance(value, torch.Tensor):
+        policy = getattr(torch.optim.Optimizer, "_process_value_according_to_param_policy", None)
+        if policy is not None:
+            # It reads only the parameter's own group (its fused and capturable flags), with
+            # parameters as state_dict() numbers them: one group holding the parameter as 0.
+            return policy(param, value, 0, [{**group, "params": [0]}], key)
+        if torch.is_floating_point(param) and torch.is_floating_point(value) and key != "step":
+            return value.to(dtype=param.dtype, device=param.device)
+        return value
+    if isinstance(value, dict):
+        return {k: _placed(param, group, v, k) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_placed(param, group, v, None) for v in value)
+    return value
 
 
 class OptimizerNode(Trackable):
@@ -148,14 +171,7 @@ class OptimizerNode(Trackable):
         group = self._group_of(param) if param is not None else None
         if param is None or group is None:
             return None  # not this optimizer's parameter (any more): the value stays unused
-        value = new_tensor(np.asarray(position.simple_variable_value()))
-        policy = getattr(torch.optim.Optimizer, "_process_value_according_to_param_policy", None)
-        if policy is not None:
-            # It reads only the parameter's own group (its fused and capturable flags), with
-            # parameters as state_dict() numbers them: one group holding the parameter as 0.
-            value = policy(param, value, 0, [{**group, "params": [0]}], slot_name)
-        elif torch.is_floating_point(param) and torch.is_floating_point(value) and slot_name != "step":
-            value = value.to(dtype=param.dtype, device=param.device)
+        value = _placed(param, group, new_tensor(np.asarray(position.simple_variable_value())), slot_name)
         optimizer.state[param][slot_name] = value
         node = tensor_node(value, f"{variable._name}/{self._where}/{slot_name}")
         node._tp_update_uid = position.restore_uid  # it holds that restore's value already
@@ -163,12 +179,15 @@ class OptimizerNode(Trackable):
 
     # -- hyperparameters and other non-tensor state, as JSON ----------------------------
 
-    def _checkpoint_tensor_names(self) -> tuple[str, ...]:
-        return (PYTHON_STATE,)
+    def _checkpoint_tensor_names(self) -> Sequence[str]:
+        # The tensors set apart from the JSON are named when it is encoded, at a save; a
+        # restore takes every tensor_N the checkpoint holds (see TensorNames).
+        return TensorNames([PYTHON_STATE], PYTHON_STATE)
 
     def _serialize_to_tensors(self) -> dict[str, Any]:
         optimizer = self.optimizer
         names = self._names()
+        where = f"optimizer {self._where!r} state"
         groups = []
         state: dict[str, Any] = {}
         for g, group in enumerate(optimizer.param_groups):
@@ -188,13 +207,14 @@ class OptimizerNode(Trackable):
             hyper = {k: (v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v) for k, v in group.items()}
             hyper["params"] = paths
             groups.append(hyper)
-        data, tensors = encode({"param_groups": groups, "state": state}, f"optimizer {self._where!r} state")
-        if tensors:
-            raise InvalidArgumentError(
-                f"optimizer {self._where!r}: a hyperparameter or non-slot state value is a tensor of more than one "
-                "element, which trackpoint cannot store by parameter path"
-            )
-        return {PYTHON_STATE: data}
+        # Tensors that are not one per parameter (LBFGS's history lists, a tensor hyperparameter)
+        # are stored beside the JSON, which names each by its place: still by parameter path.
+        places: list[str] = []
+        data, tensors = encode({"param_groups": groups, "state": state}, where, places)
+        out: dict[str, Any] = {PYTHON_STATE: data}
+        for i, (tensor, place) in enumerate(zip(tensors, places)):
+            out[tensor_name(i)] = as_array(tensor, place)
+        return out
 
     def _tp_destinations(self) -> dict[str, np.ndarray]:
         return {}
@@ -202,7 +222,16 @@ class OptimizerNode(Trackable):
     def _tp_check_restored(self, tensors: dict[str, Any]) -> _Restored:
         """Each current group with the hyperparameters it takes; each parameter's extra state."""
         where = f"optimizer {self._where!r}"
-        stored = decode(tensors[PYTHON_STATE], lambda i: None, where)
+
+        def tensor(index: int) -> torch.Tensor:
+            value = tensors.get(tensor_name(index))
+            if value is None:
+                raise InvalidArgumentError(
+                    f"{where}: the stored state names tensor {index}, which the checkpoint does not hold"
+                )
+            return new_tensor(np.asarray(value))
+
+        stored = decode(tensors[PYTHON_STATE], tensor, where)
         groups = stored.get("param_groups") if isinstance(stored, dict) else None
         extra = stored.get("state", {}) if isinstance(stored, dict) else None
         if not isinstance(groups, list) or not isinstance(extra, dict):
@@ -226,8 +255,9 @@ class OptimizerNode(Trackable):
             if saved is not None:
                 restored.groups.append((group, {k: v for k, v in saved.items() if k != "params"}))
             for param, path in zip(group["params"], paths):
-                if path in extra and isinstance(extra[path], dict):
-                    restored.state.append((param, extra[path]))
+                values = extra.get(path) if path is not None else None
+                if isinstance(values, dict):
+                    restored.state.append((param, {k: _placed(param, group, v, k) for k, v in values.items()}))
         return restored
 
     def _tp_take_restored(self, checked: _Restored) -> None:
@@ -237,7 +267,9 @@ class OptimizerNode(Trackable):
         for target, values in checked.groups:
             for key, value in values.items():
                 current = target.get(key)
-                if isinstance(current, torch.Tensor) and current.numel() == 1 and not isinstance(value, (list, dict)):
+                if isinstance(current, torch.Tensor) and isinstance(value, torch.Tensor):
+                    target[key] = value.to(current.device)  # stored beside the JSON (more than one element)
+                elif isinstance(current, torch.Tensor) and current.numel() == 1 and not isinstance(value, (list, dict)):
                     current.fill_(value)  # a tensor learning rate stays a tensor (capturable optimizers)
                 elif isinstance(current, tuple) and isinstance(value, list):
                     target[key] = tuple(value)

@@ -9,7 +9,6 @@ has taken its value.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from trackpoint import Trackable
 from trackpoint.errors import InvalidArgumentError
-from trackpoint.torch._json import decode, encode
+from trackpoint.torch._json import TensorNames, decode, encode, tensor_name
 from trackpoint.torch._nodes import PYTHON_STATE
 from trackpoint.torch._tensors import as_array, new_tensor
 
@@ -27,30 +26,6 @@ __all__ = ["StateDictNode", "has_state_dict"]
 def has_state_dict(obj: object) -> bool:
     """Whether ``obj`` follows the ``state_dict()``/``load_state_dict()`` protocol."""
     return callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))
-
-
-def _tensor_name(index: int) -> str:
-    return f"tensor_{index}"
-
-
-_TENSOR_NAME = re.compile(r"tensor_\d+")
-
-
-class _TensorNames(Sequence[str]):
-    """The state's tensor names now, which also contains every ``tensor_N``: a restore takes
-    the tensors the checkpoint holds, however many the object holds before it is restored."""
-
-    def __init__(self, names: list[str]) -> None:
-        self._names = names
-
-    def __getitem__(self, index: Any) -> Any:
-        return self._names[index]
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __contains__(self, name: object) -> bool:
-        return name == PYTHON_STATE or (isinstance(name, str) and _TENSOR_NAME.fullmatch(name) is not None)
 
 
 class StateDictNode(Trackable):
@@ -73,13 +48,13 @@ class StateDictNode(Trackable):
 
     def _checkpoint_tensor_names(self) -> Sequence[str]:
         _, tensors = self._encoded()
-        return _TensorNames([PYTHON_STATE] + [_tensor_name(i) for i in range(len(tensors))])
+        return TensorNames([PYTHON_STATE] + [tensor_name(i) for i in range(len(tensors))], PYTHON_STATE)
 
     def _serialize_to_tensors(self) -> dict[str, Any]:
         data, tensors = self._encoded()
         out: dict[str, Any] = {PYTHON_STATE: data}
         for i, tensor in enumerate(tensors):
-            out[_tensor_name(i)] = as_array(tensor, f"{self._where}.state_dict() tensor {i}")
+            out[tensor_name(i)] = as_array(tensor, f"{self._where}.state_dict() tensor {i}")
         return out
 
     def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
@@ -87,7 +62,7 @@ class StateDictNode(Trackable):
         # the state, so it runs where a refusal still leaves every variable and tensor owner
         # of the restore untouched (after their checks, before they take their values).
         def tensor(index: int) -> Any:
-            value = restored_tensors.get(_tensor_name(index))
+            value = restored_tensors.get(tensor_name(index))
             if value is None:
                 raise InvalidArgumentError(
                     f"{self._where}: the stored state names tensor {index}, which the checkpoint does not hold"
