@@ -129,3 +129,18 @@ def test_a_failed_save_is_waited_for_and_the_read_warns_of_it(tmp_path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert tp.latest_checkpoint(str(tmp_path)) == latest  # nothing in flight any more: no warning
+
+
+def test_another_prefix_in_the_directory_is_read_at_once(tmp_path) -> None:
+    v = tp.Variable(np.full(2, 4.0, np.float32))
+    ckpt = tp.Checkpoint(v=v)
+    manager = tp.CheckpointManager(ckpt, str(tmp_path), max_to_keep=3)
+    first = manager.save()
+    release = threading.Event()
+    options = tp.CheckpointOptions(enable_async=True, experimental_write_callbacks=[lambda: release.wait(30)])
+    manager.save(options=options)
+    try:  # the save is held until after the read: a read that waited for it would fail here
+        np.testing.assert_array_equal(tp.load_variable(first, "v/.ATTRIBUTES/VARIABLE_VALUE"), 4.0)
+    finally:
+        release.set()
+    ckpt.sync()

@@ -4,8 +4,9 @@ An async save returns before its files exist and before the ``checkpoint`` state
 it. A read in the same process of that prefix, or of its directory (whose state file still
 names the previous checkpoint), would silently get the previous checkpoint. So the writer
 announces each background write here (:func:`announce`), and every read resolves its path
-through :func:`wait_for`, which waits for the writes in flight to that prefix or directory,
-as ``Checkpoint.sync()`` would, before anything is read.
+through :func:`wait_for`, which waits for the writes in flight to that prefix or to that
+directory, as ``Checkpoint.sync()`` would, before anything is read; another checkpoint named
+by its own prefix is read at once.
 
 The wait lasts as long as the write does, no longer: each of the write's own waits (a disk,
 an object store's requests, the peers of a save of several processes) is bounded where it
@@ -55,11 +56,10 @@ class PendingWrite:
         self._done.set()
 
     def _covers(self, key: str) -> bool:
-        # The prefix itself, its directory (the state file there names it once written), or
-        # another prefix in that directory (the manager's sweep after the write may delete it).
+        # The prefix itself, or its directory (whose state file names it once written). Another
+        # prefix in that directory is read at once: it is a checkpoint asked for by its name.
         mine = _key(self.prefix)
-        directory = os.path.dirname(mine)
-        return key in (mine, directory) or os.path.dirname(key) == directory
+        return key in (mine, os.path.dirname(mine))
 
 
 def announce(prefix: str, thread: threading.Thread) -> PendingWrite:
