@@ -11,6 +11,8 @@ Messages carry a status: a rank that fails sends its failure instead of its mess
 others raise at once rather than wait. A rank that dies sends nothing: the others give up
 after ``timeout`` seconds, naming it. A failure anyone reported is also posted under a key of
 its own, which every wait looks at, so a rank waiting for someone else learns of it too.
+Each rank also posts that it arrived at a save as it starts it, so a rank that gives up can
+name the ranks that never came (the one it waited for may itself be waiting for them).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = ["Coordinator", "KeyValueStore", "StoreCoordinator"]
 
 _OK, _FAILED = b"\x00", b"\x01"
 _POLL = 0.2  # seconds between looks at the failure key while waiting
+_NAMED = 8  # missing ranks a timeout names (a job of thousands may lose many at once)
 
 
 @runtime_checkable
@@ -100,6 +103,11 @@ class Coordinator(Protocol):
 class StoreCoordinator:
     """:class:`Coordinator` over a :class:`KeyValueStore` (one key per rank and message).
 
+    A wait for another rank raises :class:`CoordinationError` once ``timeout`` seconds pass
+    with no answer (plus one poll, 0.2 s), naming the ranks that never arrived at the save if
+    any, else the rank waited for; a rank inside :meth:`alive` is waited for while it says it
+    lives, so one that dies there is noticed within about twice ``timeout``.
+
     Args:
         store: The shared store.
         rank: This process's rank.
@@ -119,8 +127,11 @@ class StoreCoordinator:
         self._count = 0
 
     def new_tag(self) -> str:
+        """A fresh name for one save, posting that this rank arrived at it (see :meth:`_late`)."""
         self._count += 1
-        return f"{self._namespace}/{self._count}"
+        tag = f"{self._namespace}/{self._count}"
+        self.store.set(_arrived_key(tag, self.rank), b"")
+        return tag
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -179,10 +190,32 @@ class StoreCoordinator:
             if failed is not None:
                 raise CoordinationError(failed[1:].decode("utf-8", "replace"))
             if left <= 0:
-                raise CoordinationError(
-                    f"rank {sender} did not answer within {self.timeout:g} s (it died, hangs, or does not save "
-                    "with the others: every rank must call the same save)"
-                )
+                raise self._late(tag, sender)
+
+    def _late(self, tag: str, sender: int) -> CoordinationError:
+        """The error of a wait for ``sender`` that timed out: it names the ranks that never
+        arrived at save ``tag`` if there are any (``sender`` may be waiting for them, as the
+        root of a gather does), else ``sender``.
+
+        Each rank's arrival is looked up once, without waiting: this runs only when a save has
+        already failed.
+        """
+        others = [r for r in range(self.world_size) if r != self.rank]
+        missing = [r for r in others if self.store.wait_get(_arrived_key(tag, r), 0.0) is None]
+        if missing:
+            names = ", ".join(str(r) for r in missing[:_NAMED]) + (", ..." if len(missing) > _NAMED else "")
+            if len(missing) == 1:
+                which, why = f"rank {names}", "it exited, hangs, or never called it"
+            else:
+                which, why = f"ranks {names} ({len(missing)} of them)", "they exited, hang, or never called it"
+            return CoordinationError(
+                f"{which} did not arrive at this save within {self.timeout:g} s ({why}): every rank must call the "
+                "same save, and the timeout must cover the slowest rank's way to it"
+            )
+        return CoordinationError(
+            f"rank {sender} did not answer within {self.timeout:g} s (it died, hangs, or does not save "
+            "with the others: every rank must call the same save)"
+        )
 
     def gather(self, tag: str, value: bytes, root: int = 0) -> list[bytes] | None:
         self._put(f"{tag}/g/{self.rank}", value)
@@ -222,6 +255,11 @@ class StoreCoordinator:
 def _failure_key(tag: str) -> str:
     """Where a failure of any exchange of one save is posted: under the save's own tag."""
     return f"{tag.partition('#')[0]}/failed"
+
+
+def _arrived_key(tag: str, rank: int) -> str:
+    """Set once by ``rank`` as it starts save ``tag``."""
+    return f"{tag.partition('#')[0]}/arrived/{rank}"
 
 
 def _alive_key(tag: str, rank: int) -> str:

@@ -87,66 +87,115 @@ def _what(meta: list[Any]) -> str:
 
 
 def _mismatch(views: Sequence[Description], index: int) -> str:
-    parts = []
-    for rank, view in enumerate(views):
-        if index < len(view.keys):
-            parts.append(f"rank {rank}: {view.keys[index]} ({_what(view.meta[index])})")
-        else:
-            parts.append(f"rank {rank}: nothing (it has {len(view.keys)} tensors)")
-    return "; ".join(parts)
+    return "; ".join(_held(view, rank, index) for rank, view in enumerate(views))
+
+
+def _held(view: Description, rank: int, index: int) -> str:
+    """What rank ``rank`` saves as its tensor ``index``."""
+    if index < len(view.keys):
+        return f"rank {rank}: {view.keys[index]} ({_what(view.meta[index])})"
+    return f"rank {rank}: nothing (it has {len(view.keys)} tensors)"
+
+
+def _agree(a: list[Any], b: list[Any]) -> bool:
+    """Whether two ranks' metas of one tensor can be saved together: dtype, shape (the full
+    one for a slice) and slicing alike; the slices themselves differ by design."""
+    return a[0] == b[0] and list(a[1]) == list(b[1]) and (a[2] is None) == (b[2] is None)
+
+
+@dataclass(frozen=True)
+class _Difference:
+    """How one rank's view differs from rank 0's.
+
+    Attributes:
+        rank: The differing rank.
+        kind: ``"path"``, ``"tensor"`` or ``"graph"``.
+        text: The difference, naming rank 0's side and this rank's.
+        key: The checkpoint key concerned (this rank's, else rank 0's), or None.
+    """
+
+    rank: int
+    kind: str
+    text: str
+    key: str | None = None
+
+
+def _difference(first: Description, view: Description, rank: int) -> _Difference | None:
+    """Rank ``rank``'s first difference from rank 0: its path, else its first tensor (in save
+    order) whose key, dtype, shape or slicing differs, else its object graph; None if none."""
+    if view.prefix != first.prefix:
+        return _Difference(rank, "path", f"rank 0 to {first.prefix}, rank {rank} to {view.prefix}")
+    for index in range(max(len(first.keys), len(view.keys))):
+        if (
+            index >= len(first.keys)
+            or index >= len(view.keys)
+            or first.keys[index] != view.keys[index]
+            or not _agree(first.meta[index], view.meta[index])
+        ):
+            key = view.keys[index] if index < len(view.keys) else first.keys[index]
+            text = f"at tensor {index}: {_held(first, 0, index)}; {_held(view, rank, index)}"
+            return _Difference(rank, "tensor", text, key)
+    if view.graph != first.graph:
+        return _Difference(rank, "graph", f"objects named or linked differently on rank 0 and rank {rank}")
+    return None
+
+
+_LISTED = 4  # other differing ranks a refusal names after the first (a job of thousands may all differ)
+
+
+def _refusal(prefix: str, differences: Sequence[_Difference]) -> InvalidArgumentError:
+    """The error naming ``differences[0]`` (the first in rank order), then a few others."""
+    head = differences[0]
+    if head.kind == "path":
+        return InvalidArgumentError(
+            f"the ranks save to different paths: {head.text}; every rank must save the same checkpoint (a "
+            "numbered save needs the same save_counter everywhere)",
+            path=prefix,
+        )
+    if head.kind == "tensor":
+        text = (
+            f"{prefix}: the ranks' objects differ, so nothing was saved; the first difference (the lowest rank, "
+            f"then its first tensor in save order) is {head.text}"
+        )
+    else:
+        text = f"{prefix}: the ranks' object graphs differ (the same tensors, but {head.text}), so nothing was saved"
+    others = [f"rank {d.rank} ({d.text})" for d in differences[1:]]
+    if others:
+        more = len(others) - _LISTED
+        text += f". Other ranks differ from rank 0 too: {', '.join(others[:_LISTED])}"
+        text += f" and {more} more" if more > 0 else ""
+    text += (
+        ". Every rank must save the same objects (the same variables, of the same dtypes and shapes, "
+        "attached under the same names)"
+    )
+    return InvalidArgumentError(text, path=prefix, key=head.key)
 
 
 def decide(views: Sequence[Description], io_rank: int | None) -> np.ndarray:
     """The owner of each key (a rank, or :data:`SHARDED`), or an error naming what disagrees.
 
+    The ranks are compared with rank 0 in rank order; the error names the first difference
+    in that order: the lowest rank that differs, at its path if it saves elsewhere, else at
+    its first tensor in save order (the order of the keys each rank describes) whose key,
+    dtype, shape or slicing differs, else at its object graph. Every other differing rank
+    follows, each at its own first difference (the first few of them).
+
     Raises:
-        InvalidArgumentError: The ranks save to different prefixes, hold different objects
-            (named at the first differing tensor on every rank), or slices that do not tile
-            their tensor; nothing has been written.
+        InvalidArgumentError: The ranks save to different prefixes, hold different objects,
+            or slices that do not tile their tensor; nothing has been written.
     """
     first = views[0]
-    for rank, view in enumerate(views):
-        if view.prefix != first.prefix:
-            raise InvalidArgumentError(
-                f"the ranks save to different paths: rank 0 to {first.prefix}, rank {rank} to {view.prefix}; every "
-                "rank must save the same checkpoint (a numbered save needs the same save_counter everywhere)",
-                path=first.prefix,
-            )
+    differences = [d for rank, view in enumerate(views[1:], 1) if (d := _difference(first, view, rank))]
+    if differences:
+        raise _refusal(first.prefix, differences)
     count = len(first.keys)
-    for rank, view in enumerate(views[1:], 1):
-        if view.keys != first.keys:
-            index = next(
-                (i for i, (a, b) in enumerate(zip(first.keys, view.keys)) if a != b), min(count, len(view.keys))
-            )
-            raise InvalidArgumentError(
-                f"{first.prefix}: the ranks' objects differ, so nothing was saved; at tensor {index}: "
-                f"{_mismatch(views, index)}",
-                path=first.prefix,
-                key=first.keys[index] if index < count else None,
-            )
-        if view.graph != first.graph:
-            raise InvalidArgumentError(
-                f"{first.prefix}: the ranks' object graphs differ (the same tensors, but objects named or linked "
-                f"differently on rank 0 and rank {rank}), so nothing was saved",
-                path=first.prefix,
-            )
     loads = [0] * len(views)
     owners = np.zeros(count, dtype=np.int32)
     replicated = []
     for index in range(count):
-        metas = [view.meta[index] for view in views]
-        dtypes = {m[0] for m in metas}
-        shapes = {tuple(m[1]) for m in metas}
-        sliced = [m[2] is not None for m in metas]
-        if len(dtypes) > 1 or len(shapes) > 1 or (any(sliced) and not all(sliced)):
-            raise InvalidArgumentError(
-                f"{first.prefix}: the ranks' objects differ, so nothing was saved; at tensor {index}: "
-                f"{_mismatch(views, index)}",
-                path=first.prefix,
-                key=first.keys[index],
-            )
-        if all(sliced):
-            if dtypes & {"bytes", "|O"}:
+        metas = [view.meta[index] for view in views]  # alike on every rank but for the slices held
+        if metas[0][2] is not None:
+            if metas[0][0] in ("bytes", "|O"):
                 raise InvalidArgumentError(
                     f"{first.prefix}: {first.keys[index]} is a string tensor held in slices; save strings whole",
                     key=first.keys[index],

@@ -59,21 +59,29 @@ def plan_save(
         raise InvalidArgumentError(
             f"experimental_io_device names task {io_rank}, but the job has {coordinator.world_size} ranks"
         )
-    views = coordinator.gather(f"{tag}#plan", describe(prefix, tensors).encode(), root)
-    if views is not None:
-        try:
-            owners = decide([Description.decode(v) for v in views], io_rank)
-        except InvalidArgumentError as exc:
-            coordinator.broadcast(f"{tag}#decision", _REFUSED + str(exc).encode(), root)
+    try:
+        views = coordinator.gather(f"{tag}#plan", describe(prefix, tensors).encode(), root)
+        if views is not None:
+            try:
+                owners = decide([Description.decode(v) for v in views], io_rank)
+            except InvalidArgumentError as exc:
+                coordinator.broadcast(f"{tag}#decision", _REFUSED + _wire.to_json([str(exc), exc.key]), root)
+                raise
+            coordinator.broadcast(f"{tag}#decision", _OK + owners.tobytes(), root)
+        else:
+            decision = coordinator.broadcast(f"{tag}#decision", None, root)
+            if decision[:1] == _REFUSED:
+                message, key = _wire.from_json(decision[1:])
+                raise InvalidArgumentError(message, path=prefix, key=key)
+            owners = np.frombuffer(decision[1:], dtype=np.int32)
+            if len(owners) != len(tensors):
+                raise CoordinationError(
+                    f"{prefix}: the root's plan does not match this rank's {len(tensors)} tensors", path=prefix
+                )
+    except CoordinationError as exc:
+        if exc.path is not None:
             raise
-        coordinator.broadcast(f"{tag}#decision", _OK + owners.tobytes(), root)
-    else:
-        decision = coordinator.broadcast(f"{tag}#decision", None, root)
-        if decision[:1] == _REFUSED:
-            raise InvalidArgumentError(decision[1:].decode(), path=prefix)
-        owners = np.frombuffer(decision[1:], dtype=np.int32)
-        if len(owners) != len(tensors):
-            raise CoordinationError(f"{prefix}: the root's plan does not match this rank's {len(tensors)} tensors")
+        raise _naming(exc, prefix, "; nothing was written") from exc
     return PlannedSave(coordinator, tag, prefix, owners, root, io_rank)
 
 
@@ -157,6 +165,9 @@ class PlannedSave:
                         f"checkpoints are untouched. {write_remedy(exc)}",
                         path=self.prefix,
                     ) from exc
+                if isinstance(exc, CoordinationError) and exc.path is None:
+                    # Whether the root committed is unknown here: the message says only what failed.
+                    raise _naming(exc, self.prefix) from exc
                 raise
 
     def _mine(self, tensors: Sequence[tuple[str, Any]], trackables: Sequence[Any]) -> list[tuple[str, Any, Any]]:
@@ -164,7 +175,9 @@ class PlannedSave:
         slices the others send it too."""
         c, owners, rank = self.coordinator, self.owners, self.coordinator.rank
         if len(owners) != len(tensors):
-            raise CoordinationError(f"{self.prefix}: the plan does not match this rank's {len(tensors)} tensors")
+            raise CoordinationError(
+                f"{self.prefix}: the plan does not match this rank's {len(tensors)} tensors", path=self.prefix
+            )
         io = self.io_rank
         sharded = owners == SHARDED
         writes = (owners == rank) | (sharded & (io is None or io == rank))
@@ -186,6 +199,11 @@ def _withdraw(urls: Sequence[str]) -> None:
         from trackpoint._storage import remote
 
         remote.delete_uncommitted(urls, urls[0])
+
+
+def _naming(exc: CoordinationError, prefix: str, outcome: str = "") -> CoordinationError:
+    """``exc`` naming the checkpoint (the coordinator, which raised it, does not know it)."""
+    return CoordinationError(f"{prefix}: {exc}{outcome}", path=prefix, key=exc.key)
 
 
 def _message(exc: BaseException) -> str:
