@@ -250,7 +250,10 @@ class Checkpoint(AutoTrackable):
         prefix = os.fspath(file_prefix)
         with gc_paused():
             weak_root = isinstance(self._tp_root, weakref.ref)
-            serialized, layout = serialize(self._tp_graph_root, self._tp_attached, self._tp_save_layout, weak_root)
+            try:
+                serialized, layout = serialize(self._tp_graph_root, self._tp_attached, self._tp_save_layout, weak_root)
+            except InvalidArgumentError as exc:  # an object refused its state: nothing was written
+                raise type(exc)(f"{prefix}: {exc}", path=prefix, key=exc.key) from exc
         object.__setattr__(self, "_tp_save_layout", layout)
         callbacks = list(options.experimental_write_callbacks or ())
         sharding = options.experimental_sharding_callback

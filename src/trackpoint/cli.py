@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import math
 import os
 import re
@@ -36,7 +35,8 @@ import numpy as np
 import trackpoint as tp
 from trackpoint._cli_arguments import tolerance
 from trackpoint._cli_streams import run_with_streams
-from trackpoint._format import files, naming
+from trackpoint._format import bounded_json, files, naming
+from trackpoint._format.entry_rules import MAX_RANK
 from trackpoint._format.state_file import is_directory
 from trackpoint._format.storage import storage_for
 from trackpoint._format.text import printable
@@ -81,7 +81,9 @@ def _json_value(value: object) -> object:
 
 
 def _json(doc: object) -> None:
-    _out(json.dumps(doc, indent=2))  # ensure_ascii escapes every control character already
+    # A value nests as deep as its tensor's rank (at most MAX_RANK, as the reader holds it), in
+    # a document of three levels, and a complex element one more.
+    _out(bounded_json.dumps(doc, "the output", max_depth=MAX_RANK + 4, indent=2))  # ensure_ascii escapes controls
 
 
 class _Progress:
@@ -341,7 +343,7 @@ def _storage_option(text: str) -> tuple[str, object]:
             + ")"
         )
     try:
-        return key.strip(), json.loads(value)
+        return key.strip(), bounded_json.loads(value, "the value")
     except ValueError:  # not JSON: an endpoint, a key, a profile name
         return key.strip(), value
 

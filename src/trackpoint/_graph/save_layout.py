@@ -18,12 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from trackpoint._graph.keys import OBJECT_ATTRIBUTES
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.data_structures import DictWrapper, ListWrapper
 from trackpoint._tracking.epoch import structure_epoch, untracked_reason
 from trackpoint._tracking.variables import Variable, current_values
+from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["SaveLayout", "make_layout", "reuse"]
+__all__ = ["SaveLayout", "make_layout", "reuse", "tensors_of"]
 
 log = logging.getLogger("trackpoint.reuse")
 
@@ -95,8 +97,8 @@ def reuse(layout: SaveLayout) -> list[Any] | None:
             if type(entry) is Variable:
                 arrays.append(entry.read_value())
                 continue
-            obj, names, _ = entry  # type: ignore[misc]
-            tensors = obj._serialize_to_tensors()
+            obj, names, keys = entry  # type: ignore[misc]
+            tensors = tensors_of(obj, keys[0].partition(f"/{OBJECT_ATTRIBUTES}/")[0] if keys else None)
             if len(tensors) != len(names) or list(tensors) != names:
                 reason = f"a {type(obj).__name__} now names its tensors {list(tensors)}, not {names}"
                 break
@@ -106,6 +108,19 @@ def reuse(layout: SaveLayout) -> list[Any] | None:
         return None
     log.debug("reusing the previous save's layout")
     return arrays
+
+
+def tensors_of(obj: Trackable, path: str | None) -> dict[str, Any]:
+    """``obj._serialize_to_tensors()``; an :class:`InvalidArgumentError` it raises names the
+    object by its ``path`` in the checkpoint (``error.key``), which the object itself does not know.
+
+    (The save adds the checkpoint's prefix.)
+    """
+    try:
+        return obj._serialize_to_tensors()
+    except InvalidArgumentError as exc:
+        where = path if path is not None else f"a {type(obj).__name__}"
+        raise type(exc)(f"cannot save {where or '(root)'}: {exc}", key=path) from exc
 
 
 def _stale(layout: SaveLayout) -> str | None:

@@ -18,7 +18,7 @@ from trackpoint._format.staging import copy_values
 from trackpoint._graph.encode_graph import GraphColumns, encode_graph
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, slot_variable_key
 from trackpoint._graph.live import breadth_first
-from trackpoint._graph.save_layout import SaveLayout, log, make_layout, reuse
+from trackpoint._graph.save_layout import SaveLayout, log, make_layout, reuse, tensors_of
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch
 from trackpoint._tracking.python_state import PythonState
@@ -230,7 +230,7 @@ def serialize(
         elif (value_of := _variable_value(type(obj), single)) is not None:
             full_name, value, entry = obj._checkpoint_full_name(), value_of(obj), None
         else:
-            tensors = obj._serialize_to_tensors()
+            tensors = tensors_of(obj, path_strings[node_id])
             counts.append(len(tensors))
             if tensors:
                 full_name = obj._checkpoint_full_name()

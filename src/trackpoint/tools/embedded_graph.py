@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from trackpoint._format import bounded_json
 from trackpoint.errors import DataLossError
 
 __all__ = ["GRAPH_FIELD", "STRINGS_FIELD", "decode", "encode"]
@@ -50,7 +50,7 @@ def encode(graph: bytes, strings: Mapping[str, Any]) -> dict[str, str]:
         }
     return {
         GRAPH_FIELD: base64.b64encode(graph).decode("ascii"),
-        STRINGS_FIELD: json.dumps(tensors, sort_keys=True, separators=(",", ":")),
+        STRINGS_FIELD: bounded_json.dumps(tensors, "the string tensors", sort_keys=True, separators=(",", ":")),
     }
 
 
@@ -61,14 +61,15 @@ def decode(metadata: Mapping[str, str], path: str) -> tuple[bytes, dict[str, np.
     returns them.
 
     Raises:
-        DataLossError: The entries are there but malformed (not base64, not JSON, a shape that
+        DataLossError: The entries are there but malformed (not base64, not JSON, JSON nested
+            deeper than :data:`~trackpoint._format.bounded_json.MAX_JSON_DEPTH`, a shape that
             does not match its values).
     """
     if GRAPH_FIELD not in metadata:
         return None
     try:
         graph = base64.b64decode(metadata[GRAPH_FIELD], validate=True)
-        doc = json.loads(metadata.get(STRINGS_FIELD, "{}"))
+        doc = bounded_json.loads(metadata.get(STRINGS_FIELD, "{}"), STRINGS_FIELD)
         if not isinstance(doc, dict):
             raise TypeError(f"{STRINGS_FIELD} is not a JSON object")
         strings: dict[str, np.ndarray | bytes] = {}

@@ -15,13 +15,12 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trackpoint._format import atomic
+from trackpoint._format import atomic, bounded_json
 from trackpoint._format.files import read_regular
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 from trackpoint.tools.safetensors_format import SafetensorsFile
@@ -86,7 +85,7 @@ def shard_names(single: str, count: int) -> list[str]:
 def write_index(path: str, total_size: int, weight_map: dict[str, str]) -> None:
     """Write ``model.safetensors.index.json`` atomically."""
     doc = {"metadata": {"total_size": total_size}, "weight_map": dict(sorted(weight_map.items()))}
-    atomic.write_file(path, (json.dumps(doc, indent=2) + "\n").encode())
+    atomic.write_file(path, (bounded_json.dumps(doc, path, indent=2) + "\n").encode())
 
 
 @dataclass
@@ -130,11 +129,15 @@ class SafetensorsSource:
         # Non-blocking and regular files only (a FIFO would block the read forever), bounded in size.
         raw = read_regular(path, "safetensors index", _MAX_INDEX_BYTES)[0]
         try:
-            doc = json.loads(raw)
+            doc = bounded_json.loads(raw, path)
+        except InvalidArgumentError:  # arrays nested thousands deep; an index needs three levels
+            raise DataLossError(
+                f"{path}: its JSON nests too deeply (more than {bounded_json.MAX_JSON_DEPTH} levels); the index is "
+                "damaged",
+                path=path,
+            ) from None
         except (UnicodeDecodeError, ValueError) as exc:
             raise DataLossError(f"{path}: not valid JSON ({exc}); the index is damaged", path=path) from None
-        except RecursionError:  # arrays nested thousands deep; an index needs three levels
-            raise DataLossError(f"{path}: its JSON nests too deeply; the index is damaged", path=path) from None
         weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
             raise DataLossError(f"{path}: no 'weight_map' of tensor name to file name; the index is damaged", path=path)

@@ -17,7 +17,6 @@ unique) before it reads or allocates anything.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import struct
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 
+from trackpoint._format import bounded_json
 from trackpoint._format.files import open_regular
 from trackpoint._format.readahead import start_readahead
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
@@ -203,11 +203,13 @@ class SafetensorsFile:
             )
         raw = self._pread(length, 8)
         try:
-            doc = json.loads(raw.decode("utf-8"), object_pairs_hook=_refuse_duplicates)
+            doc = bounded_json.loads(raw.decode("utf-8"), "header", object_pairs_hook=_refuse_duplicates)
+        except InvalidArgumentError:  # arrays nested thousands deep: no header needs more than three levels
+            raise self._damaged(
+                f"header nests JSON too deeply (more than {bounded_json.MAX_JSON_DEPTH} levels)"
+            ) from None
         except (UnicodeDecodeError, ValueError) as exc:
             raise self._damaged(f"header is not valid JSON: {exc}") from None
-        except RecursionError:  # arrays nested thousands deep: no header needs more than three levels
-            raise self._damaged("header nests JSON too deeply") from None
         if not isinstance(doc, dict):
             raise self._damaged("header is not a JSON object")
         metadata = doc.pop(METADATA_KEY, None)

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from trackpoint._format import bounded_json
 from trackpoint._format.atomic import fsync_directory, remove_quietly
 from trackpoint._format.storage import storage_for
 from trackpoint._format.writeback import WRITEBACK_BYTES, start_writeback
@@ -53,7 +53,7 @@ def _header_bytes(layout: Sequence[TensorInfo], metadata: Mapping[str, str] | No
             "shape": list(info.shape),
             "data_offsets": [info.begin, info.end],
         }
-    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    text = bounded_json.dumps(doc, "the safetensors header", separators=(",", ":"), ensure_ascii=False).encode()
     text += b" " * (-len(text) % 8)
     return struct.pack("<Q", len(text)) + text
 

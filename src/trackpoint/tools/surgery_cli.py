@@ -14,7 +14,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 import trackpoint as tp
+from trackpoint._format import bounded_json
 from trackpoint._format.dtypes import from_numpy
 from trackpoint.tools.casting import family
 from trackpoint.tools.rewrite import plan_rewrite
@@ -85,8 +85,8 @@ def parse_add(text: str) -> tuple[str, np.ndarray]:
         if not colon:
             raise ValueError("no DTYPE:VALUE")
         target = np.dtype(dtype)
-        parsed = json.loads(value)
-    except (ValueError, TypeError, RecursionError) as exc:
+        parsed = bounded_json.loads(value, "the value")
+    except (ValueError, TypeError) as exc:
         raise tp.errors.InvalidArgumentError(
             f"--add {text!r}: {exc}; give an existing FILE.npy or DTYPE:JSON such as float32:[1,2] or int64:0"
         ) from exc
@@ -121,8 +121,9 @@ def exact_array(value: Any, dtype: np.dtype, what: str) -> np.ndarray:
             continue
         problem = _inexact(leaf, dtype, floating)
         if problem:
+            shown = bounded_json.dumps(leaf, "the value")
             raise tp.errors.InvalidArgumentError(
-                f"{what}: {json.dumps(leaf)} {problem}; write values that {dtype.name} holds (integers in "
+                f"{what}: {shown} {problem}; write values that {dtype.name} holds (integers in "
                 "range, bools only for bool, floats that stay finite), or give a FILE.npy of that dtype"
             )
     try:

@@ -10,7 +10,6 @@ function, an arbitrary object) is refused with its place in the state named.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -18,6 +17,7 @@ from typing import Any
 
 import torch
 
+from trackpoint._format import bounded_json
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["TensorNames", "decode", "encode", "tensor_name"]
@@ -65,8 +65,10 @@ def encode(value: Any, where: str, paths: list[str] | None = None) -> tuple[byte
 
     Raises:
         InvalidArgumentError: Part of ``value`` is neither JSON, a tuple, nor a tensor (its
-            path in ``value`` is named, with ``where`` before it).
+            path in ``value`` is named, with ``where`` before it); or ``value`` nests deeper
+            than :data:`~trackpoint._format.bounded_json.MAX_JSON_DEPTH`.
     """
+    bounded_json.check_depth(value, where)  # before the recursive walk below
     tensors: list[torch.Tensor] = []
 
     def convert(item: Any, path: str) -> Any:
@@ -93,7 +95,7 @@ def encode(value: Any, where: str, paths: list[str] | None = None) -> tuple[byte
             "strings, None and lists, tuples and dicts of them are saved (trackpoint never pickles)"
         )
 
-    text = json.dumps(convert(value, ""), sort_keys=False, separators=(",", ":"))
+    text = bounded_json.dumps(convert(value, ""), where, sort_keys=False, separators=(",", ":"))
     return text.encode("utf-8"), tensors
 
 
@@ -101,7 +103,8 @@ def decode(data: bytes, tensor: Callable[[int], Any], where: str) -> Any:
     """The value :func:`encode` stored, with ``tensor(i)`` in place of the i-th tensor.
 
     Raises:
-        InvalidArgumentError: The bytes are not what :func:`encode` writes.
+        InvalidArgumentError: The bytes are not what :func:`encode` writes (nor nest within
+            :data:`~trackpoint._format.bounded_json.MAX_JSON_DEPTH`, which bounds the walk below).
     """
 
     def convert(item: Any) -> Any:
@@ -122,6 +125,8 @@ def decode(data: bytes, tensor: Callable[[int], Any], where: str) -> Any:
         return item
 
     try:
-        return convert(json.loads(data))
+        return convert(bounded_json.loads(data, where))
+    except InvalidArgumentError:
+        raise  # nested too deep, or a tensor the checkpoint lacks: the message says so
     except (TypeError, ValueError, UnicodeDecodeError) as exc:
         raise InvalidArgumentError(f"{where}: the stored state is not the JSON trackpoint writes ({exc})") from exc

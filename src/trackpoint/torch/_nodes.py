@@ -13,7 +13,6 @@ into every ``torch.save`` of it).
 
 from __future__ import annotations
 
-import json
 import weakref
 from typing import Any
 
@@ -22,6 +21,7 @@ import torch
 from torch.nn.parameter import is_lazy
 
 from trackpoint import Trackable
+from trackpoint._format import bounded_json
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.torch import _hooks
 from trackpoint.torch._tensors import as_array, check_value, copy_into, destination, new_tensor
@@ -179,7 +179,12 @@ class ExtraStateNode(Trackable):
         if isinstance(state, (bytes, bytearray)):
             return "bytes", bytes(state)
         try:
-            return PYTHON_STATE, json.dumps(state, allow_nan=True, sort_keys=True).encode("utf-8")
+            text = bounded_json.dumps(
+                state, f"{type(module).__name__}.get_extra_state()", allow_nan=True, sort_keys=True
+            )
+            return PYTHON_STATE, text.encode("utf-8")
+        except InvalidArgumentError:
+            raise  # nested too deep: the message says so
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(
                 f"{type(module).__name__}.get_extra_state() returned a {type(state).__name__}, which trackpoint "
@@ -204,7 +209,9 @@ class ExtraStateNode(Trackable):
         if "bytes" in tensors:
             return bytes(tensors["bytes"])
         try:
-            return json.loads(tensors[PYTHON_STATE])
+            return bounded_json.loads(tensors[PYTHON_STATE], "the stored extra state")
+        except InvalidArgumentError:
+            raise  # JSON nested too deep: the message says so
         except (TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"the stored extra state is not JSON: {exc}") from exc
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 from typing import Any
 
@@ -10,6 +9,7 @@ import numpy as np
 import torch
 
 from trackpoint import Trackable
+from trackpoint._format import bounded_json
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.torch._nodes import PYTHON_STATE
 
@@ -48,11 +48,12 @@ class RNGState(Trackable):
     def _serialize_to_tensors(self) -> dict[str, Any]:
         name, keys, pos, has_gauss, gauss = np.random.get_state()
         version, internal, gauss_next = random.getstate()
-        text = json.dumps(
+        text = bounded_json.dumps(
             {
                 "numpy": [name, int(pos), int(has_gauss), float(gauss)],
                 "python": [version, list(internal), gauss_next],
-            }
+            },
+            "the random generator state",
         )
         out: dict[str, Any] = {_TORCH: torch.get_rng_state().numpy(), _NUMPY_KEYS: np.asarray(keys, np.uint32)}
         for i, cuda in enumerate(_cuda_names()):
@@ -65,7 +66,7 @@ class RNGState(Trackable):
 
     def _tp_check_restored(self, tensors: dict[str, Any]) -> dict[str, Any]:
         try:
-            stored = json.loads(tensors[PYTHON_STATE])
+            stored = bounded_json.loads(tensors[PYTHON_STATE], "the stored random generator state")
             name, pos, has_gauss, gauss = stored["numpy"]
             version, internal, gauss_next = stored["python"]
             numpy_state = (name, np.asarray(tensors[_NUMPY_KEYS], np.uint32), int(pos), int(has_gauss), float(gauss))
