@@ -442,9 +442,9 @@ class RestoreCoordinator:
             if slot is not None:
                 position.restore(slot)
 
-    def read_tensor(self, key: str, node_id: int) -> Any:
+    def read_tensor(self, key: str, node_id: int, out: np.ndarray | None = None) -> Any:
         try:
-            return self.values.one(key)
+            return self.values.one(key, out)
         except CheckpointError as exc:
             raise type(exc)(
                 f"{exc} (restoring {self.paths[node_id]})", path=exc.path or self.prefix, key=exc.key or key

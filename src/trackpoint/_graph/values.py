@@ -97,10 +97,30 @@ class CheckpointValues:
             with contextlib.closing(batches):  # type: ignore[type-var]
                 yield itertools.chain.from_iterable(batches)
 
-    def one(self, key: str) -> Any:
-        """The value of ``key``, checksum verified."""
+    def one(self, key: str, out: np.ndarray | None = None) -> Any:
+        """The value of ``key``, checksum verified; read into ``out`` when given (see
+        :meth:`BundleReader.read`)."""
         kept = self.kept.get(key)
-        return kept if kept is not None else self.reader.read(key)
+        if kept is None:
+            return self.reader.read(key, out)
+        if out is None:
+            return kept
+        np.copyto(out, kept, casting="no")
+        return out
+
+    def spec(self, key: str) -> tuple[tuple[int, ...], np.dtype] | None:
+        """Shape and numpy dtype of the value of ``key``, from the index; None for strings.
+
+        Raises:
+            CheckpointError: The entry is missing, or breaks the rules for reading it.
+        """
+        kept = self.kept.get(key)
+        if kept is not None:
+            array = np.asarray(kept)
+            return None if array.dtype.kind in "OSU" else (array.shape, array.dtype)
+        entry = self.reader.entry(key)
+        dtype = self.reader.checked(entry)
+        return None if dtype.is_string else (entry.shape, dtype.numpy)
 
     def region(self, key: str, bounds: Sequence[tuple[int, int]], full_shape: Sequence[int]) -> Any:
         """The part ``bounds`` of the tensor ``key`` of shape ``full_shape`` (see :meth:`BundleReader.read_region`)."""

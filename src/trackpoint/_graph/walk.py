@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
+
 from trackpoint._graph.live import PLAIN_CHILDREN, is_leaf, tracked_children
 from trackpoint._graph.node_bytes import variable_keys
 from trackpoint._graph.object_graph import check_child, has_values
@@ -134,12 +136,23 @@ class CheckpointPosition:
             and not self.coordinator.nodes[self.node_id].children
         )
 
-    def simple_variable_value(self) -> Any:
+    def simple_variable_spec(self) -> tuple[tuple[int, ...], np.dtype] | None:
+        """Shape and numpy dtype of this simple variable's value, from the index alone (no data
+        is read), so that its new owner can allocate the memory the value is then read into
+        (:meth:`simple_variable_value` with ``out``); None for a string value."""
+        coordinator = self.coordinator
+        with coordinator.reading():
+            return coordinator.values.spec(coordinator.attributes(self.node_id)[0][2])
+
+    def simple_variable_value(self, out: np.ndarray | None = None) -> Any:
+        """This simple variable's value, checksum verified: a new array, or read straight into
+        ``out`` (C-contiguous, writable, of :meth:`simple_variable_spec`'s dtype and shape;
+        undefined after a failed read) and returned."""
         # Not marked matched here: the object made from this value is bound when tracked
         # (restore_pending), and until then, or if making it fails, the node still waits.
         coordinator = self.coordinator
         with coordinator.reading():
-            return coordinator.read_tensor(coordinator.attributes(self.node_id)[0][2], self.node_id)
+            return coordinator.read_tensor(coordinator.attributes(self.node_id)[0][2], self.node_id, out)
 
     def bind_object(self, trackable: Trackable) -> bool:
         """Bind this node to ``trackable``; True if that is a new binding (or a new second

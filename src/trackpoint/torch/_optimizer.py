@@ -33,7 +33,7 @@ from trackpoint import Trackable
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.torch._json import TensorNames, decode, encode, tensor_name
 from trackpoint.torch._nodes import PYTHON_STATE, TensorNode, tensor_node
-from trackpoint.torch._tensors import as_array, new_tensor
+from trackpoint.torch._tensors import as_array, destination, new_tensor, torch_dtype
 
 __all__ = ["OptimizerNode"]
 
@@ -68,6 +68,20 @@ def _placed(param: torch.Tensor, group: dict[str, Any], value: Any, key: str | N
     if isinstance(value, (list, tuple)):
         return type(value)(_placed(param, group, v, None) for v in value)
     return value
+
+
+def _read_state_tensor(position: Any) -> torch.Tensor:
+    """A new CPU tensor holding the checkpoint's value at ``position``, read straight into its
+    memory: torch allocates it, never numpy, whose huge-page advice on large arrays can cost a
+    restore into fresh objects seconds of memory compaction (torch's own load never pays it);
+    and no second full-size buffer is made. A failed read leaves no tensor behind."""
+    spec = position.simple_variable_spec()
+    if spec is None:  # a string: new_tensor refuses it, naming its dtype
+        return new_tensor(np.asarray(position.simple_variable_value()))
+    shape, dtype = spec
+    tensor = torch.empty(shape, dtype=torch_dtype(dtype))
+    position.simple_variable_value(out=destination(tensor))
+    return tensor
 
 
 class OptimizerNode(Trackable):
@@ -171,7 +185,7 @@ class OptimizerNode(Trackable):
         group = self._group_of(param) if param is not None else None
         if param is None or group is None:
             return None  # not this optimizer's parameter (any more): the value stays unused
-        value = _placed(param, group, new_tensor(np.asarray(position.simple_variable_value())), slot_name)
+        value = _placed(param, group, _read_state_tensor(position), slot_name)
         optimizer.state[param][slot_name] = value
         node = tensor_node(value, f"{variable._name}/{self._where}/{slot_name}")
         node._tp_update_uid = position.restore_uid  # it holds that restore's value already
