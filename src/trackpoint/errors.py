@@ -9,6 +9,9 @@
     │       a checkpoint file this user may not read
     ├── DataLossError(CheckpointError, OSError)
     │       checksum mismatch, truncated or damaged file
+    ├── DeadlineExceededError(CheckpointError, TimeoutError)
+    │       an object store did not answer within the client's timeout, after the retries
+    │       its client is configured with
     ├── InvalidArgumentError(CheckpointError, ValueError)
     │   │   malformed input: bad option, dtype/shape mismatch, hostile sizes
     │   ├── ShardingCallbackError(InvalidArgumentError, RuntimeError)
@@ -28,8 +31,9 @@ Each leaf also subclasses the builtin a caller would naturally catch, so
 ``except FileNotFoundError`` or ``except ValueError`` keeps working. Messages name the
 file, the key and what to do about it.
 
-Four leaves are ``OSError`` subclasses: ``NotFoundError``, ``PermissionDeniedError``,
-``WriteError`` (with its kind ``CoordinationError``) and ``DataLossError``. That is deliberate (a damaged or truncated file is a
+Five leaves are ``OSError`` subclasses: ``NotFoundError``, ``PermissionDeniedError``,
+``WriteError`` (with its kind ``CoordinationError``), ``DataLossError`` and
+``DeadlineExceededError`` (a ``TimeoutError``). That is deliberate (a damaged or truncated file is a
 failed read, which Python reports as an ``OSError``), but it means that ``except OSError``
 also catches a checksum failure: catch ``DataLossError`` first when the two need different
 handling.
@@ -58,6 +62,7 @@ __all__ = [
     "CoordinationError",
     "DataLossError",
     "DeadReferenceError",
+    "DeadlineExceededError",
     "InvalidArgumentError",
     "InvalidCallbackError",
     "NotFoundError",
@@ -115,6 +120,23 @@ class DataLossError(CheckpointError, OSError):
     """Stored bytes are damaged: a checksum mismatch, a truncated or unreadable file.
 
     An ``OSError``, so ``except OSError`` catches it too (see the module docstring).
+    """
+
+
+class DeadlineExceededError(CheckpointError, TimeoutError):
+    """An object store did not answer a request in time: a stall, not an absence or damage.
+
+    Raised once the client's own retry policy (s3fs's ``retries`` and botocore's
+    ``config_kwargs={"retries": ...}``, as the storage options set them) has given up on a
+    request that timed out; trackpoint adds no retries of its own. The message names the URL
+    and the remedy: check the endpoint, or raise ``read_timeout``. Named as TensorFlow's
+    ``tf.errors.DeadlineExceededError``; also a ``TimeoutError`` (an ``OSError``).
+
+    Example:
+        >>> import trackpoint as tp
+        >>> error = tp.errors.DeadlineExceededError("s3://b/run/ckpt-1.index: no answer", path="s3://b/run/ckpt-1.index")
+        >>> isinstance(error, TimeoutError), error.path
+        (True, 's3://b/run/ckpt-1.index')
     """
 
 

@@ -31,7 +31,14 @@ from trackpoint._format.slices import readable_key
 from trackpoint._format.state_file import CheckpointState, read_state, resolve_index, resolve_prefix
 from trackpoint._saving.write import write_bundle
 from trackpoint._storage.storage_options import use_storage_options
-from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, PermissionDeniedError, WriteError
+from trackpoint.errors import (
+    CheckpointError,
+    DeadlineExceededError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    WriteError,
+)
 from trackpoint.options import CheckpointOptions, run_write_callbacks
 
 if TYPE_CHECKING:
@@ -283,7 +290,7 @@ def verify_checkpoint(
     damaged_blocks: list[str] = []
     try:
         bundle = BundleReader(prefix, damaged_blocks)
-    except (NotFoundError, PermissionDeniedError):  # no checkpoint to report on
+    except (NotFoundError, PermissionDeniedError, DeadlineExceededError):  # no checkpoint to report on
         raise
     except CheckpointError as exc:
         return [Damage(None, str(exc))]
@@ -308,6 +315,8 @@ def verify_checkpoint(
         for key, size in keys:
             try:
                 bundle.read(key)
+            except DeadlineExceededError:
+                raise  # a store that does not answer damaged nothing, and would make every key wait as long
             except CheckpointError as exc:
                 found.append(Damage(readable_key(key), str(exc)))
             done += max(size, 0)

@@ -122,12 +122,13 @@ def test_data_loss_is_an_os_error_and_the_docstring_says_what_that_means() -> No
     assert sorted(leaves) == [
         "CoordinationError",
         "DataLossError",
+        "DeadlineExceededError",
         "NotFoundError",
         "PermissionDeniedError",
         "WriteError",
     ]
     assert issubclass(tp.errors.CoordinationError, tp.errors.WriteError)  # a failed save, seen from another rank
-    assert "Four leaves are ``OSError`` subclasses" in doc and "``except OSError``" in doc
+    assert "Five leaves are ``OSError`` subclasses" in doc and "``except OSError``" in doc
     assert "catches a\nchecksum failure" in doc or "catches a checksum failure" in " ".join(doc.split())
     with pytest.raises(OSError):
         raise tp.errors.DataLossError("ckpt.data-00000-of-00001: checksum mismatch")

@@ -8,7 +8,9 @@
   an HTTP status to answer with instead (500, 503: the server never sees the request),
   ``"drop"`` to close the connection without an answer before forwarding, or
   ``"drop-after"`` to forward it and then close the connection without passing the answer on
-  (the write happened; the client does not know).
+  (the write happened; the client does not know), or ``"stall"`` to answer nothing and hold
+  the connection open until the proxy closes (a store that accepts connections and never
+  answers: only the client's read timeout ends the request).
 
 ``requests`` logs every request's method, path and query; ``gets`` every GET's path and
 ``Range`` header (None for a whole object); ``max_in_flight`` is the most requests it has
@@ -27,6 +29,9 @@ from typing import Any
 
 Fault = Callable[[str, str, str], "int | str | None"]
 
+# A stalled request is let go when the proxy closes, or after this long whatever happens: no
+# handler thread outlives a test by more.
+_STALL_LIMIT = 300.0
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
 
@@ -61,6 +66,7 @@ class Proxy:
         self.max_in_flight = 0
         self._write_lock = threading.Lock()
         self._log_lock = threading.Lock()
+        self._closed = threading.Event()
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -80,6 +86,7 @@ class Proxy:
         self._thread.start()
 
     def close(self) -> None:
+        self._closed.set()  # stalled requests let go of their connections
         self._server.shutdown()
         self._server.server_close()
 
@@ -104,6 +111,11 @@ class Proxy:
         body = handler.rfile.read(length) if length else b""
         action = self.fault(method, path, query) if self.fault is not None else None
         if action == "drop":
+            handler.close_connection = True
+            handler.connection.close()
+            return
+        if action == "stall":
+            self._closed.wait(timeout=_STALL_LIMIT)
             handler.close_connection = True
             handler.connection.close()
             return

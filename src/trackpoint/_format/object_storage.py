@@ -19,7 +19,7 @@ from typing import TypeVar
 from trackpoint._format import atomic, naming, object_bundles, temps
 from trackpoint._storage import remote
 from trackpoint._storage.ranged import RangedObject
-from trackpoint.errors import CheckpointError
+from trackpoint.errors import CheckpointError, DeadlineExceededError
 
 __all__ = ["OBJECTS", "ObjectStorage", "publish_objects"]
 
@@ -132,6 +132,8 @@ class ObjectStorage:
         names a directory only when it has no index and a state object under it."""
         try:
             found = look_up(naming.index_filename(path))
+        except DeadlineExceededError:
+            raise  # the store did not answer: no sign of a directory, and asking again would wait as long
         except CheckpointError:
             # Not there, a "directory" by that name, or not readable with the options set for
             # ``path`` (those of a directory "run" need not cover "run.index"): no prefix to read

@@ -25,6 +25,7 @@ else from fsspec's configuration (for example the environment variables
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
 import functools
@@ -38,14 +39,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from trackpoint._storage.storage_options import options_for
-from trackpoint.errors import (
-    CheckpointError,
-    DataLossError,
-    InvalidArgumentError,
-    NotFoundError,
-    PermissionDeniedError,
-    WriteError,
-)
+from trackpoint._storage.store_errors import call, translate
+from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError, WriteError
 
 __all__ = [
     "call",
@@ -95,20 +90,6 @@ def filesystem(url: str) -> tuple[Any, str]:
             f"{url}: the storage options set for it are not what its fsspec backend takes ({exc}); fix the "
             "storage_options given for it, or those set with tp.set_storage_options"
         ) from exc
-
-
-def call(url: str, what: str, action: Callable[[], _T]) -> _T:
-    """Run one request, translating the backend's errors into trackpoint's."""
-    try:
-        return action()
-    except CheckpointError:
-        raise
-    except FileNotFoundError as exc:
-        raise NotFoundError(f"{url}: no such {what}", path=url) from exc
-    except PermissionError as exc:
-        raise PermissionDeniedError(f"{url}: permission denied reading the {what}", path=url) from exc
-    except Exception as exc:
-        raise DataLossError(f"{url}: cannot read the {what}: {exc}", path=url) from exc
 
 
 def _version(info: dict[str, Any]) -> str:
@@ -168,7 +149,10 @@ def exists(url: str) -> bool:
     """Whether an object is at ``url``."""
     fs, path = filesystem(url)
     fs.invalidate_cache(path)  # see _info
-    return bool(call(url, "object", lambda: fs.isfile(path)))
+    try:  # not fs.isfile, which answers False for any failure: a timeout or a refusal is no absence
+        return call(url, "object", lambda: fs.info(path)).get("type") == "file"
+    except NotFoundError:
+        return False
 
 
 def read_object(url: str, what: str, limit: int) -> tuple[bytes, os.stat_result]:
@@ -208,7 +192,7 @@ def _get_whole(url: str, what: str, limit: int) -> tuple[bytes | None, dict[str,
     """
     fs, path = filesystem(url)
     try:
-        from s3fs.core import _error_wrapper  # s3fs's retries, as its own cat_file uses them
+        from s3fs.core import S3_RETRYABLE_ERRORS
     except ImportError:
         return None
     bucket, key, version_id = fs.split_path(path) if "s3" in _protocols(fs) else ("", "", None)
@@ -216,24 +200,33 @@ def _get_whole(url: str, what: str, limit: int) -> tuple[bytes | None, dict[str,
         return None
 
     async def get() -> tuple[bytes | None, dict[str, Any]]:
-        response = await fs._call_s3("get_object", Bucket=bucket, Key=key)
-        body = response["Body"]
-        try:
-            info = {
-                "type": "file",
-                "size": int(response.get("ContentLength") or 0),
-                "ETag": response.get("ETag"),
-                "LastModified": response.get("LastModified"),
-            }
-            # Refused before its body is read: the limit bounds memory, not only what is kept.
-            return (await body.read() if info["size"] <= limit else None), info
-        finally:
-            body.close()
+        attempt = 0
+        while True:
+            # _call_s3 runs the user's retry policy (s3fs's and botocore's): its failure is final. Only a
+            # body cut off after the answer began is asked for again (up to s3fs's retries), as no retry did.
+            response = await fs._call_s3("get_object", Bucket=bucket, Key=key)
+            body = response["Body"]
+            try:
+                info = {
+                    "type": "file",
+                    "size": int(response.get("ContentLength") or 0),
+                    "ETag": response.get("ETag"),
+                    "LastModified": response.get("LastModified"),
+                }
+                # Refused before its body is read: the limit bounds memory, not only what is kept.
+                return (await body.read() if info["size"] <= limit else None), info
+            except S3_RETRYABLE_ERRORS:
+                attempt += 1
+                if attempt >= fs.retries:
+                    raise
+            finally:
+                body.close()
+            await asyncio.sleep(min(1.7**attempt * 0.1, 15))  # s3fs's own pause between attempts
 
     from fsspec.asyn import sync
 
     fs.invalidate_cache(path)  # see _info
-    data, info = call(url, what, lambda: sync(fs.loop, _error_wrapper, get, retries=fs.retries))
+    data, info = call(url, what, lambda: sync(fs.loop, get))
     if data is not None and len(data) != info["size"]:
         raise DataLossError(
             f"{url}: {len(data)} bytes of the {what} arrived of the {info['size']} its answer announced; read it again",
@@ -324,10 +317,8 @@ def _write_call(url: str, action: Callable[[], _T]) -> _T:
         return action()
     except FileExistsError:
         raise
-    except PermissionError as exc:
-        raise WriteError(f"{url}: permission denied writing the object", path=url) from exc
     except Exception as exc:
-        raise WriteError(f"{url}: could not write the object: {exc}", path=url) from exc
+        raise translate(url, "object", exc, doing="write") from exc
 
 
 def commit(
@@ -593,7 +584,7 @@ def swap(url: str, data: bytes, version: str | None) -> bool:
         if _precondition_failed(exc) or (version is not None and isinstance(exc, FileNotFoundError)):
             return False
         if isinstance(exc, Exception):
-            raise WriteError(f"{url}: could not write the object: {exc}", path=url) from exc
+            raise translate(url, "object", exc, doing="write") from exc
         raise
     finally:
         fs.invalidate_cache(path)
@@ -631,7 +622,7 @@ def remove(urls: Sequence[str]) -> None:
         except FileNotFoundError:
             pass
         except Exception as exc:
-            raise WriteError(f"{url}: could not delete the object: {exc}", path=url) from exc
+            raise translate(url, "object", exc, doing="delete") from exc
         finally:
             fs.invalidate_cache(path)
 
@@ -654,7 +645,7 @@ def list_objects(directory: str, prefix: str = "") -> list[tuple[str, float]]:
     except FileNotFoundError:
         return []
     except Exception as exc:
-        raise DataLossError(f"{directory}: cannot list the objects: {exc}", path=directory) from exc
+        raise translate(directory, "objects", exc, doing="list") from exc
     finally:
         fs.invalidate_cache(path)
     found = []

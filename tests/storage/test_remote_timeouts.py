@@ -1,0 +1,108 @@
+"""A store that accepts connections and never answers (the proxy in front of moto's server
+stalls every request, or every PUT): with the user's short ``read_timeout`` and retries, a
+restore, a reader, a state read and a save raise ``DeadlineExceededError`` naming the URL and
+the remedy, and take no longer than s3fs alone takes to give up in the same setup: one retry
+policy (s3fs's and botocore's, as the options set them), no second loop around it, and no
+timeout taken for "not found" (which would read the index again, or take a prefix for a
+directory).
+
+The bound is on a hang, not a timing: 1.5 times what s3fs alone takes, plus 3 seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import trackpoint as tp
+
+pytestmark = pytest.mark.slow
+
+# What a user sets to give up soon: botocore's read timeout and its attempts per s3fs attempt.
+SHORT = {"config_kwargs": {"read_timeout": 0.5, "retries": {"max_attempts": 1}}}
+KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _model(value: float) -> tp.Module:
+    m = tp.Module()
+    m.w = tp.Variable(np.full((4, 4), value, np.float32))
+    return m
+
+
+@pytest.fixture()
+def stalled(bucket: str, proxy) -> Iterator[dict[str, Any]]:
+    """A directory ``run`` holding ckpt-1 and its state object, saved through the proxy; then
+    the proxy stalls every request. Yields the options the URLs use (the proxy, ``SHORT``)."""
+    options = {"endpoint_url": proxy.endpoint, "key": "testing", "secret": "testing", **SHORT}
+    tp.set_storage_options(bucket, **options)
+    try:
+        tp.CheckpointManager(tp.Checkpoint(model=_model(1.0)), f"{bucket}/run", max_to_keep=2).save()
+        proxy.fault = lambda method, path, query: "stall"
+        yield options
+    finally:
+        proxy.fault = None
+        tp.set_storage_options(bucket)
+
+
+def _s3fs_alone(options: dict[str, Any], action: Callable[[Any], object]) -> float:
+    """Seconds s3fs alone, with ``options``, takes to give up on ``action`` (it must time out)."""
+    import s3fs
+    from botocore.exceptions import ReadTimeoutError
+
+    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
+    start = time.monotonic()
+    with pytest.raises(ReadTimeoutError):
+        action(fs)
+    return time.monotonic() - start
+
+
+def _gives_up_in_time(url: str, baseline: float, action: Callable[[], object]) -> tp.errors.DeadlineExceededError:
+    start = time.monotonic()
+    with pytest.raises(tp.errors.DeadlineExceededError) as caught:
+        action()
+    took = time.monotonic() - start
+    assert took <= 1.5 * baseline + 3.0, f"{took:.1f} s against s3fs's {baseline:.1f} s"
+    error = caught.value
+    assert isinstance(error, TimeoutError) and isinstance(error, tp.errors.CheckpointError)
+    message = str(error)
+    assert url in message and "read_timeout" in message and "endpoint" in message, message
+    assert "no such" not in message and "not found" not in message.lower(), message
+    return error
+
+
+def test_a_restore_from_a_stalled_store_times_out_as_s3fs_does(bucket, stalled) -> None:
+    index = f"{bucket}/run/ckpt-1.index"
+    baseline = _s3fs_alone(stalled, lambda fs: fs.cat_file(index[5:]))
+    _gives_up_in_time(index, baseline, lambda: tp.Checkpoint(model=_model(0.0)).restore(f"{bucket}/run/ckpt-1"))
+
+
+def test_a_reader_of_a_stalled_store_times_out_as_s3fs_does(bucket, stalled) -> None:
+    index = f"{bucket}/run/ckpt-1.index"
+    baseline = _s3fs_alone(stalled, lambda fs: fs.cat_file(index[5:]))
+    _gives_up_in_time(index, baseline, lambda: tp.load_checkpoint(f"{bucket}/run/ckpt-1"))
+
+
+def test_the_state_of_a_stalled_store_times_out_as_s3fs_does(bucket, stalled) -> None:
+    state = f"{bucket}/run/checkpoint"
+    baseline = _s3fs_alone(stalled, lambda fs: fs.cat_file(state[5:]))
+    _gives_up_in_time(state, baseline, lambda: tp.latest_checkpoint(f"{bucket}/run"))
+
+
+def test_a_save_to_a_stalled_store_times_out_as_s3fs_does(bucket, stalled) -> None:
+    baseline = _s3fs_alone(stalled, lambda fs: fs.ls(f"{bucket[5:]}/run", refresh=True))
+    _gives_up_in_time(f"{bucket}/run", baseline, lambda: tp.Checkpoint(model=_model(2.0)).save(f"{bucket}/run/ckpt"))
+
+
+def test_a_save_whose_uploads_stall_times_out_and_commits_nothing(bucket, stalled, proxy, s3) -> None:
+    """Listings and reads answer; every PUT stalls (after its ``100 Continue``)."""
+    proxy.fault = lambda method, path, query: "stall" if method == "PUT" else None
+    baseline = _s3fs_alone(stalled, lambda fs: fs.pipe_file(f"{bucket[5:]}/run/probe", b"x"))
+    prefix = f"{bucket}/run/ckpt-9"
+    _gives_up_in_time(prefix, baseline, lambda: tp.Checkpoint(model=_model(3.0)).write(prefix))
+    proxy.fault = None
+    s3.invalidate_cache()
+    assert not s3.exists(f"{prefix[5:]}.index")
