@@ -152,7 +152,11 @@ class CheckpointPosition:
         # (restore_pending), and until then, or if making it fails, the node still waits.
         coordinator = self.coordinator
         with coordinator.reading():
-            return coordinator.read_tensor(coordinator.attributes(self.node_id)[0][2], self.node_id, out)
+            value = coordinator.read_tensor(coordinator.attributes(self.node_id)[0][2], self.node_id, out)
+        if out is None and isinstance(value, np.ndarray):
+            # Read-only: a variable made from it takes it as it is, with no copy (see infer_value).
+            value.flags.writeable = False
+        return value
 
     def bind_object(self, trackable: Trackable) -> bool:
         """Bind this node to ``trackable``; True if that is a new binding (or a new second

@@ -90,9 +90,20 @@ def infer_value(value: Any, dtype: Any = None) -> np.ndarray:
         source = np.asarray(value)
         if source.dtype.kind in "OSU":
             raise InvalidArgumentError(f"cannot make a {target} value from strings {value!r}")
-        array = np.array(source, dtype=target, copy=True)
+        if _unwritable(source):
+            # Nothing writes a read-only array that owns its memory (variables included: they
+            # install new arrays), so it is shared rather than copied: a value a restore just
+            # read for a variable created now (restore-on-create), another variable's numpy().
+            array = np.asarray(source, dtype=target)
+        else:
+            array = np.array(source, dtype=target, copy=True)
     array.flags.writeable = False
     return array
+
+
+def _unwritable(array: np.ndarray) -> bool:
+    """Whether ``array`` is read-only and owns its memory (no writable array shares it)."""
+    return not array.flags.writeable and array.flags.owndata and array.base is None
 
 
 class Variable(Trackable):
