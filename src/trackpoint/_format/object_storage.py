@@ -134,12 +134,17 @@ class ObjectStorage:
             found = look_up(naming.index_filename(path))
         except DeadlineExceededError:
             raise  # the store did not answer: no sign of a directory, and asking again would wait as long
-        except CheckpointError:
+        except CheckpointError as missed:
             # Not there, a "directory" by that name, or not readable with the options set for
             # ``path`` (those of a directory "run" need not cover "run.index"): no prefix to read
             # here, so ``path`` is taken for a directory if it holds a state object. An index
             # too large to fetch is refused by the reader, which reads it again.
-            return not self.exists(f"{path.rstrip('/')}/{naming.STATE_FILENAME}"), None
+            try:
+                return not self.exists(f"{path.rstrip('/')}/{naming.STATE_FILENAME}"), None
+            except CheckpointError as also:
+                if type(also) is type(missed):  # refused both ways (credentials, an option): the index was asked first
+                    raise missed from missed.__cause__
+                raise
         return True, found
 
 

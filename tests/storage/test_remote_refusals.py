@@ -1,0 +1,137 @@
+"""Credentials the store refuses, and storage options the backend does not take, on reads and
+saves: ``PermissionDeniedError`` naming the URL and what to check, and ``InvalidArgumentError``
+naming the option, never ``DataLossError`` ("cannot list the objects", "cannot read the
+checkpoint index").
+
+The refusing store is a real one: moto's server in a process of its own with
+``INITIAL_NO_AUTH_ACTION_COUNT=0``, so it checks every request's signature and access key
+(none it knows: ``InvalidAccessKeyId``, 403).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import trackpoint as tp
+from trackpoint._storage import storage_options as registry
+
+KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _model(value: float) -> tp.Module:
+    m = tp.Module()
+    m.w = tp.Variable(np.full((4, 4), value, np.float32))
+    return m
+
+
+def _forget(bucket: str) -> None:
+    for prefix in [p for p in registry._by_prefix if p == bucket or p.startswith(bucket + "/")]:
+        tp.set_storage_options(prefix)
+
+
+@pytest.fixture(scope="module")
+def refusing() -> Iterator[str]:
+    """The endpoint of a moto server that enforces authentication on every request."""
+    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto's server did not start on port {port}") from None
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=10)
+
+
+@pytest.fixture()
+def clean(bucket: str) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        _forget(bucket)
+
+
+def _operations(run: str, options: dict[str, Any]) -> dict[str, Callable[[], object]]:
+    """Reads and saves of the directory ``run`` and its ckpt-1, each given ``options``."""
+    return {
+        "restore": lambda: tp.Checkpoint(model=_model(0.0)).restore(f"{run}/ckpt-1", storage_options=options),
+        "load_checkpoint": lambda: tp.load_checkpoint(f"{run}/ckpt-1", storage_options=options),
+        "latest_checkpoint": lambda: tp.latest_checkpoint(run, storage_options=options),
+        "save": lambda: tp.Checkpoint(model=_model(2.0)).save(f"{run}/ckpt", storage_options=options),
+        "write": lambda: tp.Checkpoint(model=_model(2.0)).write(f"{run}/ckpt-7", storage_options=options),
+        "manager": lambda: tp.CheckpointManager(
+            tp.Checkpoint(model=_model(2.0)), run, max_to_keep=2, storage_options=options
+        ).save(),
+    }
+
+
+OPERATIONS = ["restore", "load_checkpoint", "latest_checkpoint", "save", "write", "manager"]
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_refused_credentials_are_permission_denied_naming_the_url_and_the_remedy(
+    refusing, bucket, clean, operation
+) -> None:
+    run = f"{bucket}/run"
+    options = {"endpoint_url": refusing, "key": "AKIAWRONGWRONGWRONG0", "secret": "not-the-secret"}
+    with pytest.raises(tp.errors.PermissionDeniedError) as caught:
+        _operations(run, options)[operation]()
+    message = str(caught.value)
+    assert run in message and caught.value.path is not None and caught.value.path.startswith(run), message
+    assert "permission denied" in message and "credentials" in message, message
+    assert "not-the-secret" not in message, message  # a secret is never shown
+    assert isinstance(caught.value, PermissionError)
+
+
+BAD_OPTIONS = {
+    "a mistyped option": ({"anonn": False}, "'anonn'"),
+    "a bad key in client_kwargs": ({"client_kwargs": {"endpoint": "http://x"}}, "client_kwargs['endpoint']"),
+    "a bad key in config_kwargs": ({"config_kwargs": {"read_timout": 5}}, "config_kwargs['read_timout']"),
+}
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+@pytest.mark.parametrize("bad", list(BAD_OPTIONS))
+def test_an_option_the_backend_does_not_take_is_an_invalid_argument_naming_it(
+    s3_endpoint, bucket, clean, operation, bad
+) -> None:
+    run = f"{bucket}/run"
+    good = {"endpoint_url": s3_endpoint, "key": "testing", "secret": "testing"}
+    tp.Checkpoint(model=_model(1.0)).write(f"{run}/ckpt-1", storage_options=good)
+    tp.CheckpointManager(tp.Checkpoint(model=_model(1.0)), run, max_to_keep=2, storage_options=good).save()
+    _forget(bucket)
+    extra, named = BAD_OPTIONS[bad]
+    with pytest.raises(tp.errors.InvalidArgumentError) as caught:
+        _operations(run, {**good, **extra})[operation]()
+    message = str(caught.value)
+    assert f"storage option {named}" in message and run in message, message
+    assert "storage_options" in message, message  # where to fix it
