@@ -6,7 +6,7 @@
     ├── NotFoundError(CheckpointError, FileNotFoundError)
     │       a checkpoint, shard file or key that does not exist
     ├── PermissionDeniedError(CheckpointError, PermissionError)
-    │       a checkpoint file this user may not read
+    │       a checkpoint file this user may not read; an object store refusing the credentials
     ├── DataLossError(CheckpointError, OSError)
     │       checksum mismatch, truncated or damaged file
     ├── DeadlineExceededError(CheckpointError, TimeoutError)
@@ -112,7 +112,9 @@ class PermissionDeniedError(CheckpointError, PermissionError):
     """A checkpoint's ``.index``, ``.data-*`` or ``checkpoint`` file exists but may not be read.
 
     Raised when opening the file fails with ``EACCES`` or ``EPERM``; the message names the
-    file. Also a ``PermissionError``, what ``open`` raises for the same file.
+    file. Also a ``PermissionError``, what ``open`` raises for the same file. At a URL, raised
+    for any request the store refuses (credentials it does not accept, or no right to read,
+    list or write there), on a save too; the message names the URL and the credentials to check.
     """
 
 
