@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trackpoint._format import atomic, bounded_json
-from trackpoint._format.files import read_regular
+from trackpoint._format.files import exists, list_names, read_regular
+from trackpoint._storage import is_url
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 from trackpoint.tools.safetensors_format import SafetensorsFile
 
@@ -112,8 +113,9 @@ class SafetensorsSource:
         self.files: dict[str, SafetensorsFile] = {}
         self.where: dict[str, SafetensorsFile] = {}  # tensor name -> its file
         path = self.path
-        if os.path.isdir(path):
-            path = _pick_in_directory(path)
+        names = _names_in(path)
+        if names is not None:
+            path = _pick_in_directory(path, names)
         try:
             if path.endswith(".json"):
                 self._open_index(path)
@@ -175,11 +177,28 @@ class SafetensorsSource:
             opened.close()
 
 
-def _pick_in_directory(directory: str) -> str:
+def _names_in(path: str) -> list[str] | None:
+    """The names of what is directly in ``path`` if it is a directory, else None.
+
+    Through the storage seam: at a URL, a "directory" is a prefix with objects under it (an
+    object store has none of its own), known only by listing it. A name ending as weights or an
+    index is taken for a file there, as :func:`is_safetensors_path` takes it, without a listing.
+    """
+    if is_url(path):
+        if path.endswith((".safetensors", ".json")):
+            return None
+        return list_names(path.rstrip("/")) or None
+    return os.listdir(path) if os.path.isdir(path) else None
+
+
+def _pick_in_directory(directory: str, names: list[str]) -> str:
+    url = is_url(directory)
+    directory = directory.rstrip("/") if url else directory
     for name in ("model.safetensors", "model.safetensors.index.json"):  # transformers' order
-        if os.path.isfile(os.path.join(directory, name)):
+        # A URL's listing holds objects only; a local one directories too, which hold no weights.
+        if name in names and (url or os.path.isfile(os.path.join(directory, name))):
             return os.path.join(directory, name)
-    found = sorted(n for n in os.listdir(directory) if n.endswith((".safetensors", ".safetensors.index.json")))
+    found = sorted(n for n in names if n.endswith((".safetensors", ".safetensors.index.json")))
     if len(found) == 1:
         return os.path.join(directory, found[0])
     raise NotFoundError(
@@ -191,10 +210,12 @@ def _pick_in_directory(directory: str) -> str:
 
 def is_safetensors_path(path: str) -> bool:
     """Whether ``path`` names safetensors weights rather than a TF checkpoint."""
-    if path.endswith((".safetensors", ".safetensors.index.json")) or (path.endswith(".json") and os.path.isfile(path)):
+    if path.endswith((".safetensors", ".safetensors.index.json")):
         return True
-    if os.path.isdir(path):
-        names = os.listdir(path)
+    if path.endswith(".json"):
+        return exists(path) if is_url(path) else os.path.isfile(path)
+    names = _names_in(path)
+    if names is not None:
         has_tf = "checkpoint" in names or any(n.endswith(".index") for n in names)
         return not has_tf and any(n.endswith((".safetensors", ".safetensors.index.json")) for n in names)
     return False
