@@ -20,7 +20,9 @@ anyone; see :mod:`trackpoint._format.object_bundles` for how they are skipped an
 
 Credentials and endpoints come from :func:`trackpoint.set_storage_options` for a URL prefix,
 else from fsspec's configuration (for example the environment variables
-``FSSPEC_S3_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``), as for any fsspec user.
+``FSSPEC_S3_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``), as for any fsspec user. A request is tried
+as often as its client's options say, never more; what it then raises is translated by
+:mod:`.store_errors` (a timeout, a refusal, an option the client does not take).
 """
 
 from __future__ import annotations
@@ -500,6 +502,8 @@ def read_versioned(url: str, what: str, limit: int) -> tuple[bytes, str] | None:
         if got[0] is None:
             raise _too_large(url, what, int(got[1]["size"]), limit)
         return got[0], _version(got[1])
+    # A retry of trackpoint's own, of a consistency race only (another writer replaced the object
+    # between HEAD and GET): every request's transport failure raises, its client's retries spent.
     for _ in range(_READ_ATTEMPTS):
         try:
             fs, path, info = _info(url, what)
@@ -567,10 +571,12 @@ def swap(url: str, data: bytes, version: str | None) -> bool:
 
     Returns:
         True if written; False if another writer changed or created the object first (read
-        it again, merge, and swap against its new version).
+        it again, merge, and swap against its new version). Only this lost race is what the
+        callers' compare-and-swap loops retry; a failed request raises, its client's retries spent.
 
     Raises:
-        WriteError: The write failed for another reason.
+        WriteError: The write failed for another reason (DeadlineExceededError, PermissionDeniedError:
+            see :func:`trackpoint._storage.store_errors.translate`).
         InvalidArgumentError: The store has no conditional writes.
     """
     fs, path = filesystem(url)
