@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from trackpoint._format import atomic, naming, slices, sstable, varint, wire
+from trackpoint._format import atomic, chunked_write, naming, slices, sstable, varint, wire
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import crc32c, mask
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
@@ -162,14 +162,20 @@ class ShardWriter:
         start_writeback(self._file.fileno(), self._written_back, self._offset - self._written_back)
         self._written_back = self._offset
 
-    def _append(self, buffer: bytes | memoryview) -> tuple[int, int, int]:
+    @property
+    def offset(self) -> int:
+        """Where the next bytes appended go."""
+        return self._offset
+
+    def append(self, buffer: bytes | memoryview, crc: int = 0) -> tuple[int, int, int]:
+        """Write ``buffer`` and record no entry; its offset, size and the crc32c continued from ``crc``."""
         offset = self._offset
         self._file.write(buffer)
         size = buffer.nbytes if isinstance(buffer, memoryview) else len(buffer)
         self._offset += size
         if self._offset - self._written_back >= WRITEBACK_BYTES and not self._staged:
             self._start_writeback()
-        return offset, size, mask(crc32c(buffer))
+        return offset, size, crc32c(buffer, crc)
 
     def _write(self, key: bytes, name: str, array: Any) -> None:
         if key in self.entries.encoded or key in self.sliced:
@@ -178,16 +184,21 @@ class ShardWriter:
         if dtype.is_string:
             shape = np.shape(array)
             data, crc = encode_strings(np.asarray(array, dtype=object), name)
-            offset, size, _ = self._append(data)
+            offset, size, _ = self.append(data)
         else:
             buf = as_numeric_buffer(np.asarray(array), dtype)
             shape = buf.shape
-            offset, size, crc = self._append(numeric_bytes_view(buf))
+            offset, size, crc = self.append(numeric_bytes_view(buf))
+            crc = mask(crc)
         self.entries.encoded[key] = encode_entry(dtype.enum, shape, self.shard_id, offset, size, crc)
 
     def add(self, key: str, array: Any) -> None:
         """Append a whole tensor (numpy array, ``bytes``/``str`` scalar or object array of bytes)."""
         self._write(encode_key(key), key, array)
+
+    def add_chunks(self, key: str, dtype: DType, shape: Sequence[int], chunks: Iterable[memoryview]) -> None:
+        """Append one numeric tensor given as its bytes in chunks (see :func:`.chunked_write.add_chunks`)."""
+        chunked_write.add_chunks(self, key, dtype, shape, chunks)
 
     def add_many(self, tensors: Iterable[tuple[str, Any]]) -> None:
         """Append whole tensors in order; the same as :meth:`add` on each, faster for many small ones.
@@ -422,6 +433,12 @@ class BundleWriter:
     def add_many(self, tensors: Iterable[tuple[str, Any]], shard_id: int = 0) -> None:
         """Append whole tensors in order to shard ``shard_id`` (see :meth:`ShardWriter.add_many`)."""
         self._shard(shard_id).add_many(tensors)
+
+    def add_chunks(
+        self, key: str, dtype: DType, shape: Sequence[int], chunks: Iterable[memoryview], shard_id: int = 0
+    ) -> None:
+        """Append one tensor given in chunks to shard ``shard_id`` (see :meth:`ShardWriter.add_chunks`)."""
+        self._shard(shard_id).add_chunks(key, dtype, shape, chunks)
 
     def add_slice(
         self, key: str, full_shape: Sequence[int], extents: slices.Extents, array: Any, shard_id: int = 0
