@@ -23,7 +23,7 @@ import numpy as np
 from trackpoint._format.dtypes import DTYPES, DType, from_numpy
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["applies", "cast_value", "family", "target_dtype"]
+__all__ = ["applies", "cast_into", "cast_value", "family", "target_dtype"]
 
 _FLOATS = {"float16", "float32", "float64", "bfloat16"} | {
     d.name for d in DTYPES.values() if d.name.startswith("float8")
@@ -75,41 +75,71 @@ _CHUNK = 1 << 20  # elements cast and checked at a time: a few MiB of temporarie
 def cast_value(value: Any, target: DType, key: str, prefix: str) -> np.ndarray:
     """``value`` cast to ``target``, or an error naming the first value the cast would lose.
 
-    The cast goes chunk by chunk into one preallocated result, each chunk checked as it is
-    cast: memory holds the source and the result, plus a few MiB (whole-tensor float64 copies
-    and masks cost four times a float32 tensor).
+    The cast goes chunk by chunk into one preallocated result (see :func:`cast_into`): memory
+    holds the source and the result, plus a chunk's masks. A large stored tensor is not cast
+    here but streamed through :func:`cast_into` a chunk at a time (see :mod:`.chunk_stream`).
 
     Raises:
         InvalidArgumentError: A finite float would overflow to infinity, or an integer does not fit.
     """
     array = np.asarray(value)
-    if family(target) != "float":
-        info = np.iinfo(target.numpy)
-        if array.size and (int(array.min()) < info.min or int(array.max()) > info.max):
-            raise InvalidArgumentError(
-                f"{prefix}: casting {key!r} to {target.name} would change values outside "
-                f"[{info.min}, {info.max}] (the tensor holds {int(array.min())}..{int(array.max())}); cast to a "
-                "wider integer dtype",
-                path=prefix,
-                key=key,
-            )
     out = np.empty(array.shape, target.numpy)
     source, result = array.reshape(-1), out.reshape(-1)
     for start in range(0, source.size, _CHUNK):
-        chunk, cast = source[start : start + _CHUNK], result[start : start + _CHUNK]
-        with np.errstate(over="ignore", invalid="ignore"):
-            cast[...] = chunk
-        if family(target) == "float":
-            # float64 for the test: not every float8 type has isfinite of its own; a chunk at a time.
-            lost = np.isfinite(chunk.astype(np.float64)) & ~np.isfinite(cast.astype(np.float64))
-            if lost.any():
-                first = start + int(np.argmax(lost))
-                where = [int(i) for i in np.unravel_index(first, array.shape)] if array.ndim else []
-                raise InvalidArgumentError(
-                    f"{prefix}: casting {key!r} to {target.name} would turn finite value(s) into infinity "
-                    f"(first: {source[first]!r} at {where}); cast to a wider dtype (float32, bfloat16) or "
-                    "leave this tensor out of the cast",
-                    path=prefix,
-                    key=key,
-                )
+        cast_into(source[start : start + _CHUNK], result[start : start + _CHUNK], key, prefix, start, array.shape)
     return out
+
+
+def cast_into(chunk: np.ndarray, out: np.ndarray, key: str, prefix: str, start: int, shape: tuple[int, ...]) -> None:
+    """Cast the flat ``chunk`` (elements ``start:`` of a tensor of ``shape``) into ``out``, of the
+    target dtype and the same length, refusing a value the cast would lose.
+
+    Allocates no more than a mask of the chunk (and a float64 copy of the few values an overflow
+    found), so a tensor cast chunk by chunk costs bounded memory whatever its size.
+
+    Raises:
+        InvalidArgumentError: A finite float would overflow to infinity (or to NaN, for a target
+            without infinities), or an integer does not fit; the message names the first such
+            value and its index in the tensor.
+    """
+    name = out.dtype.name  # the checkpoint's names for the dtypes a cast may produce
+    floats = name in _FLOATS
+    if not floats:
+        info = np.iinfo(out.dtype)
+        if chunk.size and (int(chunk.min()) < info.min or int(chunk.max()) > info.max):
+            first = int(np.flatnonzero((chunk < info.min) | (chunk > info.max))[0])
+            raise InvalidArgumentError(
+                f"{prefix}: casting {key!r} to {name} would change values outside [{info.min}, {info.max}] "
+                f"(first: {chunk[first]!r} at {_index(start + first, shape)}); cast to a wider integer dtype",
+                path=prefix,
+                key=key,
+            )
+    with np.errstate(over="ignore", invalid="ignore"):
+        out[...] = chunk
+    if not floats:
+        return
+    # The cast's non-finite values first (usually none): only those are looked up in the source.
+    changed = np.flatnonzero(~_isfinite(out))
+    if not changed.size:
+        return
+    lost = changed[_isfinite(chunk[changed])]
+    if lost.size:
+        first = int(lost[0])
+        raise InvalidArgumentError(
+            f"{prefix}: casting {key!r} to {name} would turn finite value(s) into infinity "
+            f"(first: {chunk[first]!r} at {_index(start + first, shape)}); cast to a wider dtype (float32, "
+            "bfloat16) or leave this tensor out of the cast",
+            path=prefix,
+            key=key,
+        )
+
+
+def _isfinite(values: np.ndarray) -> np.ndarray:
+    try:
+        return np.isfinite(values)
+    except TypeError:  # a float type without an isfinite loop of its own: float64 holds its values exactly
+        return np.isfinite(values.astype(np.float64))
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> list[int]:
+    return [int(i) for i in np.unravel_index(flat, shape)] if shape else []
