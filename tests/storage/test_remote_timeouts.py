@@ -1,10 +1,10 @@
 """A store that accepts connections and never answers (the proxy in front of moto's server
-stalls every request, or every PUT): with the user's short ``read_timeout`` and retries, a
-restore, a reader, a state read and a save raise ``DeadlineExceededError`` naming the URL and
-the remedy, and take no longer than s3fs alone takes to give up in the same setup: one retry
-policy (s3fs's and botocore's, as the options set them), no second loop around it, and no
-timeout taken for "not found" (which would read the index again, or take a prefix for a
-directory).
+stalls every request, every PUT, or every GET of a data object): with the user's short
+``read_timeout`` and retries, a restore, a reader, a state read and a save raise
+``DeadlineExceededError`` naming the URL and the remedy, and take no longer than s3fs alone
+takes to give up in the same setup: one retry policy (s3fs's and botocore's, as the options set
+them), no second loop around it, and no timeout taken for "not found" (which would read the
+index again, or take a prefix for a directory).
 
 The bound is on a hang, not a timing: 1.5 times what s3fs alone takes, plus 3 seconds.
 """
@@ -106,3 +106,37 @@ def test_a_save_whose_uploads_stall_times_out_and_commits_nothing(bucket, stalle
     proxy.fault = None
     s3.invalidate_cache()
     assert not s3.exists(f"{prefix[5:]}.index")
+
+
+def _large(value: float) -> tp.Module:
+    """A model whose data object is mostly one 4 MB tensor: a restore reads the object graph, a
+    small part of it, by a ranged GET first."""
+    m = _model(value)
+    m.big = tp.Variable(np.full(1 << 20, value, np.float32))
+    return m
+
+
+def _one_ranged_get(fs: Any, url: str) -> object:
+    """One ranged GET by s3fs's ``_call_s3``: s3fs's retries around botocore's attempts, once."""
+    from fsspec.asyn import sync
+
+    bucket, key, _ = fs.split_path(url)
+    return sync(fs.loop, fs._call_s3, "get_object", Bucket=bucket, Key=key, Range="bytes=0-1023")
+
+
+def test_a_restore_whose_data_reads_stall_times_out_as_one_s3fs_request_does(bucket, stalled, proxy) -> None:
+    """The index answers; every GET of the data object stalls. The restore's first ranged GET (the
+    object graph's range) is asked as often as one s3fs request is, under the user's policy, not
+    as s3fs's ranged cat_file asks it (its retry loop around that request's own: 5 x 5 attempts)."""
+    proxy.fault = None
+    prefix = tp.Checkpoint(model=_large(1.0)).write(f"{bucket}/run/ckpt-5")
+    data = f"{prefix}.data-00000-of-00001"
+    proxy.fault = lambda method, path, query: "stall" if method == "GET" and ".data-" in path else None
+    proxy.gets.clear()
+    baseline = _s3fs_alone(stalled, lambda fs: _one_ranged_get(fs, data))
+    asked = len(proxy.gets)
+    proxy.gets.clear()
+    _gives_up_in_time(data, baseline, lambda: tp.Checkpoint(model=_large(0.0)).restore(prefix))
+    gets = [header for path, header in proxy.gets if ".data-" in path]
+    assert gets and all(header is not None and header.startswith("bytes=") for header in gets), gets
+    assert len(gets) <= asked, f"{len(gets)} GETs of the data object where s3fs alone asks {asked} times"

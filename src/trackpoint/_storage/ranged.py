@@ -35,7 +35,7 @@ import tempfile
 import threading
 from collections.abc import Iterable
 
-from trackpoint._storage import remote
+from trackpoint._storage import remote, s3_get
 from trackpoint.errors import CheckpointError, DataLossError, DeadlineExceededError, PermissionDeniedError
 
 __all__ = ["GROUP_BYTES", "IN_FLIGHT", "MAX_BLOCK", "MAX_GAP", "WHOLE_FRACTION", "RangedObject"]
@@ -239,13 +239,10 @@ class RangedObject:
             if block is not None and (not group or sum(b - a for a, b in group) + block[1] - block[0] <= GROUP_BYTES):
                 group.append(block)
                 continue
-            starts, ends = [a for a, _ in group], [b for _, b in group]
+            # On S3 one request per range under the user's retry policy, not s3fs's cat_ranges,
+            # which loops around it again (see s3_get); bounded by that policy.
             fetched = remote.call(
-                self.url,
-                self.what,
-                functools.partial(
-                    fs.cat_ranges, [path] * len(group), starts, ends, batch_size=IN_FLIGHT, on_error="raise"
-                ),
+                self.url, self.what, functools.partial(s3_get.read_ranges, fs, path, group, IN_FLIGHT)
             )
             self.requests += len(group)
             for (start, end), data in zip(group, fetched, strict=True):

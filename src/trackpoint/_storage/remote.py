@@ -27,7 +27,6 @@ as often as its client's options say, never more; what it then raises is transla
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime
 import functools
@@ -40,6 +39,7 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+from trackpoint._storage import s3_get
 from trackpoint._storage.storage_options import options_for
 from trackpoint._storage.store_errors import call, translate
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError, WriteError
@@ -193,42 +193,14 @@ def _get_whole(url: str, what: str, limit: int) -> tuple[bytes | None, dict[str,
         DataLossError: A request failed, or fewer bytes arrived than the answer announced.
     """
     fs, path = filesystem(url)
-    try:
-        from s3fs.core import S3_RETRYABLE_ERRORS
-    except ImportError:
+    where = s3_get.location(fs, path)
+    if where is None:
         return None
-    bucket, key, version_id = fs.split_path(path) if "s3" in _protocols(fs) else ("", "", None)
-    if not key or version_id:
-        return None
-
-    async def get() -> tuple[bytes | None, dict[str, Any]]:
-        attempt = 0
-        while True:
-            # _call_s3 runs the user's retry policy (s3fs's and botocore's): its failure is final. Only a
-            # body cut off after the answer began is asked for again (up to s3fs's retries), as no retry did.
-            response = await fs._call_s3("get_object", Bucket=bucket, Key=key)
-            body = response["Body"]
-            try:
-                info = {
-                    "type": "file",
-                    "size": int(response.get("ContentLength") or 0),
-                    "ETag": response.get("ETag"),
-                    "LastModified": response.get("LastModified"),
-                }
-                # Refused before its body is read: the limit bounds memory, not only what is kept.
-                return (await body.read() if info["size"] <= limit else None), info
-            except S3_RETRYABLE_ERRORS:
-                attempt += 1
-                if attempt >= fs.retries:
-                    raise
-            finally:
-                body.close()
-            await asyncio.sleep(min(1.7**attempt * 0.1, 15))  # s3fs's own pause between attempts
-
     from fsspec.asyn import sync
 
     fs.invalidate_cache(path)  # see _info
-    data, info = call(url, what, lambda: sync(fs.loop, get))
+    # One request under the user's retry policy (see s3_get), bounded by it.
+    data, info = call(url, what, lambda: sync(fs.loop, s3_get.get, fs, *where, limit=limit))
     if data is not None and len(data) != info["size"]:
         raise DataLossError(
             f"{url}: {len(data)} bytes of the {what} arrived of the {info['size']} its answer announced; read it again",
