@@ -5,11 +5,14 @@ complex ones in complex128, then stored in their own dtype; every other tensor (
 such as ``save_counter`` or a step, bools, strings, the object graph) is taken from the last
 checkpoint, which also gives the result its object graph and data-file layout.
 
-Memory: the result tensor being built, plus 64 MiB at most. The inputs are read in chunks
-of 64Ki elements (512 KiB of float64 accumulator), each input's checksum verified over its chunks; a
-tensor saved in slices is streamed slice by slice when every input slices it alike. Only a tensor the
-inputs slice differently (or store unsliced in one, sliced in another), or a big-endian checkpoint, is
-read whole, each input at once: those cost one tensor per input.
+Memory: for tensors every input stores whole, a few MiB whatever their sizes. Such a tensor is
+averaged in steps of 64Ki elements (512 KiB of float64 accumulator), each input's step read into
+one reused buffer, its checksum extended and verified after its last step, and the mean written in
+2 MiB chunks as they fill (:meth:`~trackpoint._format.bundle_writer.BundleWriter.add_chunks`); a
+large tensor taken from the last checkpoint is copied in chunks too (:mod:`.chunk_copy`). A tensor
+saved in slices is accumulated into a result as large as itself, slice by slice when every input
+slices it alike; only a tensor the inputs slice differently (or store unsliced in one, sliced in
+another), or a big-endian checkpoint, is read whole, each input at once: those cost one tensor per input.
 
 Example:
     >>> import numpy as np, os, tempfile
@@ -28,7 +31,7 @@ import contextlib
 import math
 import numbers
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,6 +46,7 @@ from trackpoint._format.slices import readable_key
 from trackpoint._format.tensors import numeric_bytes_view
 from trackpoint._storage.storage_options import use_storage_options_for_urls
 from trackpoint.errors import DataLossError, InvalidArgumentError
+from trackpoint.tools import chunk_copy
 from trackpoint.tools.casting import family
 from trackpoint.tools.rewrite import source_prefix
 from trackpoint.tools.tensor_copy import check_prefix, new_bundle
@@ -165,6 +169,7 @@ def average(
         used = sorted({e.shard_id for e in last.values()} | {0})
         shard = {old: new for new, old in enumerate(used)}
         result = _ResultBuffer()
+        scratch = chunk_copy.Scratch()
         keys = list(last)
         with new_bundle(out, len(used), "average") as writer:
             for key, following in zip(keys, [*keys[1:], None]):
@@ -173,13 +178,31 @@ def average(
                         bundle.prefetch(layout[following])
                 entry = last[key]
                 dtype = entry.dtype
+                entries = [lay[key] for lay in layouts]
+                if dtype is not None and (chunks := _chunks(bundles, entries, dtype, factors, scratch)) is not None:
+                    writer.add_chunks(key, dtype, entry.shape, chunks, shard[entry.shard_id])
+                    continue
                 if dtype is not None and _averaged(dtype):
-                    value: Any = _mean(bundles, [lay[key] for lay in layouts], dtype, factors, result)
+                    value: Any = _mean(bundles, entries, dtype, factors, result)
                 else:
                     value = bundles[-1].read(key)
                 writer.add(key, value, shard[entry.shard_id])
                 del value
     return out
+
+
+def _chunks(
+    bundles: list[BundleReader], entries: list[Entry], dtype: DType, factors: list[float], scratch: chunk_copy.Scratch
+) -> Iterator[memoryview] | None:
+    """The result tensor's bytes chunk by chunk, when it is streamed: the mean of a float tensor every
+    input stores whole in native byte order, or a large copy of another from the last input; else None."""
+    if _averaged(dtype):
+        if any(b.big_endian or e.is_sliced for b, e in zip(bundles, entries)):
+            return None
+        return _mean_chunks([_Stream(b, e, dtype) for b, e in zip(bundles, entries)], factors)
+    if chunk_copy.streams(entries[-1], bundles[-1].checked(entries[-1])):
+        return scratch.stored(bundles[-1], entries[-1], dtype, None, entries[-1].key)
+    return None
 
 
 def _averaged(dtype: DType) -> bool:
@@ -215,7 +238,8 @@ def _check_same(prefixes: list[str], layouts: list[dict[str, Entry]]) -> None:
 
 
 class _ResultBuffer:
-    """One buffer, as large as the largest tensor, that every mean is accumulated into and written from.
+    """One buffer, as large as the largest mean not streamed (of inputs that store it in slices or
+    big-endian), that each such mean is accumulated into and written from.
 
     A new array per tensor measured several times slower on this VM: fresh pages are slow to touch
     the first time, and 2 GiB of means would be 2 GiB of them (PERFORMANCE.md).
@@ -274,14 +298,7 @@ def _accumulate(
     raw, term, acc = np.empty(step, dtype.numpy), np.empty(step, wide), np.empty(step, wide)
     for start in range(0, size, step):
         n = min(step, size - start)
-        total, part = acc[:n], term[:n]
-        total.fill(0)
-        for stream, factor in zip(streams, factors):
-            # Widened and weighted in one pass (dtype=: a float16 times a Python float is otherwise float16).
-            # inf + -inf (or inf * a zero weight) is nan, which is the mean's value: no warning about it.
-            with np.errstate(invalid="ignore", over="ignore"):
-                np.multiply(stream.chunk(start, start + n, raw[:n]), factor, out=part, dtype=wide)
-                total += part
+        total = _weighted_sum(streams, factors, start, raw[:n], term[:n], acc[:n])
         if box is None or lows is None:
             flat[start : start + n] = total
         else:
@@ -289,6 +306,46 @@ def _accumulate(
             flat[np.ravel_multi_index(tuple(i + lo for i, lo in zip(local, lows)), result.shape)] = total
     for stream in streams:
         stream.done()
+
+
+def _mean_chunks(streams: list[_Stream], factors: list[float]) -> Iterator[memoryview]:
+    """The weighted mean of ``streams`` (inputs stored whole) in its own dtype, a chunk at a time,
+    for :meth:`~trackpoint._format.bundle_writer.BundleWriter.add_chunks`: the same values
+    :func:`_accumulate` puts in a whole result, with no buffer larger than a chunk. Each input's
+    checksum is verified after its last chunk."""
+    dtype = streams[0].dtype
+    size = math.prod(streams[0].entry.shape)
+    wide = np.complex128 if dtype.name.startswith("complex") else np.float64
+    step = max(1, min(_CHUNK_ELEMENTS, size))
+    raw, term, acc = np.empty(step, dtype.numpy), np.empty(step, wide), np.empty(step, wide)
+    # The mean goes out in chunks of several steps: fewer, larger writes, which go to the file
+    # without passing through the writer's buffer.
+    out = np.empty(max(step, min(chunk_copy.CHUNK_BYTES // dtype.itemsize, size)), dtype.numpy)
+    filled = 0
+    for start in range(0, size, step):
+        n = min(step, size - start)
+        out[filled : filled + n] = _weighted_sum(streams, factors, start, raw[:n], term[:n], acc[:n])
+        filled += n
+        if filled + step > len(out) or start + n == size:
+            yield numeric_bytes_view(out[:filled])
+            filled = 0
+    for stream in streams:
+        stream.done()
+
+
+def _weighted_sum(
+    streams: list[_Stream], factors: list[float], start: int, raw: np.ndarray, term: np.ndarray, total: np.ndarray
+) -> np.ndarray:
+    """``total`` set to the weighted sum of the inputs' elements ``start:start + len(total)``,
+    each read into ``raw`` and widened into ``term`` (all three of the chunk's length)."""
+    total.fill(0)
+    for stream, factor in zip(streams, factors):
+        # Widened and weighted in one pass (dtype=: a float16 times a Python float is otherwise float16).
+        # inf + -inf (or inf * a zero weight) is nan, which is the mean's value: no warning about it.
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.multiply(stream.chunk(start, start + len(total), raw), factor, out=term, dtype=total.dtype)
+            total += term
+    return total
 
 
 def _pieces(bundle: BundleReader, entry: Entry, dtype: DType) -> dict[tuple[tuple[int, int], ...], Entry]:

@@ -11,10 +11,11 @@ Everything is planned from the index or the header first (names, conflicts, dtyp
 safetensors cannot hold) before a byte is written. To safetensors, a plain tensor's stored bytes
 are copied in 1 MiB pieces and its checksum checked at its end (:mod:`.tf_stream`); a sliced,
 string, big-endian or transposed one is read whole into one reused buffer. From safetensors,
-each tensor is read into one reused buffer and handed to the bundle writer; a transposed one is
-read in blocks of rows (16 MiB) into a second buffer and put transposed into the first. So memory
-stays at the largest tensor read whole, plus a bounded block for a transpose (to safetensors,
-twice the largest transposed tensor at most).
+a tensor of 1 MiB or more is copied to the bundle writer in 2 MiB chunks through one reused buffer
+(:mod:`.to_tf`), a smaller one read whole into a second buffer; a transposed one is read in blocks
+of rows (16 MiB) into a third buffer and put transposed into the second. So memory stays at a few
+MiB plus the largest tensor read whole (small or transposed), plus a bounded block for a transpose
+(to safetensors, twice the largest transposed tensor at most).
 """
 
 from __future__ import annotations

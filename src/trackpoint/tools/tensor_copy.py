@@ -1,9 +1,10 @@
 """Writing a new checkpoint for the tools: :func:`new_bundle` (all or nothing, the directories it
 made removed on failure), and :func:`write_items`, which copies ``rewrite``'s planned tensors one at a time.
 
-Each source tensor is read into one reused buffer (as large as the largest tensor), cast if
-its rule says so, and appended to the new bundle, which is published only once every tensor
-is written; on any error nothing is published and the temporary files go.
+A large source tensor stored whole is copied a bounded chunk at a time, cast if its rule says
+so (see :mod:`.chunk_copy`); a small or sliced one is read into one reused buffer, cast, and
+appended. The new bundle is published only once every tensor is written; on any error (a
+checksum found wrong at a tensor's end too) nothing is published and the temporary files go.
 
 Example:
     >>> import numpy as np, os, tempfile
@@ -29,12 +30,12 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format.bundle_reader import BundleReader, Entry
-from trackpoint._format.bundle_writer import BundleWriter
+from trackpoint._format.bundle_writer import BundleWriter, dtype_of
 from trackpoint._format.dtypes import DType
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._saving.write import write_remedy
 from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError
-from trackpoint.tools import casting
+from trackpoint.tools import casting, chunk_copy
 
 __all__ = [
     "Item",
@@ -67,11 +68,14 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
     used = sorted({item.shard_id for item in items} | {graph_shard})
     shard = {old: new for new, old in enumerate(used)}
     buffer = _ReadBuffer(bundle)
+    scratch = chunk_copy.Scratch()
     entries = [bundle.entry(item.source) if item.source is not None else None for item in items]
     with new_bundle(dst, len(used), "rewrite") as writer:
         for item, entry, following in zip(items, entries, [*entries[1:], None]):
             if following is not None:
                 bundle.prefetch(following)  # read from the disk while this one is written
+            if _streamed(bundle, writer, scratch, item, entry, shard[item.shard_id]):
+                continue
             value = buffer.read(entry) if entry is not None else item.value
             if item.cast is not None:
                 value = casting.cast_value(value, item.cast, item.key, bundle.prefix)
@@ -82,9 +86,31 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
             writer.add(OBJECT_GRAPH_KEY, graph_bytes, shard[graph_shard])
 
 
+def _streamed(
+    bundle: BundleReader, writer: BundleWriter, scratch: chunk_copy.Scratch, item: Item, entry: Entry | None, shard: int
+) -> bool:
+    """Copy ``item`` chunk by chunk (see :mod:`.chunk_copy`) if it is large and numeric; whether it was."""
+    if entry is None:
+        value = item.value
+        if item.cast is None or not isinstance(value, np.ndarray) or value.nbytes < chunk_copy.STREAM_BYTES:
+            return False  # an added value is in memory already: only a large cast of it would copy it whole
+        if dtype_of(value, item.key).is_string:
+            return False
+        chunks = scratch.given(value, item.cast, item.key, bundle.prefix)
+        writer.add_chunks(item.key, item.cast, value.shape, chunks, shard)
+        return True
+    dtype = bundle.checked(entry)
+    if not chunk_copy.streams(entry, dtype):
+        return False
+    chunks = scratch.stored(bundle, entry, dtype, item.cast, item.key)
+    writer.add_chunks(item.key, item.cast or dtype, entry.shape, chunks, shard)
+    return True
+
+
 class _ReadBuffer:
-    """Reads numeric tensors into one reused buffer (as large as the largest), so that copying a
-    checkpoint does not fault in fresh pages for every tensor; a value is valid until the next read."""
+    """Reads small and sliced numeric tensors into one reused buffer, so that copying a checkpoint
+    does not fault in fresh pages for every tensor; a value is valid until the next read. (Larger
+    tensors stored whole are streamed instead, and never come here.)"""
 
     def __init__(self, bundle: BundleReader) -> None:
         self.bundle = bundle

@@ -22,11 +22,10 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 from trackpoint._format.bundle_reader import BundleReader, Entry
-from trackpoint._format.crc import crc32c, unmask
+from trackpoint._format.chunked_read import stored_chunks
 
 __all__ = ["PIECE_BYTES", "stored_pieces", "streamable"]
 
@@ -48,19 +47,4 @@ def stored_pieces(bundle: BundleReader, entry: Entry, piece_bytes: int = PIECE_B
     Raises:
         DataLossError: The file ends early, or the bytes fail their checksum (after the last piece).
     """
-    fd = bundle.entry_fd(entry)
-    buffer = memoryview(bytearray(min(piece_bytes, max(entry.size, 1))))
-    crc = 0
-    done = 0
-    while done < entry.size:
-        want = min(len(buffer), entry.size - done)
-        got = os.preadv(fd, [buffer[:want]], entry.offset + done)
-        if got <= 0:
-            path = bundle.data_path(entry.shard_id)
-            raise bundle.damaged(path, entry.key, f"{path}: unexpected end of file reading key {entry.key!r}")
-        piece = buffer[:got]
-        crc = crc32c(piece, crc)
-        done += got
-        yield piece
-    if crc != unmask(entry.crc32c):
-        raise bundle.checksum_mismatch(entry.shard_id, entry.key)
+    yield from stored_chunks(bundle, entry, memoryview(bytearray(min(piece_bytes, max(entry.size, 1)))))

@@ -24,17 +24,18 @@ from __future__ import annotations
 import bisect
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
+from trackpoint._format.dtypes import from_numpy
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name
 from trackpoint._graph.object_graph import parse_graph
 from trackpoint.errors import DataLossError, InvalidArgumentError
-from trackpoint.tools import embedded_graph
+from trackpoint.tools import chunk_copy, embedded_graph
 from trackpoint.tools.hf_layout import SafetensorsSource
 from trackpoint.tools.names import MappingRow, NameRules, check_conflicts
 from trackpoint.tools.safetensors_format import SafetensorsFile
@@ -155,8 +156,12 @@ def _write(
 ) -> None:
     """Write ``keys`` (``(name, checkpoint key)``, in order) from ``source``, the string tensors
     ``strings`` by key, and the serialized object ``graph``."""
-    largest = max((source.where[row.source].tensors[row.source].nbytes for row in by_name.values()), default=0)
+    # A large tensor is copied a chunk at a time through ``chunk`` (no buffer as large as itself: see
+    # chunk_copy); a small or transposed one is read whole into ``scratch``.
+    whole = [row for row in by_name.values() if not _streamed(source, row)]
+    largest = max((source.where[row.source].tensors[row.source].nbytes for row in whole), default=0)
     scratch = bytearray(largest)
+    chunk = bytearray(chunk_copy.CHUNK_BYTES if len(whole) < len(by_name) else 0)
     # A transposed tensor is read in blocks of rows into this second, bounded buffer and each block
     # put transposed into ``scratch``: one whole copy plus a block, not two whole copies.
     blocks = bytearray(min(largest, _BLOCK_BYTES) if any(row.transposed for row in by_name.values()) else 0)
@@ -169,6 +174,10 @@ def _write(
                 continue
             opened = source.where[row.source]
             info = opened.tensors[row.source]
+            dtype = from_numpy(info.dtype)
+            if dtype is not None and _streamed(source, row):
+                writer.add_chunks(key, dtype, info.shape, _chunks(opened, row.source, chunk))
+                continue
             shape = row.shape if row.transposed else info.shape
             count = math.prod(shape)
             value = np.frombuffer(scratch, info.dtype, count).reshape(shape) if count else np.empty(shape, info.dtype)
@@ -180,6 +189,23 @@ def _write(
                 opened.read(row.source, out=value)
             writer.add_many([(key, value)])
         writer.add(OBJECT_GRAPH_KEY, graph)
+
+
+def _streamed(source: SafetensorsSource, row: MappingRow) -> bool:
+    """Whether ``row`` is copied in chunks: a large tensor stored as it is written (not transposed)."""
+    info = source.where[row.source].tensors[row.source]
+    return not row.transposed and info.nbytes >= chunk_copy.STREAM_BYTES and from_numpy(info.dtype) is not None
+
+
+def _chunks(opened: SafetensorsFile, name: str, memory: bytearray) -> Iterator[memoryview]:
+    """The bytes of tensor ``name`` of ``opened``, read into ``memory`` a chunk at a time (each valid
+    until the next): safetensors' little-endian row-major bytes are what a bundle stores."""
+    info = opened.tensors[name]
+    count, step = math.prod(info.shape), len(memory) // info.dtype.itemsize
+    for start in range(0, count, step):
+        piece = np.frombuffer(memory, info.dtype, min(step, count - start))
+        opened.read_flat(name, start, piece)
+        yield memoryview(piece.view(np.uint8))  # type: ignore[arg-type]  # numpy types its buffer from 3.12
 
 
 def _prefetch(source: SafetensorsSource, by_name: dict[str, MappingRow], following: list[tuple[str, str]]) -> None:
