@@ -12,6 +12,9 @@
     ├── DeadlineExceededError(CheckpointError, TimeoutError)
     │       an object store did not answer within the client's timeout, after the retries
     │       its client is configured with
+    ├── UnavailableError(CheckpointError, ConnectionError)
+    │       an object store's endpoint could not be connected to (refused: nothing listens
+    │       there; or not found), after the retries its client is configured with
     ├── InvalidArgumentError(CheckpointError, ValueError)
     │   │   malformed input: bad option, dtype/shape mismatch, hostile sizes
     │   ├── ShardingCallbackError(InvalidArgumentError, RuntimeError)
@@ -31,9 +34,10 @@ Each leaf also subclasses the builtin a caller would naturally catch, so
 ``except FileNotFoundError`` or ``except ValueError`` keeps working. Messages name the
 file, the key and what to do about it.
 
-Five leaves are ``OSError`` subclasses: ``NotFoundError``, ``PermissionDeniedError``,
-``WriteError`` (with its kind ``CoordinationError``), ``DataLossError`` and
-``DeadlineExceededError`` (a ``TimeoutError``). That is deliberate (a damaged or truncated file is a
+Six leaves are ``OSError`` subclasses: ``NotFoundError``, ``PermissionDeniedError``,
+``WriteError`` (with its kind ``CoordinationError``), ``DataLossError``,
+``DeadlineExceededError`` (a ``TimeoutError``) and ``UnavailableError`` (a
+``ConnectionError``). That is deliberate (a damaged or truncated file is a
 failed read, which Python reports as an ``OSError``), but it means that ``except OSError``
 also catches a checksum failure: catch ``DataLossError`` first when the two need different
 handling.
@@ -68,6 +72,7 @@ __all__ = [
     "NotFoundError",
     "PermissionDeniedError",
     "ShardingCallbackError",
+    "UnavailableError",
     "WriteError",
 ]
 
@@ -139,6 +144,24 @@ class DeadlineExceededError(CheckpointError, TimeoutError):
         >>> error = tp.errors.DeadlineExceededError("s3://b/run/ckpt-1.index: no answer", path="s3://b/run/ckpt-1.index")
         >>> isinstance(error, TimeoutError), error.path
         (True, 's3://b/run/ckpt-1.index')
+    """
+
+
+class UnavailableError(CheckpointError, ConnectionError):
+    """An object store's endpoint could not be connected to: refused, or its name not found.
+
+    Raised once the client's own retry policy (botocore's ``config_kwargs={"retries": ...}``,
+    as the storage options set it) has given up on a request that never reached the store, on
+    a read or a save; trackpoint adds no retries of its own. Nothing is wrong with the
+    checkpoint. The message names the URL, the endpoint and the remedy: check the endpoint the
+    URL uses (``endpoint_url``) and that the server there is running and reachable. Named as
+    TensorFlow's ``tf.errors.UnavailableError``; also a ``ConnectionError`` (an ``OSError``).
+
+    Example:
+        >>> import trackpoint as tp
+        >>> error = tp.errors.UnavailableError("s3://b/run/ckpt-1.index: connection refused", path="s3://b/run")
+        >>> isinstance(error, ConnectionError), error.path
+        (True, 's3://b/run')
     """
 
 

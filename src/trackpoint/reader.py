@@ -37,6 +37,7 @@ from trackpoint.errors import (
     InvalidArgumentError,
     NotFoundError,
     PermissionDeniedError,
+    UnavailableError,
     WriteError,
 )
 from trackpoint.options import CheckpointOptions, run_write_callbacks
@@ -290,7 +291,7 @@ def verify_checkpoint(
     damaged_blocks: list[str] = []
     try:
         bundle = BundleReader(prefix, damaged_blocks)
-    except (NotFoundError, PermissionDeniedError, DeadlineExceededError):  # no checkpoint to report on
+    except (NotFoundError, PermissionDeniedError, DeadlineExceededError, UnavailableError):  # nothing to report on
         raise
     except CheckpointError as exc:
         return [Damage(None, str(exc))]
@@ -315,8 +316,8 @@ def verify_checkpoint(
         for key, size in keys:
             try:
                 bundle.read(key)
-            except DeadlineExceededError:
-                raise  # a store that does not answer damaged nothing, and would make every key wait as long
+            except (DeadlineExceededError, UnavailableError):
+                raise  # a store not answering (or not reached) damaged nothing, and every key would wait as long
             except CheckpointError as exc:
                 found.append(Damage(readable_key(key), str(exc)))
             done += max(size, 0)

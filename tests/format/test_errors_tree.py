@@ -25,6 +25,14 @@ def test_permission_denied_is_a_leaf_of_the_tree() -> None:
     assert "PermissionDeniedError" in README.read_text()
 
 
+def test_unavailable_is_a_leaf_of_the_tree() -> None:
+    error = tp.errors.UnavailableError
+    assert issubclass(error, tp.errors.CheckpointError) and issubclass(error, ConnectionError)
+    assert "UnavailableError" in tp.errors.__all__
+    assert "UnavailableError(CheckpointError, ConnectionError)" in (tp.errors.__doc__ or "")
+    assert "UnavailableError" in README.read_text()
+
+
 def test_every_name_in_the_tree_is_drawn_in_its_docstring() -> None:
     for name in tp.errors.__all__:
         assert f"{name}(" in (tp.errors.__doc__ or ""), name
@@ -125,10 +133,11 @@ def test_data_loss_is_an_os_error_and_the_docstring_says_what_that_means() -> No
         "DeadlineExceededError",
         "NotFoundError",
         "PermissionDeniedError",
+        "UnavailableError",
         "WriteError",
     ]
     assert issubclass(tp.errors.CoordinationError, tp.errors.WriteError)  # a failed save, seen from another rank
-    assert "Five leaves are ``OSError`` subclasses" in doc and "``except OSError``" in doc
+    assert "Six leaves are ``OSError`` subclasses" in doc and "``except OSError``" in doc
     assert "catches a\nchecksum failure" in doc or "catches a checksum failure" in " ".join(doc.split())
     with pytest.raises(OSError):
         raise tp.errors.DataLossError("ckpt.data-00000-of-00001: checksum mismatch")

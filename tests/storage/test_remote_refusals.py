@@ -10,6 +10,7 @@ The refusing store is a real one: moto's server in a process of its own with
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -135,3 +136,71 @@ def test_an_option_the_backend_does_not_take_is_an_invalid_argument_naming_it(
     message = str(caught.value)
     assert f"storage option {named}" in message and run in message, message
     assert "storage_options" in message, message  # where to fix it
+
+
+@pytest.fixture()
+def closed_port() -> str:
+    """The endpoint of a port on 127.0.0.1 that nothing listens on (bound, its number taken,
+    closed again): every connection to it is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def _s3fs_refused(options: dict[str, Any], path: str) -> float:
+    """Seconds s3fs alone, with ``options``, takes to give up reading ``path``."""
+    import s3fs
+    from botocore.exceptions import EndpointConnectionError
+
+    fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
+    start = time.monotonic()
+    with pytest.raises(EndpointConnectionError):
+        fs.cat_file(path)
+    return time.monotonic() - start
+
+
+@pytest.mark.parametrize("operation", OPERATIONS)
+def test_an_endpoint_that_refuses_connections_is_unavailable_naming_the_url_and_the_remedy(
+    closed_port, bucket, clean, operation
+) -> None:
+    """Nothing listens at the endpoint: UnavailableError (a ConnectionError) naming the URL and
+    what to check, not DataLossError ("cannot read"), once the user's retry policy (one botocore
+    attempt here) has given up, and no later than s3fs alone gives up (1.5 times, plus 3 s)."""
+    run = f"{bucket}/run"
+    options = {
+        "endpoint_url": closed_port,
+        "key": "testing",
+        "secret": "testing",
+        "config_kwargs": {"retries": {"max_attempts": 1}},
+    }
+    baseline = _s3fs_refused(options, f"{run[5:]}/ckpt-1.index")
+    start = time.monotonic()
+    with pytest.raises(tp.errors.UnavailableError) as caught:
+        _operations(run, options)[operation]()
+    took = time.monotonic() - start
+    assert took <= 1.5 * baseline + 3.0, f"{took:.1f} s against s3fs's {baseline:.1f} s"
+    error = caught.value
+    assert isinstance(error, ConnectionError) and isinstance(error, tp.errors.CheckpointError)
+    message = str(error)
+    assert run in message and error.path is not None and error.path.startswith(run), message
+    assert "endpoint_url" in message and closed_port in message and "running" in message, message
+    assert "testing" not in message, message  # credentials are never shown
+
+
+def test_a_restore_from_an_endpoint_that_refuses_connections_asks_for_the_index_only(
+    closed_port, bucket, clean, caplog
+) -> None:
+    """An index that could not be asked for is no sign of a directory: the restore does not ask
+    for a state object too, which would double the wait (s3fs logs each request it makes)."""
+    options = {
+        "endpoint_url": closed_port,
+        "key": "testing",
+        "secret": "testing",
+        "config_kwargs": {"retries": {"max_attempts": 1}},
+    }
+    caplog.set_level(logging.DEBUG, logger="s3fs")
+    with pytest.raises(tp.errors.UnavailableError, match="ckpt-1.index"):
+        tp.Checkpoint(model=_model(0.0)).restore(f"{bucket}/run/ckpt-1", storage_options=options)
+    calls = [record.getMessage() for record in caplog.records if record.getMessage().startswith("CALL: ")]
+    assert len(calls) == 1 and "ckpt-1.index" in calls[0], calls

@@ -19,7 +19,7 @@ from typing import TypeVar
 from trackpoint._format import atomic, naming, object_bundles, temps
 from trackpoint._storage import remote
 from trackpoint._storage.ranged import RangedObject
-from trackpoint.errors import CheckpointError, DeadlineExceededError
+from trackpoint.errors import CheckpointError, DeadlineExceededError, UnavailableError
 
 __all__ = ["OBJECTS", "ObjectStorage", "publish_objects"]
 
@@ -132,8 +132,9 @@ class ObjectStorage:
         names a directory only when it has no index and a state object under it."""
         try:
             found = look_up(naming.index_filename(path))
-        except DeadlineExceededError:
-            raise  # the store did not answer: no sign of a directory, and asking again would wait as long
+        except (DeadlineExceededError, UnavailableError):
+            # The store did not answer, or was not reached: no sign of a directory, and asking again would wait as long.
+            raise
         except CheckpointError as missed:
             # Not there, a "directory" by that name, or not readable with the options set for
             # ``path`` (those of a directory "run" need not cover "run.index"): no prefix to read

@@ -36,7 +36,13 @@ import threading
 from collections.abc import Iterable
 
 from trackpoint._storage import remote, s3_get
-from trackpoint.errors import CheckpointError, DataLossError, DeadlineExceededError, PermissionDeniedError
+from trackpoint.errors import (
+    CheckpointError,
+    DataLossError,
+    DeadlineExceededError,
+    PermissionDeniedError,
+    UnavailableError,
+)
 
 __all__ = ["GROUP_BYTES", "IN_FLIGHT", "MAX_BLOCK", "MAX_GAP", "WHOLE_FRACTION", "RangedObject"]
 
@@ -198,8 +204,8 @@ class RangedObject:
         """Whether the object at the URL is no longer the version first read (or is gone)."""
         try:
             return remote.identity(remote.stat_object(self.url, self.what)) != remote.identity(self.stat)
-        except (DeadlineExceededError, PermissionDeniedError):
-            raise  # the store did not answer, or refused to: nothing is known of a change
+        except (DeadlineExceededError, PermissionDeniedError, UnavailableError):
+            raise  # the store did not answer, refused to, or was not reached: nothing is known of a change
         except CheckpointError:
             return True
 

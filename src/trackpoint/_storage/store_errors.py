@@ -2,7 +2,9 @@
 
 fsspec's backends raise their own: botocore's ``ReadTimeoutError`` (or an ``asyncio`` or
 ``aiohttp`` timeout) for a store that does not answer, s3fs's ``PermissionError`` for
-``AccessDenied`` or ``InvalidAccessKeyId``, botocore's ``NoCredentialsError``, and a
+``AccessDenied`` or ``InvalidAccessKeyId``, botocore's ``NoCredentialsError``, botocore's
+``EndpointConnectionError`` (or aiohttp's ``ClientConnectorError``, a ``ConnectionRefusedError``
+beneath either) for an endpoint nothing listens at, and a
 ``TypeError`` for an option the client does not take (s3fs builds its client at the first
 request, so a mistyped option surfaces there, not when the filesystem is made). Each becomes
 the :mod:`trackpoint.errors` class that says what happened, with the URL and what to do,
@@ -27,6 +29,7 @@ from trackpoint.errors import (
     InvalidArgumentError,
     NotFoundError,
     PermissionDeniedError,
+    UnavailableError,
     WriteError,
 )
 
@@ -37,6 +40,10 @@ _T = TypeVar("_T")
 # Timeouts that are no builtin TimeoutError: botocore's (its urllib3 and requests parents
 # included). asyncio's, aiohttp's and fsspec's are TimeoutErrors (Python 3.11+).
 _TIMEOUT_NAMES = frozenset({"ReadTimeoutError", "ConnectTimeoutError", "ReadTimeout", "ConnectTimeout"})
+# A connection that could not be made (refused, or the endpoint's name not found): botocore's
+# and aiohttp's. botocore's ConnectTimeoutError is an EndpointConnectionError too, but a timeout
+# is told first.
+_UNREACHABLE_NAMES = frozenset({"EndpointConnectionError", "ClientConnectorError"})
 # Credentials botocore could not find or complete: as much a refusal as a wrong key.
 _NO_CREDENTIALS_NAMES = frozenset({"NoCredentialsError", "PartialCredentialsError"})
 _UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
@@ -62,7 +69,8 @@ def call(url: str, what: str, action: Callable[[], _T], *, doing: str = "read") 
 def translate(url: str, what: str, exc: BaseException, *, doing: str = "read") -> CheckpointError:
     """The trackpoint error for ``exc``, which a request to ``doing`` the ``what`` at ``url`` raised.
 
-    A timeout is a :class:`DeadlineExceededError`, never "not found"; a refusal of the
+    A timeout is a :class:`DeadlineExceededError`, never "not found"; an endpoint that could
+    not be connected to an :class:`UnavailableError`, never damage; a refusal of the
     credentials a :class:`PermissionDeniedError`; an option the backend does not take an
     :class:`InvalidArgumentError` naming it; a missing object (on a read) a
     :class:`NotFoundError`; anything else a :class:`DataLossError`, or a :class:`WriteError`
@@ -78,6 +86,8 @@ def translate(url: str, what: str, exc: BaseException, *, doing: str = "read") -
         return exc
     if _timed_out(exc):
         return _deadline(url, what, exc, doing)
+    if _unreachable(exc):
+        return _unavailable(url, what, exc, doing)
     option = _unknown_option(url, exc)
     if option is not None:
         return InvalidArgumentError(
@@ -113,6 +123,25 @@ def _deadline(url: str, what: str, exc: BaseException, doing: str) -> DeadlineEx
     )
 
 
+def _unavailable(url: str, what: str, exc: BaseException, doing: str) -> UnavailableError:
+    committed = " A checkpoint is committed only once its .index is there." if doing in ("write", "delete") else ""
+    return UnavailableError(
+        f"{url}: could not connect to the object store at {_endpoint(url)} to {doing} the {what} ({exc}), after the "
+        f"retries its client is configured with.{committed} Check that this is the endpoint the URL should use "
+        "(storage option endpoint_url, in the storage_options given for it or tp.set_storage_options, else "
+        "fsspec's FSSPEC_S3_ENDPOINT_URL) and that the server there is running and reachable from here",
+        path=url,
+    )
+
+
+def _endpoint(url: str) -> str:
+    """The endpoint the URL's options name (``endpoint_url``, or in ``client_kwargs``), else a description."""
+    given = _given(url)
+    nested = given.get("client_kwargs")
+    endpoint = given.get("endpoint_url") or (nested.get("endpoint_url") if isinstance(nested, Mapping) else None)
+    return str(endpoint) if endpoint else "its client's default endpoint (no endpoint_url is set for it)"
+
+
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     """``exc`` and the exceptions it was raised from or while handling, each once."""
     seen: set[int] = set()
@@ -129,6 +158,10 @@ def _named(exc: BaseException, names: frozenset[str]) -> bool:
 
 def _timed_out(exc: BaseException) -> bool:
     return any(isinstance(e, TimeoutError) or _named(e, _TIMEOUT_NAMES) for e in _chain(exc))
+
+
+def _unreachable(exc: BaseException) -> bool:
+    return any(isinstance(e, ConnectionRefusedError) or _named(e, _UNREACHABLE_NAMES) for e in _chain(exc))
 
 
 def _denied(exc: BaseException) -> bool:
