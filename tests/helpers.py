@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -241,7 +242,15 @@ def variables_of(ckpt: tp.Checkpoint) -> list[tuple[str, tp.Variable]]:
 
 
 def open_files(directory: pathlib.Path) -> list[str]:
-    """The files under ``directory`` this process has open, from ``/proc/self/fd``."""
+    """The files under ``directory`` this process has open, from ``/proc/self/fd``.
+
+    Descriptors that keep deleted checkpoint files alive are closed on a low-priority thread
+    the deleting call does not wait for (``_format/atomic.py``); on a loaded machine it may
+    not have run yet, so those threads are given up to 10 s to finish first.
+    """
+    for thread in threading.enumerate():
+        if thread.name == "trackpoint-release":
+            thread.join(10)
     found = []
     for fd in os.listdir("/proc/self/fd"):
         try:
