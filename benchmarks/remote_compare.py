@@ -14,11 +14,12 @@ each write to a fresh prefix after ``os.sync()``:
                       temporary directory, then uploaded, the index last and only if absent
   s3fs put            ``fs.put_file`` of one local file holding the same number of bytes (one object)
   trackpoint restore  ``tp.Checkpoint(...).read("s3://...")`` into the existing variables
+  fresh restore       the same into a model of zeros built for it, as a resumed job restores
   s3fs get            ``fs.get_file`` of that object into a local file
   local save/restore  the same write and read on the local disk: what the object store adds
   one tensor          ``tp.load_variable`` of one variable against s3fs ``cat_file`` of its bytes
 
-Medians in seconds and trackpoint's ratio to s3fs. moto keeps objects in memory and serves
+Medians in seconds (and of system time) and trackpoint's ratio to s3fs. moto keeps objects in memory and serves
 them over HTTP on the loopback, so the numbers say how the protocols compare, not what a real
 bucket gives.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -35,6 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 
 import numpy as np
 
@@ -43,14 +46,15 @@ import trackpoint as tp
 MiB = 1 << 20
 
 
-def build(workload: str, quick: bool) -> tp.Module:
+def build(workload: str, quick: bool, fresh: bool = False) -> tp.Module:
+    """The model; ``fresh``: zeros of the same shapes, as a resumed job builds it before its restore."""
     rng = np.random.default_rng(0)
     m = tp.Module()
     if workload == "large":
         count, size = (16, (64 * MiB // 8) // (16 if quick else 1))
     else:
         count, size = (2_000 if quick else 20_000, 1024 // 8)
-    m.vars = [tp.Variable(rng.standard_normal(size)) for _ in range(count)]
+    m.vars = [tp.Variable(np.zeros(size) if fresh else rng.standard_normal(size)) for _ in range(count)]
     return m
 
 
@@ -90,6 +94,18 @@ class Server:
             self._threaded.stop()
 
 
+def _timed(
+    key: str, action: Callable[[], object], times: dict[str, list[float]], system: dict[str, list[float]]
+) -> None:
+    """Run ``action`` from a flushed page cache writeback; note its wall and system seconds."""
+    os.sync()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_stime
+    start = time.perf_counter()
+    action()
+    times[key].append(time.perf_counter() - start)
+    system[key].append(resource.getrusage(resource.RUSAGE_SELF).ru_stime - before)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workload", action="append", choices=("large", "many"))
@@ -121,8 +137,9 @@ def main() -> None:
             blob = os.path.join(work, "blob")
             with open(blob, "wb") as f:
                 f.writelines(v.numpy().tobytes() for v in model.vars)
-            keys = ("save", "put", "local save", "restore", "get", "local restore", "one tensor", "cat range")
-            times: dict[str, list[float]] = {k: [] for k in keys}
+            keys = ("save", "put", "local save", "restore", "fresh restore", "get", "local restore", "one tensor")
+            times: dict[str, list[float]] = {k: [] for k in (*keys, "cat range")}
+            system: dict[str, list[float]] = {k: [] for k in times}
             one = model.vars[len(model.vars) // 2].numpy()
             tensor_key = f"model/vars/{len(model.vars) // 2}/.ATTRIBUTES/VARIABLE_VALUE"
             for round_ in range(args.rounds):
@@ -133,33 +150,38 @@ def main() -> None:
                     ("local save", lambda n=name, c=ckpt: c.write(os.path.join(work, n, "ckpt"))),
                 ]
                 for key, action in steps if round_ % 2 == 0 else steps[::-1]:
-                    os.sync()
-                    start = time.perf_counter()
-                    action()
-                    times[key].append(time.perf_counter() - start)
+                    _timed(key, action, times, system)
+                fresh = tp.Checkpoint(model=build(workload, args.quick, fresh=True))
                 reads = [
                     ("restore", lambda n=name, c=ckpt: c.read(f"s3://{bucket}/{n}/ckpt").assert_consumed()),
+                    ("fresh restore", lambda n=name, c=fresh: c.read(f"s3://{bucket}/{n}/ckpt").assert_consumed()),
                     ("get", lambda n=name: fs.get_file(f"{bucket}/{n}/blob", os.path.join(work, "got"))),
                     ("local restore", lambda n=name, c=ckpt: c.read(os.path.join(work, n, "ckpt")).assert_consumed()),
                     ("one tensor", lambda n=name, k=tensor_key: tp.load_variable(f"s3://{bucket}/{n}/ckpt", k)),
                     ("cat range", lambda n=name, o=one: fs.cat_file(f"{bucket}/{n}/blob", start=0, end=o.nbytes)),
                 ]
                 for key, action in reads if round_ % 2 == 0 else reads[::-1]:
-                    os.sync()
-                    start = time.perf_counter()
-                    action()
-                    times[key].append(time.perf_counter() - start)
+                    _timed(key, action, times, system)
+                del fresh
                 fs.rm(f"{bucket}/{name}", recursive=True)
                 shutil.rmtree(os.path.join(work, name))
                 print(workload, round_ + 1, {k: [round(t, 3) for t in v] for k, v in times.items()}, flush=True)
             med = {k: statistics.median(v) for k, v in times.items()}
-            print(f"\n{workload} ({nbytes / MiB:.0f} MiB), medians in seconds:\n")
+            sys_med = {k: statistics.median(v) for k, v in system.items()}
+            print(f"\n{workload} ({nbytes / MiB:.0f} MiB), medians in seconds (system time in brackets):\n")
             print("| | trackpoint | s3fs (one object) | ratio | trackpoint on local disk |")
             print("|---|---|---|---|---|")
-            rows = (("save / put", "save", "put", "local save"), ("restore / get", "restore", "get", "local restore"))
+            rows = (
+                ("save / put", "save", "put", "local save"),
+                ("restore / get", "restore", "get", "local restore"),
+                ("restore into fresh variables / get", "fresh restore", "get", "local restore"),
+            )
             for label, ours, theirs, local in rows:
                 ratio = med[ours] / med[theirs]
-                print(f"| {label} | {med[ours]:.2f} | {med[theirs]:.2f} | {ratio:.2f}x | {med[local]:.2f} |")
+                print(
+                    f"| {label} | {med[ours]:.2f} [{sys_med[ours]:.2f}] | {med[theirs]:.2f} [{sys_med[theirs]:.2f}] "
+                    f"| {ratio:.2f}x | {med[local]:.2f} |"
+                )
             tensor, cat = med["one tensor"], med["cat range"]
             print(f"| one tensor / ranged cat | {tensor:.3f} | {cat:.3f} | {tensor / cat:.2f}x | |\n")
     finally:

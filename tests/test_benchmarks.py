@@ -62,6 +62,10 @@ def test_torch_benchmark_quick_runs_every_contender(tmp_path) -> None:
 
     runs = json.loads(out.read_text())["large"]
     assert runs["trackpoint"][0]["async"] and runs["dcp"][0]["async"] and not runs["torch.save"][0]["async"]
+    # Restores into fresh objects, for those that can fill an optimizer with no state (issue 39).
+    assert all(runs[name][0]["fresh"] and runs[name][0]["mem_fresh"] for name in ("trackpoint", "torch.save"))
+    assert "fresh" not in runs["dcp"][0]
+    assert "Restore into fresh objects" in result.stdout
 
 
 def test_remote_compare_quick_runs_every_contender() -> None:
@@ -74,7 +78,12 @@ def test_remote_compare_quick_runs_every_contender() -> None:
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    for row in ("| save / put |", "| restore / get |", "| one tensor / ranged cat |"):
+    for row in (
+        "| save / put |",
+        "| restore / get |",
+        "| restore into fresh variables / get |",
+        "| one tensor / ranged cat |",
+    ):
         assert result.stdout.count(row) == 2, result.stdout  # large and many
 
 
