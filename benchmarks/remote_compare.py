@@ -19,7 +19,9 @@ each write to a fresh prefix after ``os.sync()``:
   local save/restore  the same write and read on the local disk: what the object store adds
   one tensor          ``tp.load_variable`` of one variable against s3fs ``cat_file`` of its bytes
 
-Medians in seconds (and of system time) and trackpoint's ratio to s3fs. moto keeps objects in memory and serves
+Medians in seconds (and of system time), trackpoint's ratio to s3fs, and peak resident memory
+beyond the process's before each call (with ``--server thread`` moto's copies of the objects
+count in it too: use ``--server process`` for trackpoint's own). moto keeps objects in memory and serves
 them over HTTP on the loopback, so the numbers say how the protocols compare, not what a real
 bucket gives.
 """
@@ -94,16 +96,33 @@ class Server:
             self._threaded.stop()
 
 
+def _memory(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def _timed(
-    key: str, action: Callable[[], object], times: dict[str, list[float]], system: dict[str, list[float]]
+    key: str,
+    action: Callable[[], object],
+    times: dict[str, list[float]],
+    system: dict[str, list[float]],
+    peak: dict[str, list[int]],
 ) -> None:
-    """Run ``action`` from a flushed page cache writeback; note its wall and system seconds."""
+    """Run ``action`` after ``os.sync()``; note its wall and system seconds and its peak resident
+    memory beyond what the process held before (Linux: ``clear_refs`` resets the peak)."""
     os.sync()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    resident = _memory("VmRSS:")
     before = resource.getrusage(resource.RUSAGE_SELF).ru_stime
     start = time.perf_counter()
     action()
     times[key].append(time.perf_counter() - start)
     system[key].append(resource.getrusage(resource.RUSAGE_SELF).ru_stime - before)
+    peak[key].append(_memory("VmHWM:") - resident)
 
 
 def main() -> None:
@@ -140,6 +159,7 @@ def main() -> None:
             keys = ("save", "put", "local save", "restore", "fresh restore", "get", "local restore", "one tensor")
             times: dict[str, list[float]] = {k: [] for k in (*keys, "cat range")}
             system: dict[str, list[float]] = {k: [] for k in times}
+            peak: dict[str, list[int]] = {k: [] for k in times}
             one = model.vars[len(model.vars) // 2].numpy()
             tensor_key = f"model/vars/{len(model.vars) // 2}/.ATTRIBUTES/VARIABLE_VALUE"
             for round_ in range(args.rounds):
@@ -150,7 +170,7 @@ def main() -> None:
                     ("local save", lambda n=name, c=ckpt: c.write(os.path.join(work, n, "ckpt"))),
                 ]
                 for key, action in steps if round_ % 2 == 0 else steps[::-1]:
-                    _timed(key, action, times, system)
+                    _timed(key, action, times, system, peak)
                 fresh = tp.Checkpoint(model=build(workload, args.quick, fresh=True))
                 reads = [
                     ("restore", lambda n=name, c=ckpt: c.read(f"s3://{bucket}/{n}/ckpt").assert_consumed()),
@@ -161,16 +181,17 @@ def main() -> None:
                     ("cat range", lambda n=name, o=one: fs.cat_file(f"{bucket}/{n}/blob", start=0, end=o.nbytes)),
                 ]
                 for key, action in reads if round_ % 2 == 0 else reads[::-1]:
-                    _timed(key, action, times, system)
+                    _timed(key, action, times, system, peak)
                 del fresh
                 fs.rm(f"{bucket}/{name}", recursive=True)
                 shutil.rmtree(os.path.join(work, name))
                 print(workload, round_ + 1, {k: [round(t, 3) for t in v] for k, v in times.items()}, flush=True)
             med = {k: statistics.median(v) for k, v in times.items()}
             sys_med = {k: statistics.median(v) for k, v in system.items()}
+            peak_med = {k: statistics.median(v) / MiB for k, v in peak.items()}
             print(f"\n{workload} ({nbytes / MiB:.0f} MiB), medians in seconds (system time in brackets):\n")
-            print("| | trackpoint | s3fs (one object) | ratio | trackpoint on local disk |")
-            print("|---|---|---|---|---|")
+            print("| | trackpoint | s3fs (one object) | ratio | trackpoint on local disk | peak extra: tp / s3fs |")
+            print("|---|---|---|---|---|---|")
             rows = (
                 ("save / put", "save", "put", "local save"),
                 ("restore / get", "restore", "get", "local restore"),
@@ -180,7 +201,7 @@ def main() -> None:
                 ratio = med[ours] / med[theirs]
                 print(
                     f"| {label} | {med[ours]:.2f} [{sys_med[ours]:.2f}] | {med[theirs]:.2f} [{sys_med[theirs]:.2f}] "
-                    f"| {ratio:.2f}x | {med[local]:.2f} |"
+                    f"| {ratio:.2f}x | {med[local]:.2f} | {peak_med[ours]:.0f} / {peak_med[theirs]:.0f} MiB |"
                 )
             tensor, cat = med["one tensor"], med["cat range"]
             print(f"| one tensor / ranged cat | {tensor:.3f} | {cat:.3f} | {tensor / cat:.2f}x | |\n")
