@@ -344,3 +344,21 @@ def reuse_log() -> Iterator[ReuseLog]:
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
+
+
+@contextmanager
+def mounted_tmpfs(directory: pathlib.Path, size: str) -> Iterator[pathlib.Path]:
+    """A real tmpfs of ``size`` (``"256k"``, ``"1m"``) mounted at ``directory`` (made here) for a
+    full-disk test, unmounted after; skips the test where mounting is not allowed (not root)."""
+    import pytest
+
+    directory.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=False)

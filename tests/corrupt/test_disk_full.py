@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
+from tests.helpers import mounted_tmpfs
 
 _VALUES = np.arange(256, dtype=np.float32)
 
@@ -25,17 +25,8 @@ _VALUES = np.arange(256, dtype=np.float32)
 @pytest.fixture
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     """A directory on a real 256 KiB tmpfs, unmounted after the test."""
-    mount = tmp_path / "fs"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, check=False
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "fs", "256k") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _fill(directory: Path, leave: int) -> None:

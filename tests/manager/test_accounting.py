@@ -9,13 +9,13 @@ from __future__ import annotations
 import builtins
 import errno
 import os
-import subprocess
 import warnings
 
 import numpy as np
 import pytest
 
 import trackpoint as tp
+from tests.helpers import mounted_tmpfs
 
 
 def _manager(directory, max_to_keep: int = 1) -> tp.CheckpointManager:
@@ -104,17 +104,8 @@ def test_an_unwritable_state_file_raises_write_error_and_the_manager_agrees_with
 @pytest.fixture
 def small_fs(tmp_path):
     """A directory on a real 1 MiB tmpfs."""
-    mount = tmp_path / "fs"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, check=False
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.decode().strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "fs", "1m") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _fill(directory) -> None:

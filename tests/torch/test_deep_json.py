@@ -13,6 +13,7 @@ import torch
 
 import trackpoint as tp
 import trackpoint.torch as tpt
+from tests.torch.test_modules import WithExtra
 from trackpoint._format.bounded_json import MAX_JSON_DEPTH
 from trackpoint.errors import InvalidArgumentError
 
@@ -24,22 +25,9 @@ def _nested(depth: int) -> list[Any]:
     return value
 
 
-class _WithExtra(torch.nn.Module):
-    def __init__(self, extra: object) -> None:
-        super().__init__()
-        self.linear = torch.nn.Linear(2, 2)
-        self.extra = extra
-
-    def get_extra_state(self) -> object:
-        return self.extra
-
-    def set_extra_state(self, state: object) -> None:
-        self.extra = state
-
-
 def _training(extra: object = None) -> dict[str, Any]:
     torch.manual_seed(0)
-    model = _WithExtra(extra if extra is not None else {"vocab": ["a"]})
+    model = WithExtra(extra if extra is not None else {"vocab": ["a"]})
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 3, 0.5)
     return {"model": model, "optimizer": optimizer, "scheduler": scheduler, "rng": tpt.RNGState()}
