@@ -31,15 +31,8 @@ from trackpoint._format.slices import readable_key
 from trackpoint._format.state_file import CheckpointState, read_state, resolve_index, resolve_prefix
 from trackpoint._saving.write import write_bundle
 from trackpoint._storage.storage_options import use_storage_options
-from trackpoint.errors import (
-    CheckpointError,
-    DeadlineExceededError,
-    InvalidArgumentError,
-    NotFoundError,
-    PermissionDeniedError,
-    UnavailableError,
-    WriteError,
-)
+from trackpoint._storage.store_errors import UNANSWERED
+from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, PermissionDeniedError, WriteError
 from trackpoint.options import CheckpointOptions, run_write_callbacks
 
 if TYPE_CHECKING:
@@ -291,7 +284,7 @@ def verify_checkpoint(
     damaged_blocks: list[str] = []
     try:
         bundle = BundleReader(prefix, damaged_blocks)
-    except (NotFoundError, PermissionDeniedError, DeadlineExceededError, UnavailableError):  # nothing to report on
+    except UNANSWERED + (NotFoundError, PermissionDeniedError):  # nothing to report on
         raise
     except CheckpointError as exc:
         return [Damage(None, str(exc))]
@@ -316,7 +309,7 @@ def verify_checkpoint(
         for key, size in keys:
             try:
                 bundle.read(key)
-            except (DeadlineExceededError, UnavailableError):
+            except UNANSWERED:
                 raise  # a store not answering (or not reached) damaged nothing, and every key would wait as long
             except CheckpointError as exc:
                 found.append(Damage(readable_key(key), str(exc)))

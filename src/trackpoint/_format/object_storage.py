@@ -19,7 +19,8 @@ from typing import TypeVar
 from trackpoint._format import atomic, naming, object_bundles, temps
 from trackpoint._storage import remote
 from trackpoint._storage.ranged import RangedObject
-from trackpoint.errors import CheckpointError, DeadlineExceededError, UnavailableError
+from trackpoint._storage.store_errors import UNANSWERED
+from trackpoint.errors import CheckpointError
 
 __all__ = ["OBJECTS", "ObjectStorage", "publish_objects"]
 
@@ -132,8 +133,7 @@ class ObjectStorage:
         names a directory only when it has no index and a state object under it."""
         try:
             found = look_up(naming.index_filename(path))
-        except (DeadlineExceededError, UnavailableError):
-            # The store did not answer, or was not reached: no sign of a directory, and asking again would wait as long.
+        except UNANSWERED:  # no sign of a directory either
             raise
         except CheckpointError as missed:
             # Not there, a "directory" by that name, or not readable with the options set for

@@ -36,13 +36,8 @@ import threading
 from collections.abc import Iterable
 
 from trackpoint._storage import remote, s3_get
-from trackpoint.errors import (
-    CheckpointError,
-    DataLossError,
-    DeadlineExceededError,
-    PermissionDeniedError,
-    UnavailableError,
-)
+from trackpoint._storage.store_errors import UNANSWERED
+from trackpoint.errors import CheckpointError, DataLossError, PermissionDeniedError
 
 __all__ = ["GROUP_BYTES", "IN_FLIGHT", "MAX_BLOCK", "MAX_GAP", "WHOLE_FRACTION", "RangedObject"]
 
@@ -204,8 +199,8 @@ class RangedObject:
         """Whether the object at the URL is no longer the version first read (or is gone)."""
         try:
             return remote.identity(remote.stat_object(self.url, self.what)) != remote.identity(self.stat)
-        except (DeadlineExceededError, PermissionDeniedError, UnavailableError):
-            raise  # the store did not answer, refused to, or was not reached: nothing is known of a change
+        except UNANSWERED + (PermissionDeniedError,):
+            raise  # the store did not answer, or refused to: nothing is known of a change
         except CheckpointError:
             return True
 

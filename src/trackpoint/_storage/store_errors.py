@@ -33,7 +33,12 @@ from trackpoint.errors import (
     WriteError,
 )
 
-__all__ = ["call", "translate"]
+__all__ = ["UNANSWERED", "call", "translate"]
+
+#: A store that did not answer in time, or could not be reached: nothing is known of what it
+#: holds, so no caller may take this for "absent", "changed" or "damaged", and asking again
+#: would wait as long.
+UNANSWERED: tuple[type[CheckpointError], ...] = (DeadlineExceededError, UnavailableError)
 
 _T = TypeVar("_T")
 
