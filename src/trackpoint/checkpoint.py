@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import naming, object_bundles
+from trackpoint._format import files, object_bundles
 from trackpoint._format.state_file import point_state_at, require_swappable, resolve_index
 from trackpoint._graph import kept_values
 from trackpoint._graph.gc_pause import gc_paused
@@ -516,7 +516,7 @@ class Checkpoint(AutoTrackable):
         except NotFoundError as exc:
             if save_path is None or os.path.isdir(save_path) or os.path.exists(f"{os.fspath(save_path)}.index"):
                 raise  # not a prefix missing its number: a missing data shard, say
-            listing = naming.listing(os.path.dirname(os.fspath(save_path)))
+            listing = files.listing(os.path.dirname(os.fspath(save_path)))
             raise NotFoundError(
                 f"{str(exc).rstrip('.')}{listing}. Checkpoint.save() numbers its prefixes (ckpt-1, ckpt-2, ...): pass "
                 "one of them, or the directory holding their 'checkpoint' file"

@@ -35,7 +35,7 @@ import numpy as np
 import trackpoint as tp
 from trackpoint._cli_arguments import tolerance
 from trackpoint._cli_streams import run_with_streams
-from trackpoint._format import bounded_json, files, naming
+from trackpoint._format import bounded_json, files
 from trackpoint._format.entry_rules import MAX_RANK
 from trackpoint._format.state_file import is_directory
 from trackpoint._format.storage import storage_for
@@ -133,7 +133,7 @@ def _resolve(path: str) -> str:
     if is_directory(path):
         state = tp.get_checkpoint_state(path)
         if state is None:
-            raise tp.errors.NotFoundError(f"{path} has no 'checkpoint' state file{naming.listing(path)}")
+            raise tp.errors.NotFoundError(f"{path} has no 'checkpoint' state file{files.listing(path)}")
         prefix = state.model_checkpoint_path
         if not files.exists(prefix + ".index"):
             return path  # the library's message says what the state file names and what is missing
@@ -144,7 +144,7 @@ def _resolve(path: str) -> str:
     stripped = _CHECKPOINT_FILE.sub("", path)
     if stripped != path and files.exists(stripped + ".index"):
         return stripped
-    raise tp.errors.NotFoundError(f"no checkpoint at {path}{naming.listing(os.path.dirname(path))}")
+    raise tp.errors.NotFoundError(f"no checkpoint at {path}{files.listing(os.path.dirname(path))}")
 
 
 def _tensor_key(name: str, keys: Iterable[str], paths: dict[str, str], prefix: str) -> str:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 
-from trackpoint._format import storage
+from trackpoint._format import naming, storage
 
-__all__ = ["exists", "list_names", "open_regular", "read_regular", "stat_path"]
+__all__ = ["exists", "list_names", "listing", "open_regular", "read_regular", "stat_path"]
+
+_MAX_LISTED = 10  # checkpoints a not-found message names
 
 
 def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
@@ -69,3 +71,19 @@ def list_names(directory: str) -> list[str]:
 def exists(path: str) -> bool:
     """Whether a file is at the local ``path``, or an object at the URL."""
     return storage.storage_for(path).exists(path)
+
+
+def listing(directory: str) -> str:
+    """The end of a not-found message: the checkpoints that do exist in ``directory``."""
+    shown = os.path.join(directory or ".", "")
+    try:
+        prefixes = naming.checkpoint_prefixes(list_names(shown))
+    except OSError as exc:
+        return f"; cannot list {shown}: {exc.strerror or exc}"
+    if not prefixes:
+        return f"; {shown} holds no checkpoint (no *.index file)"
+    more = f", ... ({len(prefixes)} in all)" if len(prefixes) > _MAX_LISTED else ""
+    return (
+        f"; checkpoints in {shown}: {', '.join(prefixes[:_MAX_LISTED])}{more} "
+        f"(pass one as {os.path.join(directory, prefixes[-1])})"
+    )

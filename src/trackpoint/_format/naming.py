@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
-
-from trackpoint._format import files
 
 __all__ = [
     "MAX_INDEX_BYTES",
@@ -15,13 +12,11 @@ __all__ = [
     "checkpoint_prefixes",
     "data_filename",
     "index_filename",
-    "listing",
 ]
 
 PREVIOUS_SUFFIX = ".tp-prev"  # the version an overwrite keeps (see trackpoint._format.previous)
 STATE_FILENAME = "checkpoint"  # the state file naming a directory's checkpoints
 MAX_INDEX_BYTES = 1 << 31  # the largest index a reader reads (into memory)
-_MAX_LISTED = 10
 
 
 def index_filename(prefix: str) -> str:
@@ -46,19 +41,3 @@ def checkpoint_prefixes(names: Iterable[str]) -> list[str]:
     """
     prefixes = (n.removesuffix(".index") for n in names if n.endswith(".index") and n != ".index")
     return sorted((p for p in prefixes if not p.endswith(PREVIOUS_SUFFIX)), key=_natural)
-
-
-def listing(directory: str) -> str:
-    """The end of a not-found message: the checkpoints that do exist in ``directory``."""
-    shown = os.path.join(directory or ".", "")
-    try:
-        prefixes = checkpoint_prefixes(files.list_names(shown))
-    except OSError as exc:
-        return f"; cannot list {shown}: {exc.strerror or exc}"
-    if not prefixes:
-        return f"; {shown} holds no checkpoint (no *.index file)"
-    more = f", ... ({len(prefixes)} in all)" if len(prefixes) > _MAX_LISTED else ""
-    return (
-        f"; checkpoints in {shown}: {', '.join(prefixes[:_MAX_LISTED])}{more} "
-        f"(pass one as {os.path.join(directory, prefixes[-1])})"
-    )
