@@ -245,7 +245,7 @@ def open_files(directory: pathlib.Path) -> list[str]:
     """The files under ``directory`` this process has open, from ``/proc/self/fd``.
 
     Descriptors that keep deleted checkpoint files alive are closed on a low-priority thread
-    the deleting call does not wait for (``_format/atomic.py``); on a loaded machine it may
+    the deleting call does not wait for (``_storage/atomic.py``); on a loaded machine it may
     not have run yet, so those threads are given up to 10 s to finish first.
     """
     for thread in threading.enumerate():

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import files, object_bundles
 from trackpoint._format.state_file import point_state_at, require_swappable, resolve_index
 from trackpoint._graph import kept_values
 from trackpoint._graph.gc_pause import gc_paused
@@ -21,7 +20,7 @@ from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlySta
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.device_spec import parse_device
 from trackpoint._saving.write import write_bundle
-from trackpoint._storage import is_url
+from trackpoint._storage import files, is_url, object_bundles
 from trackpoint._storage.storage_options import use_storage_options
 from trackpoint._tracking.autotrackable import AutoTrackable
 from trackpoint._tracking.base import Trackable

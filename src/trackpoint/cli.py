@@ -35,12 +35,12 @@ import numpy as np
 import trackpoint as tp
 from trackpoint._cli_arguments import tolerance
 from trackpoint._cli_streams import run_with_streams
-from trackpoint._format import bounded_json, files
+from trackpoint._format import bounded_json
 from trackpoint._format.entry_rules import MAX_RANK
 from trackpoint._format.state_file import is_directory
-from trackpoint._format.storage import storage_for
 from trackpoint._format.text import printable
-from trackpoint._storage import is_url
+from trackpoint._storage import files, is_url
+from trackpoint._storage.storage import storage_for
 from trackpoint._storage.storage_options import use_storage_options_for_urls
 from trackpoint.tools import convert_cli, surgery_cli
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import files, naming, object_bundles, pending_writes
 from trackpoint._format.state_file import (
     STATE_FILENAME,
     SWAP_ATTEMPTS,
@@ -21,9 +20,9 @@ from trackpoint._format.state_file import (
     swap_pause,
     write_state,
 )
-from trackpoint._format.storage import storage_for
 from trackpoint._graph import kept_values
-from trackpoint._storage import is_url
+from trackpoint._storage import files, is_url, naming, object_bundles, pending_writes
+from trackpoint._storage.storage import storage_for
 from trackpoint._storage.storage_options import use_storage_options
 from trackpoint.checkpoint import Checkpoint
 from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from trackpoint._format import files, naming, previous
 from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.dtypes import enum_name
 from trackpoint._format.entries import slice_keys
@@ -30,6 +29,7 @@ from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
 from trackpoint._format.state_file import CheckpointState, read_state, resolve_index, resolve_prefix
 from trackpoint._saving.write import write_bundle
+from trackpoint._storage import files, naming, previous
 from trackpoint._storage.storage_options import use_storage_options
 from trackpoint._storage.store_errors import UNANSWERED
 from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, PermissionDeniedError, WriteError

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint._format import naming
+from trackpoint._storage import naming
 
 
 def _model(w: np.ndarray) -> tp.Module:

@@ -27,10 +27,11 @@ from hypothesis import strategies as st
 import trackpoint as tp
 from tests.corrupt.operations import everything
 from tests.format.bundle_helpers import read_table
-from trackpoint._format import naming, sstable
+from trackpoint._format import sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.crc import crc32c, mask
+from trackpoint._storage import naming
 
 GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 

@@ -13,9 +13,10 @@ import pytest
 
 import trackpoint as tp
 from tests.helpers import GOLDEN
-from trackpoint._format import naming, slices, sstable
+from trackpoint._format import slices, sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.bundle_writer import header_bytes
+from trackpoint._storage import naming
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 
 

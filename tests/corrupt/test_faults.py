@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint._format import bundle_writer, temps
+from trackpoint._format import bundle_writer
+from trackpoint._storage import temps
 
 
 def _setup(tmp_path):

@@ -23,7 +23,7 @@ import pytest
 
 import trackpoint as tp
 from tests.corrupt.overwrite_server import COUNT, build
-from trackpoint._format import previous
+from trackpoint._storage import previous
 
 pytestmark = pytest.mark.slow  # crash, kill and fuzz runs take seconds: not in the inner loop
 

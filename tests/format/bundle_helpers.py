@@ -12,11 +12,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from trackpoint._format import naming, sstable
+from trackpoint._format import sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import write_index
 from trackpoint._format.entry_columns import EntryColumns, decode_spans, padded
+from trackpoint._storage import naming
 from trackpoint.errors import DataLossError, InvalidArgumentError
 
 __all__ = ["decode_entries", "index_items", "merge_bundles", "read_many", "read_table"]

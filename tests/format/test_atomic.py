@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint._format import atomic
+from trackpoint._storage import atomic
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open descriptors in /proc")
 

@@ -14,9 +14,9 @@ import trackpoint as tp
 from tests.format.bundle_helpers import read_table
 from tests.helpers import assert_bit_equal
 from tests.strategies import tensor_dicts
-from trackpoint._format import naming
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import BundleWriter
+from trackpoint._storage import naming
 
 
 @settings(max_examples=80, deadline=None)
@@ -227,8 +227,8 @@ def test_add_many_writes_what_add_writes(tmp_path_factory, tensors: dict[str, ob
 def test_writeback_starts_while_writing(tmp_path) -> None:
     """Each 8 MiB written is handed to the disk at once, not left for the final fsync;
     the bytes are the same either way."""
-    from trackpoint._format import writeback
     from trackpoint._format.bundle_writer import ShardWriter
+    from trackpoint._storage import writeback
 
     tensors = [(f"t{i}", np.full(1 << 20, i, np.float32)) for i in range(5)]  # 4 MiB each
     small = [(f"s{i}", np.full(256, i, np.float32)) for i in range(9000)]  # 9 MiB of 1 KiB

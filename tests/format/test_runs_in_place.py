@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint._format import naming, runs_in_place, sstable
+from trackpoint._format import runs_in_place, sstable
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import encode_entry, header_bytes
 from trackpoint._format.crc import crc32c, mask
 from trackpoint._format.in_place import InPlace
+from trackpoint._storage import naming
 
 
 def _zeros(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

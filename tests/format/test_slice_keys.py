@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import trackpoint as tp
 from tests.format.bundle_helpers import index_items
-from trackpoint._format import naming, slices, sstable
+from trackpoint._format import slices, sstable
+from trackpoint._storage import naming
 
 SLICED = tp.CheckpointOptions(experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(64))
 

@@ -12,9 +12,10 @@ import pytest
 import trackpoint as tp
 from tests.golden import values
 from tests.helpers import GOLDEN, assert_bit_equal
-from trackpoint._format import naming, slices
+from trackpoint._format import slices
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import BundleWriter
+from trackpoint._storage import naming
 
 
 @pytest.mark.parametrize("key", list(values.dtype_tensors()))

@@ -7,7 +7,7 @@ import filecmp
 import numpy as np
 
 import trackpoint as tp
-from trackpoint._format import naming
+from trackpoint._storage import naming
 
 
 def _same_files(a: str, b: str) -> bool:

@@ -13,9 +13,9 @@ import trackpoint as tp
 from tests.format.bundle_helpers import merge_bundles
 from tests.golden import values
 from tests.helpers import assert_bit_equal
-from trackpoint._format import naming
 from trackpoint._format.bundle_writer import BundleWriter
 from trackpoint._format.state_file import write_state
+from trackpoint._storage import naming
 
 
 @pytest.mark.parametrize("key", list(values.dtype_tensors()))

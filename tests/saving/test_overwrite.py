@@ -15,7 +15,7 @@ import pytest
 
 import trackpoint as tp
 from tests.helpers import kill_inside_the_window, overwrite_checkpoint, shard_options
-from trackpoint._format import previous
+from trackpoint._storage import previous
 from trackpoint.cli import main
 
 

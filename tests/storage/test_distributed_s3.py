@@ -13,7 +13,7 @@ pytest.importorskip("torch.distributed")
 
 import trackpoint as tp
 from tests.distributed.ranks import REPLICATED, assign_step, full_value, init_gloo, model, rows, run_ranks
-from trackpoint._format.temps import TEMP_MARKER
+from trackpoint._storage.temps import TEMP_MARKER
 
 pytestmark = pytest.mark.slow
 W_KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"

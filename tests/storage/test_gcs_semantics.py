@@ -54,7 +54,7 @@ def test_a_second_writer_of_a_committed_prefix_is_refused(gcs_bucket, monkeypatc
         tp.Checkpoint(model=_model(2.0)).write(url)  # refused early, before anything is uploaded
     # A writer that passed the early checks just before the first committed (they are not
     # atomic with the commit): the conditional creates refuse it, and it leaves nothing.
-    from trackpoint._format import object_bundles
+    from trackpoint._storage import object_bundles
 
     monkeypatch.setattr(object_bundles, "clear_abandoned", lambda prefix: None)
     with pytest.raises(tp.errors.WriteError, match="exists already"):

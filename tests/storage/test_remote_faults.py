@@ -137,7 +137,7 @@ def test_two_writers_past_the_listing_are_decided_by_the_conditional_index(bucke
     """Both writers find the prefix empty, then upload data objects of different names (one
     file, and two): nothing but the index's ``If-None-Match`` tells them apart. One commits; the
     other raises and withdraws its data objects, so only the winner's bundle is left."""
-    from trackpoint._format import object_bundles
+    from trackpoint._storage import object_bundles
 
     proxy.serialise_writes = True
     prefix = f"{bucket}/race/ckpt-1"

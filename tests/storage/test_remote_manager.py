@@ -10,7 +10,7 @@ import pytest
 
 import trackpoint as tp
 from tests.storage.together import save_together
-from trackpoint._format import object_bundles
+from trackpoint._storage import object_bundles
 
 KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -113,7 +113,7 @@ def test_the_state_object_swap_is_conditional_on_its_version(bucket, s3) -> None
 
 def test_a_manager_removes_data_a_dead_writer_left_older_than_its_newest_checkpoint(bucket, s3) -> None:
     run = f"{bucket[5:]}/run"
-    from trackpoint._format.object_bundles import remove_orphans
+    from trackpoint._storage.object_bundles import remove_orphans
 
     s3.pipe_file(f"{run}/ckpt-9.data-00000-of-00001", b"left by a killed writer")
     time.sleep(1.1)  # object times are in whole seconds

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint._format.temps import TEMP_MARKER
+from trackpoint._storage.temps import TEMP_MARKER
 
 
 def _model(seed: int = 0) -> tp.Module:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint._format import naming
+from trackpoint._storage import naming
 from trackpoint._tracking.data_structures import DictWrapper, ListWrapper
 from trackpoint._tracking.epoch import structure_epoch
 

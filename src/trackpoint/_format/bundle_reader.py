@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from trackpoint._format import batch_read, entry_rules, files, naming, slices, sstable
+from trackpoint._format import batch_read, entry_rules, slices, sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import crc32c, crc32c_combine, unmask
 from trackpoint._format.dtypes import DType, enum_name
@@ -28,12 +28,13 @@ from trackpoint._format.entry_columns import EntryColumns, decode_spans, padded
 from trackpoint._format.in_place import InPlace
 from trackpoint._format.keys import decode_key, lookup_key, lookup_keys
 from trackpoint._format.read_tuning import DEFAULT_TUNING, ReadTuning
-from trackpoint._format.readahead import start_readahead
-from trackpoint._format.shard_files import ShardFiles, identity
 from trackpoint._format.slices import readable_key
-from trackpoint._format.storage import storage_for
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
 from trackpoint._format.threads import parallel_map
+from trackpoint._storage import files, naming
+from trackpoint._storage.readahead import start_readahead
+from trackpoint._storage.shard_files import ShardFiles, identity
+from trackpoint._storage.storage import storage_for
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ class BundleReader:
         (:func:`~trackpoint._format.state_file.resolve_index`).
         """
         # An overwrite of the prefix cut short inside TF's window is read from its kept
-        # previous version (see trackpoint._format.previous).
+        # previous version (see trackpoint._storage.previous).
         self.prefix = storage_for(prefix).readable_prefix(prefix)
         self.index_path = naming.index_filename(self.prefix)
         self.tuning = tuning
@@ -118,7 +119,7 @@ class BundleReader:
         self._table = table
         self._rows: dict[bytes, int] = dict(zip(table.keys[1:], range(1, count + 1)))  # key -> row of the table
         self._spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # for entry_columns, made on demand
-        self._files = ShardFiles(self.prefix, self.index_path, identity(stat), self.num_shards)
+        self._files = ShardFiles(self.prefix, self.index_path, identity(stat), self.num_shards, readable_key)
 
     # -- index --------------------------------------------------------------------------
 
@@ -289,9 +290,9 @@ class BundleReader:
 
     def prefetch(self, entry: Entry) -> None:
         """Let the disk start reading ``entry``'s stored bytes, for a read of it soon (see
-        :mod:`.readahead`): for a tool that reads one large tensor while it writes the last.
+        :mod:`trackpoint._storage.readahead`): for a tool that reads one large tensor while it writes the last.
 
-        Small tensors (see :data:`.readahead.MIN_BYTES`) and sliced ones are left to the
+        Small tensors (see :data:`trackpoint._storage.readahead.MIN_BYTES`) and sliced ones are left to the
         kernel's own readahead, as is anything the index gets wrong: the read reports that.
         """
         if entry.is_sliced:

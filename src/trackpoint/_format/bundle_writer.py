@@ -15,16 +15,17 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from trackpoint._format import atomic, chunked_write, naming, slices, sstable, varint, wire
+from trackpoint._format import chunked_write, slices, sstable, varint, wire
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.crc import crc32c, mask
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
 from trackpoint._format.index_entries import IndexEntries, entry_head, entry_heads
 from trackpoint._format.keys import decode_key, encode_key
-from trackpoint._format.storage import storage_for
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
 from trackpoint._format.threads import Background
-from trackpoint._format.writeback import WRITEBACK_BYTES, start_writeback
+from trackpoint._storage import atomic, naming
+from trackpoint._storage.storage import storage_for
+from trackpoint._storage.writeback import WRITEBACK_BYTES, start_writeback
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["BundleWriter", "ShardEntries", "ShardWriter", "dtype_of", "header_bytes", "merge_shards", "write_index"]
@@ -99,11 +100,11 @@ def write_index(
 
     At a URL, ``others`` are data objects of the bundle that other processes put in place
     already, and ``uploaded`` the pairs of ``data_files`` this process put ahead (see
-    :meth:`trackpoint._format.storage.Storage.put_data`), which may be filled as late as the
+    :meth:`trackpoint._storage.storage.Storage.put_data`), which may be filled as late as the
     return of ``data_synced``.
 
     The index is written under a temporary name and fsynced; then the data files and the
-    index are put in place, the index last (see :meth:`trackpoint._format.storage.Storage.publish`).
+    index are put in place, the index last (see :meth:`trackpoint._storage.storage.Storage.publish`).
     ``data_synced``, if given, is called before anything is published and must return only
     once the data files are durable (or raise).
     """

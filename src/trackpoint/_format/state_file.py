@@ -11,10 +11,9 @@ from typing import Any, TypeVar
 
 from google.protobuf import text_format
 
-from trackpoint._format import files, naming, pending_writes
 from trackpoint._format._proto import checkpoint_state_pb2 as pb
-from trackpoint._format.storage import storage_for
-from trackpoint._storage import is_url
+from trackpoint._storage import files, is_url, naming, pending_writes
+from trackpoint._storage.storage import storage_for
 from trackpoint.errors import InvalidArgumentError, NotFoundError, WriteError
 
 __all__ = [
@@ -195,7 +194,7 @@ def _fetch_index(index: str) -> tuple[bytes, os.stat_result]:
 
 def _resolve(ckpt_dir_or_file: str, look_up: Callable[[str], _T]) -> tuple[str, _T | None]:
     """The prefix, and what ``look_up`` of its index gave where the storage needed it to tell a
-    prefix from a directory (see :meth:`trackpoint._format.storage.Storage.find_prefix`)."""
+    prefix from a directory (see :meth:`trackpoint._storage.storage.Storage.find_prefix`)."""
     try:
         path = os.fspath(ckpt_dir_or_file)
     except TypeError:

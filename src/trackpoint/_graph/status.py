@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trackpoint._format.storage import storage_for
 from trackpoint._graph.coordinator import RestoreCoordinator
 from trackpoint._graph.live import breadth_first, by_id
+from trackpoint._storage.storage import storage_for
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.slots import slot_variables
 

@@ -3,7 +3,7 @@
 ``submit`` waits for the write in flight (a second save blocks until the first is done)
 and re-raises its failure, then hands the new write over and returns. ``sync`` waits and
 re-raises. Pending writes are finished when the interpreter exits. Each write is announced
-to :mod:`trackpoint._format.pending_writes` until it ends, so that a read of its prefix or
+to :mod:`trackpoint._storage.pending_writes` until it ends, so that a read of its prefix or
 directory in this process waits for it instead of finding the previous checkpoint.
 
 The thread holds the queue and a box for its failure, never the writer: a checkpoint that
@@ -20,7 +20,7 @@ import threading
 import weakref
 from collections.abc import Callable
 
-from trackpoint._format import pending_writes
+from trackpoint._storage import pending_writes
 
 __all__ = ["AsyncWriter"]
 

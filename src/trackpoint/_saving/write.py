@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import naming, slices
+from trackpoint._format import slices
 from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, merge_shards, write_index
-from trackpoint._format.storage import storage_for
 from trackpoint._format.threads import parallel_map
 from trackpoint._graph import kept_values
 from trackpoint._saving.sharding_policies import (
@@ -26,6 +25,8 @@ from trackpoint._saving.sharding_policies import (
     ShardingCallback,
     validate_shards,
 )
+from trackpoint._storage import naming
+from trackpoint._storage.storage import storage_for
 from trackpoint.errors import CheckpointError, WriteError
 
 __all__ = ["MAX_WRITER_THREADS", "shardable_tensor", "write_bundle", "write_remedy", "write_shard"]

@@ -1,10 +1,20 @@
 """Where a checkpoint's bytes live: local files, or objects behind an fsspec URL (``s3://``, ``gs://``, ...).
 
-The format layer asks :func:`trackpoint._format.storage.storage_for` which storage holds a
-path and goes through that object for every read, publication and state-file swap; its
-object-store implementation (:mod:`trackpoint._format.object_storage`) sends URLs here.
-fsspec and its backends are optional: they are imported only when a URL is used (see
-:mod:`.remote`).
+Everything below the records of the format: the :class:`~trackpoint._storage.storage.Storage`
+protocol and its two implementations (:mod:`.local_storage`: temp + fsync + rename, the index
+last, with :mod:`.previous` keeping an overwritten version readable, :mod:`.temps` naming and
+clearing temporaries, :mod:`.atomic` and :mod:`.writeback` for durable files; and
+:mod:`.object_storage`: final names, the index put only if absent, with :mod:`.object_bundles`
+clearing what killed writers left), :mod:`.files` (one door for every read),
+:mod:`.local_files` (opening untrusted local paths), :mod:`.shard_files` (a reader's open data
+files), :mod:`.naming` (a bundle's file names), :mod:`.readahead` (page-cache hints) and
+:mod:`.pending_writes` (this process's saves still in flight). The object store itself is
+reached through fsspec in :mod:`.remote`, :mod:`.ranged` and :mod:`.s3_get`; fsspec and its
+backends are optional and imported only when a URL is used.
+
+The format layer asks :func:`trackpoint._storage.storage.storage_for` which storage holds a
+path and goes through that object for every read, publication and state-file swap. Nothing
+here imports the format, the object model or the graph.
 """
 
 from __future__ import annotations

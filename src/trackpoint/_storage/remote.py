@@ -9,14 +9,14 @@ then verified on the local bytes as for any checkpoint; nothing calls ``fileno``
 
 A remote object's identity (what tells one version from another at the same URL) is its size
 and its ETag (or generation, or modification time): :func:`stat_object` returns it in the
-fields of an ``os.stat_result`` that :mod:`~trackpoint._format.shard_files` compares, so a
+fields of an ``os.stat_result`` that :mod:`~trackpoint._storage.shard_files` compares, so a
 checkpoint replaced while it is read raises as a local one does.
 
 Writing: a bundle is written locally first (its temporary names are in the temporary
-directory, see :func:`trackpoint._format.temps.temp_path`), then :func:`commit` uploads each
+directory, see :func:`trackpoint._storage.temps.temp_path`), then :func:`commit` uploads each
 data file under its final name and the index last, every object only if absent: the index
 is the commit. Data objects left without an index by a killed writer are not read by
-anyone; see :mod:`trackpoint._format.object_bundles` for how they are skipped and cleared.
+anyone; see :mod:`trackpoint._storage.object_bundles` for how they are skipped and cleared.
 
 Credentials and endpoints come from :func:`trackpoint.set_storage_options` for a URL prefix,
 else from fsspec's configuration (for example the environment variables

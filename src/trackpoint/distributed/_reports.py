@@ -11,12 +11,12 @@ import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from trackpoint._format import atomic, slices
+from trackpoint._format import slices
 from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_index
 from trackpoint._format.dtypes import DTYPES, DType
 from trackpoint._format.index_entries import IndexEntries
 from trackpoint._format.keys import encode_key
-from trackpoint._storage import is_url
+from trackpoint._storage import atomic, is_url
 from trackpoint.distributed import _wire
 from trackpoint.errors import CoordinationError, WriteError
 

@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import naming, slices
+from trackpoint._format import slices
 from trackpoint._format.bundle_writer import ShardWriter
-from trackpoint._format.storage import storage_for
 from trackpoint._format.threads import parallel_map
 from trackpoint._saving.sharding_policies import Shard, ShardByTaskPolicy, ShardingCallback, validate_shards
 from trackpoint._saving.write import MAX_WRITER_THREADS, shardable_tensor, write_remedy, write_shard
-from trackpoint._storage import is_url
+from trackpoint._storage import is_url, naming
+from trackpoint._storage.storage import storage_for
 from trackpoint.distributed import _reports, _wire
 from trackpoint.distributed._coordinator import Coordinator
 from trackpoint.distributed._plan import SHARDED, Description, decide, describe

@@ -30,12 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import atomic
 from trackpoint._format.bundle_reader import BundleReader
-from trackpoint._format.files import list_names
-from trackpoint._format.object_storage import publish_objects
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint._storage import is_url
+from trackpoint._storage import atomic, is_url
+from trackpoint._storage.files import list_names
+from trackpoint._storage.object_storage import publish_objects
 from trackpoint._storage.storage_options import use_storage_options_for_urls
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 from trackpoint.reader import CheckpointReader

@@ -20,9 +20,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trackpoint._format import atomic, bounded_json
-from trackpoint._format.files import exists, list_names, read_regular
-from trackpoint._storage import is_url
+from trackpoint._format import bounded_json
+from trackpoint._storage import atomic, is_url
+from trackpoint._storage.files import exists, list_names, read_regular
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 from trackpoint.tools.safetensors_format import SafetensorsFile
 

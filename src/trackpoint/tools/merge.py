@@ -17,13 +17,13 @@ import shutil
 from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO
 
-from trackpoint._format import atomic, files, naming
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.bundle_writer import write_index
 from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
-from trackpoint._format.storage import storage_for
+from trackpoint._storage import atomic, files, naming
+from trackpoint._storage.storage import storage_for
 from trackpoint._storage.storage_options import use_storage_options_for_urls
 from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError
 from trackpoint.tools.tensor_copy import check_prefix, missing_directories, remove_directories, write_failed

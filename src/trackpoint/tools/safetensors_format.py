@@ -28,8 +28,8 @@ import ml_dtypes
 import numpy as np
 
 from trackpoint._format import bounded_json
-from trackpoint._format.files import open_regular
-from trackpoint._format.readahead import start_readahead
+from trackpoint._storage.files import open_regular
+from trackpoint._storage.readahead import start_readahead
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
@@ -327,7 +327,7 @@ class SafetensorsFile:
 
     def prefetch(self, name: str) -> None:
         """Let the disk start reading tensor ``name`` now, for a :meth:`read` of it soon (see
-        :mod:`trackpoint._format.readahead`); unknown names are ignored."""
+        :mod:`trackpoint._storage.readahead`); unknown names are ignored."""
         info = self.tensors.get(name)
         if info is not None and self._fd is not None:
             start_readahead(self._fd, info.begin, info.nbytes)

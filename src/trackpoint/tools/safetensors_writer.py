@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trackpoint._format import bounded_json
-from trackpoint._format.atomic import fsync_directory, remove_quietly
-from trackpoint._format.storage import storage_for
-from trackpoint._format.writeback import WRITEBACK_BYTES, start_writeback
 from trackpoint._saving.write import write_remedy
+from trackpoint._storage.atomic import fsync_directory, remove_quietly
+from trackpoint._storage.storage import storage_for
+from trackpoint._storage.writeback import WRITEBACK_BYTES, start_writeback
 from trackpoint.errors import InvalidArgumentError, WriteError
 from trackpoint.tools.safetensors_format import MAX_HEADER_BYTES, TensorInfo, plan_layout, safetensors_dtype
 

@@ -43,13 +43,13 @@ from torch.distributed.checkpoint.planner import (
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
-from trackpoint._format import naming, slices
+from trackpoint._format import slices
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import ShardWriter
 from trackpoint._format.entries import slice_keys
 from trackpoint._format.keys import encode_key
-from trackpoint._format.storage import storage_for
-from trackpoint._storage import is_url
+from trackpoint._storage import is_url, naming
+from trackpoint._storage.storage import storage_for
 from trackpoint._storage.storage_options import use_storage_options
 from trackpoint.distributed import _reports
 from trackpoint.errors import InvalidArgumentError

@@ -1,11 +1,11 @@
 """Checkpoints in a local file system: temp + fsync + rename, the index last.
 
 Every file of a save is written under a temporary name in the target directory (see
-:mod:`trackpoint._format.temps`), flushed and fsynced, then renamed into place, the
+:mod:`trackpoint._storage.temps`), flushed and fsynced, then renamed into place, the
 ``.index`` last, and the directory is fsynced. A killed save leaves only temporary files,
 which readers never look at and a later save into the directory removes. Overwriting a
 prefix keeps its previous version until the new index is in place (see
-:mod:`trackpoint._format.previous`). The state file is replaced the same way.
+:mod:`trackpoint._storage.previous`). The state file is replaced the same way.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from trackpoint._format import atomic, local_files, naming, previous, temps
-from trackpoint._storage import is_url
+from trackpoint._storage import atomic, is_url, local_files, naming, previous, temps
 from trackpoint.errors import WriteError
 
 if TYPE_CHECKING:
@@ -27,7 +26,7 @@ _T = TypeVar("_T")
 
 
 class LocalStorage:
-    """The local file system (see :class:`trackpoint._format.storage.Storage`)."""
+    """The local file system (see :class:`trackpoint._storage.storage.Storage`)."""
 
     local_copies = False
 
@@ -117,7 +116,7 @@ class LocalStorage:
 
     def delete(self, prefix: str) -> None:
         """Delete the checkpoint and what an interrupted overwrite of it left, the index first;
-        the space is freed on a helper thread (see :func:`trackpoint._format.atomic.remove`)."""
+        the space is freed on a helper thread (see :func:`trackpoint._storage.atomic.remove`)."""
         kept = previous.previous_prefix(prefix)
         atomic.remove(
             [naming.index_filename(prefix)]

@@ -27,8 +27,8 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from trackpoint._format import atomic, local_files, naming
-from trackpoint._format.temps import temp_path
+from trackpoint._storage import atomic, local_files, naming
+from trackpoint._storage.temps import temp_path
 from trackpoint.errors import CheckpointError, NotFoundError
 
 __all__ = [

@@ -17,9 +17,9 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from trackpoint._format.local_storage import LOCAL
-from trackpoint._format.object_storage import OBJECTS
 from trackpoint._storage import is_url
+from trackpoint._storage.local_storage import LOCAL
+from trackpoint._storage.object_storage import OBJECTS
 
 if TYPE_CHECKING:
     from trackpoint._storage.ranged import RangedObject
@@ -40,7 +40,7 @@ class Storage(Protocol):
 
     local_copies: bool
 
-    # Reading (see trackpoint._format.files).
+    # Reading (see trackpoint._storage.files).
     def open(self, path: str, what: str) -> tuple[int, os.stat_result]:
         """A descriptor of the bytes at ``path`` (``what`` names them in messages) and their stat."""
         ...

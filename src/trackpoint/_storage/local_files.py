@@ -12,7 +12,7 @@ keeps the open of a FIFO from blocking; it is cleared again once the file is kno
 regular (where it means nothing on local file systems, but some network and FUSE ones honour
 it). Symlinks are followed, since one to a regular file is a legitimate checkpoint layout.
 
-These are the local implementations of :class:`trackpoint._format.storage.Storage`'s reads
+These are the local implementations of :class:`trackpoint._storage.storage.Storage`'s reads
 (see :mod:`.local_storage`); code that may be handed a URL reads through :mod:`.files`.
 """
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from trackpoint._format import files, naming
-from trackpoint._format.slices import readable_key
-from trackpoint._format.storage import storage_for
+from trackpoint._storage import files, naming
+from trackpoint._storage.storage import storage_for
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
@@ -36,11 +35,17 @@ def identity(stat: os.stat_result) -> Identity:
 class ShardFiles:
     """The open data shards of the checkpoint whose index is at ``index_path`` (as it was: ``index``).
 
+    ``readable_key`` shows a stored key in messages (the format layer knows how slice keys read);
+    the storage knows only that keys are strings.
+
     Thread-safe: batched reads open shards from helper threads too.
     """
 
-    def __init__(self, prefix: str, index_path: str, index: Identity, num_shards: int) -> None:
+    def __init__(
+        self, prefix: str, index_path: str, index: Identity, num_shards: int, readable_key: Callable[[str], str] = str
+    ) -> None:
         self.prefix = prefix
+        self._readable_key = readable_key
         self.index_path = index_path
         self.num_shards = num_shards
         self._storage = storage_for(prefix)
@@ -124,7 +129,7 @@ class ShardFiles:
             if self._released or self.index_changed():
                 raise self.changed(NotFoundError, path, key, "this data shard was deleted") from exc
             raise NotFoundError(
-                f"{path}: data shard of {self.prefix} is missing (needed for key {readable_key(key)!r}); "
+                f"{path}: data shard of {self.prefix} is missing (needed for key {self._readable_key(key)!r}); "
                 "the checkpoint is incomplete: copy every '.data-*' file next to its '.index'",
                 path=path,
                 key=key,
@@ -170,7 +175,7 @@ class ShardFiles:
         pending = " (a value a restore kept for an object created later)" if self._released else ""
         return error(
             f"{path}: the checkpoint {self.prefix} was deleted or replaced while being read: {what} after its index "
-            f"was read, so key {readable_key(key)!r}{pending} cannot be read from it; restore again (or reopen it) to "
+            f"was read, so key {self._readable_key(key)!r}{pending} cannot be read from it; restore again (or reopen it) to "
             "read the checkpoint as it is now",
             path=path,
             key=key,

@@ -16,8 +16,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from trackpoint._format import atomic, naming, object_bundles, temps
-from trackpoint._storage import remote
+from trackpoint._storage import atomic, naming, object_bundles, remote, temps
 from trackpoint._storage.ranged import RangedObject
 from trackpoint._storage.store_errors import UNANSWERED
 from trackpoint.errors import CheckpointError
@@ -28,7 +27,7 @@ _T = TypeVar("_T")
 
 
 class ObjectStorage:
-    """Objects behind fsspec URLs (see :class:`trackpoint._format.storage.Storage`).
+    """Objects behind fsspec URLs (see :class:`trackpoint._storage.storage.Storage`).
 
     fsspec and its backends are optional: :func:`trackpoint._storage.remote.filesystem` imports
     them when a URL is first used.

@@ -1,6 +1,6 @@
 """Reading a checkpoint's files wherever they live: one door for every reader.
 
-Each function asks :func:`trackpoint._format.storage.storage_for` which storage holds the path
+Each function asks :func:`trackpoint._storage.storage.storage_for` which storage holds the path
 and reads through it: a local file through :mod:`.local_files` (which refuses FIFOs, devices
 and directories without blocking), an object behind an fsspec URL through
 :mod:`trackpoint._storage.remote`. Either way the caller gets a descriptor of the bytes, a
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from trackpoint._format import naming, storage
+from trackpoint._storage import naming, storage
 
 __all__ = ["exists", "list_names", "listing", "open_regular", "read_regular", "stat_path"]
 
@@ -21,7 +21,7 @@ _MAX_LISTED = 10  # checkpoints a not-found message names
 
 def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
     """A descriptor of the file at ``path`` (``what`` names it in messages) and its stat; the
-    caller closes it (see :func:`trackpoint._format.local_files.open_regular`).
+    caller closes it (see :func:`trackpoint._storage.local_files.open_regular`).
 
     Raises:
         NotFoundError: Nothing is at ``path``.
@@ -42,7 +42,7 @@ def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
 
 def read_regular(path: str, what: str, limit: int) -> tuple[bytes, os.stat_result]:
     """The bytes of the file at ``path``, at most ``limit`` of them, and its stat (see
-    :func:`trackpoint._format.local_files.read_regular`).
+    :func:`trackpoint._storage.local_files.read_regular`).
 
     Raises:
         InvalidArgumentError: The file holds more than ``limit`` bytes; and as :func:`open_regular`.

@@ -1,6 +1,6 @@
 """File primitives of saving: whole files written atomically, durable renames, removals freed in the background.
 
-The protocol built on them is in :mod:`trackpoint._format.local_storage`.
+The protocol built on them is in :mod:`trackpoint._storage.local_storage`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 
-from trackpoint._format.temps import temp_path
-from trackpoint._format.threads import Background
+from trackpoint._storage.temps import temp_path
 
 __all__ = ["fsync_directory", "remove", "remove_quietly", "write_file"]
 
@@ -114,6 +113,10 @@ def _release(fds: list[int]) -> None:
         except (AttributeError, OSError):
             pass
         for fd in fds:
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # ours alone to close: nothing to report, and the rest still get closed
 
-    Background(close_all, "trackpoint-release")
+    # A plain daemon thread: nothing waits for it, and the interpreter may exit meanwhile.
+    threading.Thread(target=close_all, name="trackpoint-release", daemon=True).start()

@@ -14,7 +14,7 @@ __all__ = [
     "index_filename",
 ]
 
-PREVIOUS_SUFFIX = ".tp-prev"  # the version an overwrite keeps (see trackpoint._format.previous)
+PREVIOUS_SUFFIX = ".tp-prev"  # the version an overwrite keeps (see trackpoint._storage.previous)
 STATE_FILENAME = "checkpoint"  # the state file naming a directory's checkpoints
 MAX_INDEX_BYTES = 1 << 31  # the largest index a reader reads (into memory)
 

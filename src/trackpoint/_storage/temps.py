@@ -50,7 +50,7 @@ def node_id() -> str:
 
 def temp_path(final: str) -> str:
     """A temporary name next to the local path ``final`` that records the writing process and
-    where it runs (for any path, :meth:`Storage.temp_path <trackpoint._format.storage.Storage.temp_path>`)."""
+    where it runs (for any path, :meth:`Storage.temp_path <trackpoint._storage.storage.Storage.temp_path>`)."""
     return f"{final}{TEMP_MARKER}{node_id()}-{os.getpid()}-{secrets.token_hex(4)}"
 
 

@@ -23,8 +23,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from trackpoint._format import naming
-from trackpoint._storage import remote
+from trackpoint._storage import naming, remote
 from trackpoint.errors import WriteError
 
 __all__ = ["ABANDONED_AGE", "clear_abandoned", "delete_bundle", "prefixes_in_use", "remove_orphans"]
