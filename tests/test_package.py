@@ -23,7 +23,7 @@ import trackpoint as tp
 
 def test_import_pulls_in_no_framework() -> None:
     code = (
-        "import sys, trackpoint, trackpoint.cli, trackpoint.demo, trackpoint.reader, trackpoint.tools.convert\n"
+        "import sys, trackpoint, trackpoint.cli, trackpoint.cli._demo, trackpoint.reader, trackpoint.tools.convert\n"
         "optional = {'tensorflow', 'torch', 'jax', 'keras', 'safetensors', 'fsspec', 's3fs', 'gcsfs'}\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in optional)\n"
         "print(bad)\n"

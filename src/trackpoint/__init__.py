@@ -12,6 +12,8 @@ Example:
            [0., 1.]], dtype=float32)
 """
 
+from typing import TYPE_CHECKING
+
 from trackpoint import errors, optimizers, sharding
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus, RestoreReport
 from trackpoint._storage.storage_options import set_storage_options
@@ -37,10 +39,12 @@ from trackpoint.reader import (
     verify_checkpoint,
 )
 from trackpoint.split_dependency import split_dependency
-from trackpoint.tools.average import average
-from trackpoint.tools.convert import convert
-from trackpoint.tools.merge import merge
-from trackpoint.tools.rewrite import rewrite
+
+if TYPE_CHECKING:  # imported on first use (see __getattr__): a program that only saves loads no tool
+    from trackpoint.tools.average import average
+    from trackpoint.tools.convert import convert
+    from trackpoint.tools.merge import merge
+    from trackpoint.tools.rewrite import rewrite
 
 __all__ = [
     "AutoTrackable",
@@ -125,10 +129,13 @@ def _report_public_module(obj: object, module: str) -> None:
 
 
 def _report_public_names(namespace: dict[str, object], names: list[str], module: str) -> None:
-    """Apply :func:`_report_public_module` to each class and function of ``names`` defined elsewhere."""
+    """Apply :func:`_report_public_module` to each class and function of ``names`` defined elsewhere
+    (a name not loaded yet, such as a tool, is left to :func:`__getattr__`)."""
     from types import FunctionType
 
     for name in names:
+        if name not in namespace:
+            continue
         obj = namespace[name]
         if isinstance(obj, (type, FunctionType)) and obj.__module__ != module:
             _report_public_module(obj, module)
@@ -141,13 +148,26 @@ _report_public_names(globals(), __all__, __name__)
 _report_public_names(vars(sharding), sharding.__all__, sharding.__name__)
 
 
-def __getattr__(name: str) -> str:
-    """``trackpoint.__version__``, read from the installed package's metadata on first use.
+# The tools, each imported from its module ``trackpoint.tools.<name>`` on first use: ``import trackpoint``
+# loads no tool (they import a dozen modules that saving and restoring never need).
+_TOOLS = ("average", "convert", "merge", "rewrite")
+
+
+def __getattr__(name: str) -> object:
+    """A tool (``tp.convert``, ``tp.rewrite``, ``tp.average``, ``tp.merge``), imported on first use,
+    or ``trackpoint.__version__``, read from the installed package's metadata on first use.
 
     ``pyproject.toml`` is the version's one source. It is looked up on first use, because
     finding an installed package's metadata searches every entry of ``sys.path``: work that
     every ``import trackpoint`` would pay for a value few programs read.
     """
+    if name in _TOOLS:
+        import importlib
+
+        tool = getattr(importlib.import_module(f"trackpoint.tools.{name}"), name)
+        _report_public_module(tool, __name__)
+        globals()[name] = tool
+        return tool
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib.metadata import PackageNotFoundError, version
@@ -158,3 +178,8 @@ def __getattr__(name: str) -> str:
         value = "0+unknown"
     globals()["__version__"] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the tools not imported yet among them."""
+    return sorted(set(globals()) | set(__all__))

@@ -19,7 +19,7 @@ import pytest
 
 import trackpoint as tp
 from trackpoint._format.bundle_reader import BundleReader
-from trackpoint.tools.safetensors_format import SafetensorsFile
+from trackpoint.tools._safetensors_format import SafetensorsFile
 
 MiB = 1 << 20
 

@@ -20,7 +20,7 @@ import pytest
 import trackpoint as tp
 from tests.helpers import traced_peak
 from trackpoint._format.bundle_reader import BundleReader
-from trackpoint.tools.safetensors_writer import SafetensorsWriter
+from trackpoint.tools._safetensors_writer import SafetensorsWriter
 
 _ELEMENTS = 4 << 20  # float32: 16 MiB per tensor
 _BOUND = 8 << 20  # well below one tensor

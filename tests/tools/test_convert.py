@@ -13,7 +13,7 @@ import pytest
 import trackpoint as tp
 from tests.helpers import traced_peak
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint.tools.safetensors_format import SafetensorsFile
+from trackpoint.tools._safetensors_format import SafetensorsFile
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
@@ -527,9 +527,9 @@ def test_rule_errors_name_the_source_file(tmp_path) -> None:
 def test_a_transpose_from_safetensors_is_exact_in_blocks_of_rows_or_pieces_of_one(
     tmp_path, monkeypatch, block_bytes: int
 ) -> None:
-    from trackpoint.tools import to_tf
+    from trackpoint.tools import _to_tf
 
-    monkeypatch.setattr(to_tf, "_BLOCK_BYTES", block_bytes)  # 64: three rows of 'narrow', a part of a row of 'wide'
+    monkeypatch.setattr(_to_tf, "_BLOCK_BYTES", block_bytes)  # 64: three rows of 'narrow', a part of a row of 'wide'
     tensors = {
         "narrow": np.arange(200, dtype=np.float32).reshape(40, 5),
         "wide": np.arange(200, dtype=np.int64).reshape(5, 40),

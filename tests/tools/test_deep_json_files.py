@@ -14,7 +14,7 @@ from safetensors.numpy import load_file, save_file
 import trackpoint as tp
 from tests.helpers import EXAMPLES
 from trackpoint.cli import main
-from trackpoint.tools.embedded_graph import STRINGS_FIELD
+from trackpoint.tools._embedded_graph import STRINGS_FIELD
 
 _HOSTILE = ["[" * 100_000, '{"a": ' * 100_000, '{"k": {"shape": [], "values": ' + "[" * 100_000 + "}}"]
 

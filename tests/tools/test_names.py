@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint.tools.names import MappingRow, NameRules, check_conflicts, mapping_table, parse_rename
+from trackpoint.tools._names import MappingRow, NameRules, check_conflicts, mapping_table, parse_rename
 
 
 def test_renames_apply_in_order_after_the_filters_which_see_the_source_name() -> None:

@@ -11,9 +11,9 @@ import pytest
 
 import trackpoint as tp
 from trackpoint._format.bundle_reader import BundleReader
+from trackpoint.tools._safetensors_format import SafetensorsFile
 from trackpoint.tools.average import average
 from trackpoint.tools.rewrite import rewrite
-from trackpoint.tools.safetensors_format import SafetensorsFile
 
 MiB = 1 << 20
 LARGE = [f"model/large/{i}/.ATTRIBUTES/VARIABLE_VALUE" for i in range(4)]

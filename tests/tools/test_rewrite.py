@@ -15,7 +15,7 @@ from trackpoint import cli
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import read_object_graph
-from trackpoint.tools.object_paths import tf_paths
+from trackpoint.tools._object_paths import tf_paths
 from trackpoint.tools.rewrite import Step, plan_rewrite
 
 
@@ -410,9 +410,9 @@ def test_the_corpus_deep_chain_rewrites_in_linear_memory(tmp_path) -> None:
 def test_a_chain_whose_every_node_needs_a_long_new_key_is_refused(tmp_path, monkeypatch) -> None:
     """Short keys in the file, paths quadratic in the depth: refused once the new keys pass a bound,
     before memory grows with them."""
-    from trackpoint.tools import object_paths
+    from trackpoint.tools import _object_paths
 
-    monkeypatch.setattr(object_paths, "MAX_PATH_CHARS", 1 << 20)
+    monkeypatch.setattr(_object_paths, "MAX_PATH_CHARS", 1 << 20)
     src = _chain(str(tmp_path / "src"), 3_000, every=True)
     with pytest.raises(tp.errors.DataLossError, match=r"src: the object graph nests objects so deep"):
         tp.rewrite(src, str(tmp_path / "out"))
@@ -459,7 +459,7 @@ def test_object_paths_are_tfs_and_spelled_out_only_when_looked_up() -> None:
 )
 def test_an_added_value_that_would_not_keep_its_value_is_a_usage_error(tmp_path, capsys, spec, message) -> None:
     """numpy would raise OverflowError (int8:300) or convert silently (1.5 -> 1, 1e10 -> inf, true -> 1)."""
-    from trackpoint.tools.surgery_cli import parse_add
+    from trackpoint.cli._surgery import parse_add
 
     with pytest.raises(tp.errors.InvalidArgumentError, match=message):
         parse_add(spec)
@@ -483,7 +483,7 @@ def test_an_added_value_that_would_not_keep_its_value_is_a_usage_error(tmp_path,
     ],
 )
 def test_an_added_value_that_keeps_its_value_is_accepted(spec, expected) -> None:
-    from trackpoint.tools.surgery_cli import parse_add
+    from trackpoint.cli._surgery import parse_add
 
     _, got = parse_add(spec)
     assert got.dtype == np.asarray(expected).dtype

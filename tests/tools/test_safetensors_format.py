@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint.tools.safetensors_format import SafetensorsFile
-from trackpoint.tools.safetensors_writer import SafetensorsWriter
+from trackpoint.tools._safetensors_format import SafetensorsFile
+from trackpoint.tools._safetensors_writer import SafetensorsWriter
 
 safetensors = pytest.importorskip("safetensors")
 torch = pytest.importorskip("torch")
@@ -280,11 +280,11 @@ def test_a_fifo_source_is_refused_at_once_naming_it(tmp_path, how: str) -> None:
 
 
 def test_the_writer_refuses_a_header_beyond_the_limit_before_writing(tmp_path, monkeypatch) -> None:
-    from trackpoint.tools import safetensors_writer
+    from trackpoint.tools import _safetensors_writer
 
-    monkeypatch.setattr(safetensors_writer, "MAX_HEADER_BYTES", 200)
+    monkeypatch.setattr(_safetensors_writer, "MAX_HEADER_BYTES", 200)
     tensors = [(f"layer{i}.weight", np.dtype(np.float32), (1,)) for i in range(10)]
-    assert safetensors_writer.header_length(tensors) > 200
+    assert _safetensors_writer.header_length(tensors) > 200
     with pytest.raises(tp.errors.InvalidArgumentError, match="header would take .* bytes.*fewer tensors"):
         SafetensorsWriter(str(tmp_path / "m.safetensors"), tensors)
     assert list(tmp_path.iterdir()) == []  # not even a temporary file
@@ -321,10 +321,10 @@ def test_writeback_is_started_every_8_mib_across_pieces_and_tensors(tmp_path, mo
     """A converted tensor arrives in 1 MiB pieces; each piece used to start its own writeback (a
     ``sync_file_range`` per MiB). The requests now cover 8 MiB of consecutive writes each, across
     tensors, and the file is the same."""
-    from trackpoint.tools import safetensors_writer
+    from trackpoint.tools import _safetensors_writer
 
     started: list[tuple[int, int]] = []
-    monkeypatch.setattr(safetensors_writer, "start_writeback", lambda fd, offset, size: started.append((offset, size)))
+    monkeypatch.setattr(_safetensors_writer, "start_writeback", lambda fd, offset, size: started.append((offset, size)))
     mib = 1 << 20
     values = {"a": np.arange(5 * mib, dtype=np.uint8), "b": np.arange(15 * mib, dtype=np.uint8) // 7}
     path = str(tmp_path / "model.safetensors")

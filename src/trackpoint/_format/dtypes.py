@@ -9,11 +9,14 @@ import numpy as np
 
 __all__ = [
     "DTYPES",
+    "FLOAT_NAMES",
+    "INT_NAMES",
     "ITEMSIZE_BY_ENUM",
     "NUMPY_BY_ENUM",
     "READABLE_BY_ENUM",
     "STRING",
     "DType",
+    "family",
     "from_enum",
     "from_numpy",
 ]
@@ -120,6 +123,25 @@ def enum_name(enum: int) -> str:
 def from_enum(enum: int) -> DType | None:
     """The :class:`DType` for a ``DataType`` value, or None if it is not readable here."""
     return DTYPES.get(enum)
+
+
+# The dtypes of each family a cast (``tp.rewrite``, ``tp.average``) may change: floating point and integer.
+FLOAT_NAMES = frozenset(
+    {"float16", "float32", "float64", "bfloat16"} | {d.name for d in DTYPES.values() if d.name.startswith("float8")}
+)
+INT_NAMES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"})
+
+
+def family(dtype: DType) -> str:
+    """``"float"``, ``"int"`` or ``"other"`` (bool, complex, string).
+
+    Example:
+        >>> family(DTYPES[14]), family(DTYPES[9]), family(DTYPES[10])  # bfloat16, int64, bool
+        ('float', 'int', 'other')
+    """
+    if dtype.name in FLOAT_NAMES:
+        return "float"
+    return "int" if dtype.name in INT_NAMES else "other"
 
 
 def from_numpy(dtype: np.dtype) -> DType | None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trackpoint._tracking.sharded import ShardedVariable
+from trackpoint._pipeline import ShardedVariable
 from trackpoint.distributed._coordinator import Coordinator, KeyValueStore, StoreCoordinator
 
 __all__ = ["Coordinator", "KeyValueStore", "ShardedVariable", "StoreCoordinator", "TorchCoordinator"]

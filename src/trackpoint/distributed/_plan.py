@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import slices
-from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint.distributed import _wire
+from trackpoint._io import OBJECT_GRAPH_KEY, slices
+from trackpoint._pipeline import wire
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["SHARDED", "Description", "decide", "describe"]
@@ -46,11 +45,11 @@ class Description:
     graph: str
 
     def encode(self) -> bytes:
-        return _wire.to_json([self.prefix, self.keys, self.meta, self.graph])
+        return wire.to_json([self.prefix, self.keys, self.meta, self.graph])
 
     @classmethod
     def decode(cls, raw: bytes) -> Description:
-        prefix, keys, meta, graph = _wire.from_json(raw)
+        prefix, keys, meta, graph = wire.from_json(raw)
         return cls(prefix, keys, meta, graph)
 
 

@@ -26,17 +26,20 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import slices
-from trackpoint._format.bundle_writer import ShardWriter
-from trackpoint._format.threads import parallel_map
-from trackpoint._saving.sharding_policies import Shard, ShardByTaskPolicy, ShardingCallback, validate_shards
-from trackpoint._saving.write import MAX_WRITER_THREADS, shardable_tensor, write_remedy, write_shard
-from trackpoint._storage import is_url, naming
-from trackpoint._storage.storage import storage_for
-from trackpoint.distributed import _reports, _wire
+from trackpoint._io import ShardWriter, data_filename, is_url, parallel_map, slices, storage_for
+from trackpoint._pipeline import (
+    MAX_WRITER_THREADS,
+    rank_files,
+    shardable_tensor,
+    validate_shards,
+    wire,
+    write_remedy,
+    write_shard,
+)
 from trackpoint.distributed._coordinator import Coordinator
 from trackpoint.distributed._plan import SHARDED, Description, decide, describe
 from trackpoint.errors import CheckpointError, CoordinationError, InvalidArgumentError, WriteError
+from trackpoint.sharding import Shard, ShardByTaskPolicy, ShardingCallback
 
 __all__ = ["PlannedSave", "plan_save"]
 
@@ -65,13 +68,13 @@ def plan_save(
             try:
                 owners = decide([Description.decode(v) for v in views], io_rank)
             except InvalidArgumentError as exc:
-                coordinator.broadcast(f"{tag}#decision", _REFUSED + _wire.to_json([str(exc), exc.key]), root)
+                coordinator.broadcast(f"{tag}#decision", _REFUSED + wire.to_json([str(exc), exc.key]), root)
                 raise
             coordinator.broadcast(f"{tag}#decision", _OK + owners.tobytes(), root)
         else:
             decision = coordinator.broadcast(f"{tag}#decision", None, root)
             if decision[:1] == _REFUSED:
-                message, key = _wire.from_json(decision[1:])
+                message, key = wire.from_json(decision[1:])
                 raise InvalidArgumentError(message, path=prefix, key=key)
             owners = np.frombuffer(decision[1:], dtype=np.int32)
             if len(owners) != len(tensors):
@@ -128,17 +131,16 @@ class PlannedSave:
                 counts = [int(n) for n in c.all_gather(f"{tag}#counts", str(len(shards)).encode())]
                 first, total = sum(counts[: c.rank]), sum(counts)
                 writers = [
-                    ShardWriter(naming.data_filename(self.prefix, first + i, total), first + i)
-                    for i in range(len(shards))
+                    ShardWriter(data_filename(self.prefix, first + i, total), first + i) for i in range(len(shards))
                 ]
                 parallel_map(lambda pair: write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
                 if is_url(self.prefix) and c.rank != self.root:
-                    uploaded = _reports.upload(self.prefix, writers)
-                report = _reports.encode(writers)
+                    uploaded = rank_files.upload(self.prefix, writers)
+                report = rank_files.encode(writers)
                 reports = c.gather(f"{tag}#entries", report, self.root)
                 if reports is not None:
-                    files = [f for report in reports for f in _reports.decode(report)]
-                    _reports.publish(self.prefix, files, total, {w.path for w in writers})
+                    files = [f for report in reports for f in rank_files.decode(report)]
+                    rank_files.publish(self.prefix, files, total, {w.path for w in writers})
                     published = True
                     if record is not None:
                         record()
@@ -196,9 +198,9 @@ class PlannedSave:
 def _withdraw(urls: Sequence[str]) -> None:
     """Delete the data objects this rank uploaded for a save that was not committed."""
     if urls:
-        from trackpoint._storage import remote
+        from trackpoint._io import delete_uncommitted
 
-        remote.delete_uncommitted(urls, urls[0])
+        delete_uncommitted(urls, urls[0])
 
 
 def _naming(exc: CoordinationError, prefix: str, outcome: str = "") -> CoordinationError:
@@ -235,12 +237,12 @@ def _ship(values: list[tuple[int, Any]]) -> bytes:
             [index, array.dtype.str, list(array.shape), list(value.full_shape), [list(e) for e in value.extents]]
         )
         data.append(array.tobytes())
-    return _wire.pack([_wire.to_json(head), *data])
+    return wire.pack([wire.to_json(head), *data])
 
 
 def _unship(message: bytes) -> list[tuple[int, slices.SlicedValue]]:
-    parts = _wire.unpack(message)
-    head = _wire.from_json(parts[0])
+    parts = wire.unpack(message)
+    head = wire.from_json(parts[0])
     out = []
     for (index, dtype, shape, full, extents), raw in zip(head, parts[1:]):
         array = np.frombuffer(raw, dtype=np.dtype(dtype)).reshape(shape)

@@ -36,20 +36,26 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import slices
-from trackpoint._format.bundle_reader import BundleReader, Entry, check_disjoint
-from trackpoint._format.crc import crc32c, unmask
-from trackpoint._format.dtypes import DType, enum_name
-from trackpoint._format.entries import slice_keys
-from trackpoint._format.keys import encode_key
-from trackpoint._format.slices import readable_key
-from trackpoint._format.tensors import numeric_bytes_view
-from trackpoint._storage.storage_options import use_storage_options_for_urls
+from trackpoint._io import (
+    BundleReader,
+    DType,
+    Entry,
+    check_disjoint,
+    crc32c,
+    encode_key,
+    enum_name,
+    family,
+    numeric_bytes_view,
+    readable_key,
+    slice_keys,
+    slices,
+    unmask,
+    use_storage_options_for_urls,
+)
 from trackpoint.errors import DataLossError, InvalidArgumentError
-from trackpoint.tools import chunk_copy
-from trackpoint.tools.casting import family
+from trackpoint.tools import _chunk_copy
+from trackpoint.tools._tensor_copy import check_prefix, new_bundle
 from trackpoint.tools.rewrite import source_prefix
-from trackpoint.tools.tensor_copy import check_prefix, new_bundle
 
 __all__ = ["average", "weights_for"]
 
@@ -169,7 +175,7 @@ def average(
         used = sorted({e.shard_id for e in last.values()} | {0})
         shard = {old: new for new, old in enumerate(used)}
         result = _ResultBuffer()
-        scratch = chunk_copy.Scratch()
+        scratch = _chunk_copy.Scratch()
         keys = list(last)
         with new_bundle(out, len(used), "average") as writer:
             for key, following in zip(keys, [*keys[1:], None]):
@@ -192,7 +198,7 @@ def average(
 
 
 def _chunks(
-    bundles: list[BundleReader], entries: list[Entry], dtype: DType, factors: list[float], scratch: chunk_copy.Scratch
+    bundles: list[BundleReader], entries: list[Entry], dtype: DType, factors: list[float], scratch: _chunk_copy.Scratch
 ) -> Iterator[memoryview] | None:
     """The result tensor's bytes chunk by chunk, when it is streamed: the mean of a float tensor every
     input stores whole in native byte order, or a large copy of another from the last input; else None."""
@@ -200,7 +206,7 @@ def _chunks(
         if any(b.big_endian or e.is_sliced for b, e in zip(bundles, entries)):
             return None
         return _mean_chunks([_Stream(b, e, dtype) for b, e in zip(bundles, entries)], factors)
-    if chunk_copy.streams(entries[-1], bundles[-1].checked(entries[-1])):
+    if _chunk_copy.streams(entries[-1], bundles[-1].checked(entries[-1])):
         return scratch.stored(bundles[-1], entries[-1], dtype, None, entries[-1].key)
     return None
 
@@ -320,7 +326,7 @@ def _mean_chunks(streams: list[_Stream], factors: list[float]) -> Iterator[memor
     raw, term, acc = np.empty(step, dtype.numpy), np.empty(step, wide), np.empty(step, wide)
     # The mean goes out in chunks of several steps: fewer, larger writes, which go to the file
     # without passing through the writer's buffer.
-    out = np.empty(max(step, min(chunk_copy.CHUNK_BYTES // dtype.itemsize, size)), dtype.numpy)
+    out = np.empty(max(step, min(_chunk_copy.CHUNK_BYTES // dtype.itemsize, size)), dtype.numpy)
     filled = 0
     for start in range(0, size, step):
         n = min(step, size - start)

@@ -30,23 +30,29 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format.bundle_reader import BundleReader
-from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint._storage import atomic, is_url
-from trackpoint._storage.files import list_names
-from trackpoint._storage.object_storage import publish_objects
-from trackpoint._storage.storage_options import use_storage_options_for_urls
+from trackpoint._io import (
+    OBJECT_GRAPH_KEY,
+    BundleReader,
+    fsync_directory,
+    is_url,
+    list_names,
+    publish_objects,
+    use_storage_options_for_urls,
+)
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 from trackpoint.reader import CheckpointReader
-from trackpoint.tools import embedded_graph, hf_layout, tf_stream, to_tf
-from trackpoint.tools.names import MappingRow, NameRules, RenameRules, check_conflicts
+from trackpoint.tools import _embedded_graph, _hf_layout, _tf_stream, _to_tf
+from trackpoint.tools._hf_layout import parse_size
+from trackpoint.tools._names import MappingRow, NameRules, RenameRules, check_conflicts, mapping_table, parse_rename
+from trackpoint.tools._safetensors_format import MAX_HEADER_BYTES, METADATA_KEY, safetensors_dtype
+from trackpoint.tools._safetensors_writer import SafetensorsWriter, header_length
+from trackpoint.tools._tensor_copy import check_parents, missing_directories, remove_directories, write_failed
+from trackpoint.tools._tf_names import default_names
 from trackpoint.tools.rewrite import source_prefix
-from trackpoint.tools.safetensors_format import MAX_HEADER_BYTES, METADATA_KEY, safetensors_dtype
-from trackpoint.tools.safetensors_writer import SafetensorsWriter, header_length
-from trackpoint.tools.tensor_copy import check_parents, missing_directories, remove_directories, write_failed
-from trackpoint.tools.tf_names import default_names
 
-__all__ = ["Conversion", "convert"]
+# parse_rename, parse_size and mapping_table: the forms ``rename=`` and ``max_shard_size=`` take, and
+# the table of a Conversion's mapping, for callers (the command line first) that check or show them.
+__all__ = ["Conversion", "convert", "mapping_table", "parse_rename", "parse_size"]
 
 SINGLE_FILE = "model.safetensors"
 
@@ -81,7 +87,7 @@ def convert(
     include_save_counter: bool = False,
     include_graph: bool = False,
     skip_unsupported: bool = False,
-    max_shard_size: int | str = hf_layout.DEFAULT_SHARD_SIZE,
+    max_shard_size: int | str = _hf_layout.DEFAULT_SHARD_SIZE,
     save_counter: bool = True,
     dry_run: bool = False,
     storage_options: Mapping[str, Any] | None = None,
@@ -148,13 +154,13 @@ def convert(
     """
     use_storage_options_for_urls([src, dst], storage_options)
     rules = NameRules.make(rename=rename, only=only, drop=drop, transpose=transpose)
-    if hf_layout.is_safetensors_path(os.fspath(src)):
+    if _hf_layout.is_safetensors_path(os.fspath(src)):
         tf_only = {
             "keys": keys is not None,
             "include_slots": include_slots,
             "include_save_counter": include_save_counter,
             "include_graph": include_graph,
-            "max_shard_size": hf_layout.parse_size(max_shard_size) != hf_layout.DEFAULT_SHARD_SIZE,
+            "max_shard_size": _hf_layout.parse_size(max_shard_size) != _hf_layout.DEFAULT_SHARD_SIZE,
         }
         given = [name for name, set_ in tf_only.items() if set_]
         if given:
@@ -164,14 +170,17 @@ def convert(
                 f"{'it' if len(given) == 1 else 'them'} out",
                 path=os.fspath(src),
             )
-        return to_tf.convert_to_tf(os.fspath(src), os.fspath(dst), rules, skip_unsupported, save_counter, dry_run)
+        rows, files = _to_tf.convert_to_tf(
+            os.fspath(src), os.fspath(dst), rules, skip_unsupported, save_counter, dry_run
+        )
+        return Conversion("safetensors->tf", rows, (), files)
     if not save_counter:
         raise InvalidArgumentError(
             f"{src}: save_counter=False applies to safetensors weights converted to TF; this source is a TF "
             "checkpoint (include_save_counter=True converts its own save_counter)",
             path=os.fspath(src),
         )
-    shard_bytes = hf_layout.parse_size(max_shard_size)
+    shard_bytes = _hf_layout.parse_size(max_shard_size)
     _check_destination(os.fspath(dst))
     if include_graph:
         _check_whole(os.fspath(src), rules, keys)
@@ -213,7 +222,7 @@ def _whole_checkpoint_metadata(reader: CheckpointReader, string_keys: list[str])
     graph = reader.get_tensor(OBJECT_GRAPH_KEY)
     if not isinstance(graph, bytes):
         raise InvalidArgumentError(f"{reader.prefix}: {OBJECT_GRAPH_KEY} is not a scalar string", path=reader.prefix)
-    metadata = embedded_graph.encode(graph, {key: reader.get_tensor(key) for key in string_keys})
+    metadata = _embedded_graph.encode(graph, {key: reader.get_tensor(key) for key in string_keys})
     size = sum(len(value) for value in metadata.values())
     if size > MAX_HEADER_BYTES // 2:
         raise InvalidArgumentError(
@@ -366,7 +375,7 @@ def _write_files(
     place; the paths written."""
     # Transposed, sliced, string or big-endian tensors are read whole, into one reused buffer.
     slow = [
-        row for row in by_name.values() if row.transposed or not tf_stream.streamable(bundle, bundle.entry(row.source))
+        row for row in by_name.values() if row.transposed or not _tf_stream.streamable(bundle, bundle.entry(row.source))
     ]
     scratch = bytearray(max((nbytes[row.name] for row in slow), default=0))
     for group, file_name in zip(groups, names):
@@ -384,8 +393,8 @@ def _write_files(
         for row, entry, following in zip(in_order, entries, [*entries[1:], None]):
             if following is not None:
                 bundle.prefetch(following)  # read from the disk while this one is written
-            if not row.transposed and tf_stream.streamable(bundle, entry):
-                writer.write_pieces(row.name, tf_stream.stored_pieces(bundle, entry))
+            if not row.transposed and _tf_stream.streamable(bundle, entry):
+                writer.write_pieces(row.name, _tf_stream.stored_pieces(bundle, entry))
                 continue
             source_shape = row.shape[::-1] if row.transposed else row.shape
             count = math.prod(source_shape)
@@ -418,8 +427,8 @@ def _write_safetensors(
     if is_url(directory):
         return _upload_safetensors(reader, bundle, mapping, directory, single, shard_bytes, metadata)
     nbytes = {row.name: math.prod(row.shape) * row.dtype.itemsize for row in mapping}
-    groups = hf_layout.plan_shards([(row.name, nbytes[row.name]) for row in mapping], shard_bytes)
-    names = hf_layout.shard_names(single, len(groups))
+    groups = _hf_layout.plan_shards([(row.name, nbytes[row.name]) for row in mapping], shard_bytes)
+    names = _hf_layout.shard_names(single, len(groups))
     _refuse_mixing(directory, single, names)
     by_name = {row.name: row for row in mapping}
     # Each file's header checked before any is written: a later shard's would fail half way.
@@ -438,10 +447,10 @@ def _write_safetensors(
     try:
         os.makedirs(directory, exist_ok=True)
         files = _write_files(reader, bundle, by_name, directory, groups, names, nbytes, metadata, writers)
-        atomic.fsync_directory(directory)
+        fsync_directory(directory)
         if len(writers) > 1:
             index = os.path.join(directory, single + ".index.json")
-            hf_layout.write_index(index, sum(nbytes.values()), {n: f for g, f in zip(groups, names) for n in g})
+            _hf_layout.write_index(index, sum(nbytes.values()), {n: f for g, f in zip(groups, names) for n in g})
             files.append(index)
     except BaseException as exc:
         for writer in writers:
@@ -466,8 +475,8 @@ def _upload_safetensors(
     each under its final name only if nothing is there, the index (or the single file) last."""
     directory = directory.rstrip("/")
     nbytes = {row.name: math.prod(row.shape) * row.dtype.itemsize for row in mapping}
-    names = hf_layout.shard_names(
-        single, len(hf_layout.plan_shards([(r.name, nbytes[r.name]) for r in mapping], shard_bytes))
+    names = _hf_layout.shard_names(
+        single, len(_hf_layout.plan_shards([(r.name, nbytes[r.name]) for r in mapping], shard_bytes))
     )
     _refuse_mixing(directory, single, names)  # before the local copy is made
     stage = tempfile.mkdtemp(prefix="tp-convert-")

@@ -17,16 +17,22 @@ import shutil
 from collections.abc import Mapping, Sequence
 from typing import Any, BinaryIO
 
-from trackpoint._format._proto import tensor_bundle_pb2 as pb
-from trackpoint._format.bundle_reader import BundleReader, Entry
-from trackpoint._format.bundle_writer import write_index
-from trackpoint._format.keys import encode_key
-from trackpoint._format.slices import readable_key
-from trackpoint._storage import atomic, files, naming
-from trackpoint._storage.storage import storage_for
-from trackpoint._storage.storage_options import use_storage_options_for_urls
+from trackpoint._io import (
+    BundleReader,
+    Entry,
+    data_filename,
+    encode_key,
+    exists,
+    open_regular,
+    readable_key,
+    remove_quietly,
+    storage_for,
+    use_storage_options_for_urls,
+    write_index,
+)
+from trackpoint._io import tensor_bundle_pb2 as pb
 from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError
-from trackpoint.tools.tensor_copy import check_prefix, missing_directories, remove_directories, write_failed
+from trackpoint.tools._tensor_copy import check_prefix, missing_directories, remove_directories, write_failed
 
 __all__ = ["merge"]
 
@@ -158,7 +164,7 @@ def _publish(out: str, merged: dict[bytes, pb.BundleEntryProto], sources: list[s
     try:
         storage_for(out).prepare(out)
         for shard_id, source in enumerate(sources):
-            final = naming.data_filename(out, shard_id, count)
+            final = data_filename(out, shard_id, count)
             temp = storage_for(final).temp_path(final)
             copies.append((temp, final))
             try:
@@ -167,13 +173,13 @@ def _publish(out: str, merged: dict[bytes, pb.BundleEntryProto], sources: list[s
                     dst.flush()
                     os.fsync(dst.fileno())
             except FileNotFoundError as exc:
-                if not files.exists(source):
+                if not exists(source):
                     raise NotFoundError(f"merge: data file {source} is missing", path=source) from exc
                 raise
         write_index(out, dict(merged), count, copies)
     except BaseException as exc:
         for temp, _ in copies:
-            atomic.remove_quietly(temp)
+            remove_quietly(temp)
         remove_directories(made)
         if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
             raise write_failed(out, "merge", exc) from exc
@@ -182,4 +188,4 @@ def _publish(out: str, merged: dict[bytes, pb.BundleEntryProto], sources: list[s
 
 def _open_source(path: str) -> BinaryIO:
     """A part's data file, to copy (at a URL, a local copy downloaded whole)."""
-    return os.fdopen(files.open_regular(path, "data file")[0], "rb")
+    return os.fdopen(open_regular(path, "data file")[0], "rb")

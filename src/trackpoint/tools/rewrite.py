@@ -41,21 +41,23 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format.bundle_reader import BundleReader
-from trackpoint._format.bundle_writer import dtype_of
-from trackpoint._format.dtypes import DType
-from trackpoint._format.entries import slice_keys
-from trackpoint._format.keys import encode_key
-from trackpoint._format.state_file import resolve_prefix
-from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint._graph.object_graph import read_object_graph
-from trackpoint._storage.storage_options import use_storage_options_for_urls
+from trackpoint._io import (
+    OBJECT_GRAPH_KEY,
+    BundleReader,
+    DType,
+    dtype_of,
+    encode_key,
+    read_object_graph,
+    resolve_prefix,
+    slice_keys,
+    use_storage_options_for_urls,
+)
 from trackpoint.errors import InvalidArgumentError, NotFoundError
-from trackpoint.tools import casting
-from trackpoint.tools.graph_edit import GraphEdit
-from trackpoint.tools.key_rules import cast_for, check_casts, plan_keys
-from trackpoint.tools.object_paths import tf_paths
-from trackpoint.tools.tensor_copy import Item, check_prefix, write_items
+from trackpoint.tools import _casting
+from trackpoint.tools._graph_edit import GraphEdit
+from trackpoint.tools._key_rules import cast_for, check_casts, plan_keys
+from trackpoint.tools._object_paths import tf_paths
+from trackpoint.tools._tensor_copy import Item, check_prefix, write_items
 
 __all__ = ["Step", "plan_rewrite", "rewrite", "source_prefix"]
 
@@ -174,7 +176,7 @@ class _Rules:
         adds = dict(add or {})
         for path, value in adds.items():
             _check_value(path, value)
-        casts = {path: casting.target_dtype(spec, f"{path}={spec}") for path, spec in dict(cast or {}).items()}
+        casts = {path: _casting.target_dtype(spec, f"{path}={spec}") for path, spec in dict(cast or {}).items()}
         return _Rules(source_prefix(src), _pairs(rename), _strings(drop, "drop"), adds, casts)
 
     def plan(self, bundle: BundleReader) -> tuple[list[Item], bytes | None]:

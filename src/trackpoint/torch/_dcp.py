@@ -43,15 +43,18 @@ from torch.distributed.checkpoint.planner import (
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
-from trackpoint._format import slices
-from trackpoint._format.bundle_reader import BundleReader
-from trackpoint._format.bundle_writer import ShardWriter
-from trackpoint._format.entries import slice_keys
-from trackpoint._format.keys import encode_key
-from trackpoint._storage import is_url, naming
-from trackpoint._storage.storage import storage_for
-from trackpoint._storage.storage_options import use_storage_options
-from trackpoint.distributed import _reports
+from trackpoint._io import (
+    BundleReader,
+    ShardWriter,
+    data_filename,
+    encode_key,
+    is_url,
+    slice_keys,
+    slices,
+    storage_for,
+    use_storage_options,
+)
+from trackpoint._pipeline import rank_files
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.torch._tensors import as_array, check_value, copy_into, torch_dtype
 
@@ -121,7 +124,7 @@ class TFStorageWriter(StorageWriter):
         if not plan.items or not isinstance(assigned, _File):
             future.set_result([])
             return future
-        writer = ShardWriter(naming.data_filename(self.prefix, assigned.shard_id, assigned.total), assigned.shard_id)
+        writer = ShardWriter(data_filename(self.prefix, assigned.shard_id, assigned.total), assigned.shard_id)
         try:
             results, rows = [], []
             for item in plan.items:
@@ -152,20 +155,20 @@ class TFStorageWriter(StorageWriter):
             if is_url(self.prefix) and not self._coordinator:
                 # The coordinator's finish commits the index only once every rank's data is in
                 # place, and it cannot see another machine's local files: each rank puts its own.
-                _reports.upload(self.prefix, [writer])
+                rank_files.upload(self.prefix, [writer])
         except BaseException:
             writer.abort()
             raise
         # The entries travel to the coordinator with the first result (finish merges them).
-        results[0] = dataclasses.replace(results[0], storage_data=_reports.encode([writer]))
+        results[0] = dataclasses.replace(results[0], storage_data=rank_files.encode([writer]))
         future.set_result(results)
         return future
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
         reports = [r.storage_data for rank in results for r in rank if isinstance(r.storage_data, bytes)]
-        shards = [shard for report in reports for shard in _reports.decode(report)]
+        shards = [shard for report in reports for shard in rank_files.decode(report)]
         own = {shard.path for shard in shards if os.path.exists(shard.temp_path)}  # one directory for all
-        _reports.publish(self.prefix, shards, len(shards), own)
+        rank_files.publish(self.prefix, shards, len(shards), own)
 
 
 class TFStorageReader(StorageReader):

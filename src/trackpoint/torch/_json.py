@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from trackpoint._format import bounded_json
+from trackpoint._io import bounded_json
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["TensorNames", "decode", "encode", "tensor_name"]

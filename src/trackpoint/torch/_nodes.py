@@ -21,7 +21,7 @@ import torch
 from torch.nn.parameter import is_lazy
 
 from trackpoint import Trackable
-from trackpoint._format import bounded_json
+from trackpoint._io import bounded_json
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.torch import _hooks
 from trackpoint.torch._tensors import as_array, check_value, copy_into, destination, new_tensor

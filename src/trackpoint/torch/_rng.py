@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from trackpoint import Trackable
-from trackpoint._format import bounded_json
+from trackpoint._io import bounded_json
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.torch._nodes import PYTHON_STATE
 

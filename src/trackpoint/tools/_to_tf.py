@@ -26,23 +26,21 @@ import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from trackpoint._format._proto import trackable_object_graph_pb2 as pb
-from trackpoint._format.dtypes import from_numpy
-from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name
-from trackpoint._graph.object_graph import parse_graph
+from trackpoint._io import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, from_numpy, parse_graph
+from trackpoint._io import trackable_object_graph_pb2 as pb
 from trackpoint.errors import DataLossError, InvalidArgumentError
-from trackpoint.tools import chunk_copy, embedded_graph
-from trackpoint.tools.hf_layout import SafetensorsSource
-from trackpoint.tools.names import MappingRow, NameRules, check_conflicts
-from trackpoint.tools.safetensors_format import SafetensorsFile
-from trackpoint.tools.tensor_copy import check_parents, new_bundle
+from trackpoint.tools import _chunk_copy, _embedded_graph
+from trackpoint.tools._hf_layout import SafetensorsSource
+from trackpoint.tools._names import MappingRow, NameRules, check_conflicts
+from trackpoint.tools._safetensors_format import SafetensorsFile
+from trackpoint.tools._tensor_copy import check_parents, new_bundle
 
-if TYPE_CHECKING:
-    from trackpoint.tools.convert import Conversion
+# What a conversion to TF made: the mapping's rows, and the files written (the index last; none for a dry run).
+Made = tuple[tuple[MappingRow, ...], tuple[str, ...]]
 
 __all__ = ["build_graph", "convert_to_tf"]
 
@@ -108,10 +106,8 @@ def _walk(root: _Node) -> list[_Node]:
 
 def convert_to_tf(
     src: str, prefix: str, rules: NameRules, skip_unsupported: bool, save_counter: bool, dry_run: bool
-) -> Conversion:
-    """:func:`trackpoint.tools.convert` from safetensors (see there)."""
-    from trackpoint.tools.convert import Conversion
-
+) -> Made:
+    """:func:`trackpoint.tools.convert` from safetensors (see there): its rows and files."""
     del skip_unsupported  # every safetensors dtype has a TF checkpoint counterpart
     if os.path.isdir(prefix) or prefix.endswith(os.sep):
         raise InvalidArgumentError(
@@ -137,13 +133,13 @@ def convert_to_tf(
         check_conflicts(rows, source.index_path)
         graph, keys = build_graph([row.name for row in rows], save_counter)
         if dry_run:
-            return Conversion("safetensors->tf", tuple(rows))
+            return tuple(rows), ()
         by_name = {row.name: row for row in rows}
         _write(source, prefix, by_name, keys, graph.SerializeToString())
     finally:
         source.close()
     files = [prefix + ".index", prefix + ".data-00000-of-00001"]
-    return Conversion("safetensors->tf", tuple(rows), (), tuple(files[::-1]))
+    return tuple(rows), tuple(files[::-1])
 
 
 def _write(
@@ -161,7 +157,7 @@ def _write(
     whole = [row for row in by_name.values() if not _streamed(source, row)]
     largest = max((source.where[row.source].tensors[row.source].nbytes for row in whole), default=0)
     scratch = bytearray(largest)
-    chunk = bytearray(chunk_copy.CHUNK_BYTES if len(whole) < len(by_name) else 0)
+    chunk = bytearray(_chunk_copy.CHUNK_BYTES if len(whole) < len(by_name) else 0)
     # A transposed tensor is read in blocks of rows into this second, bounded buffer and each block
     # put transposed into ``scratch``: one whole copy plus a block, not two whole copies.
     blocks = bytearray(min(largest, _BLOCK_BYTES) if any(row.transposed for row in by_name.values()) else 0)
@@ -194,7 +190,7 @@ def _write(
 def _streamed(source: SafetensorsSource, row: MappingRow) -> bool:
     """Whether ``row`` is copied in chunks: a large tensor stored as it is written (not transposed)."""
     info = source.where[row.source].tensors[row.source]
-    return not row.transposed and info.nbytes >= chunk_copy.STREAM_BYTES and from_numpy(info.dtype) is not None
+    return not row.transposed and info.nbytes >= _chunk_copy.STREAM_BYTES and from_numpy(info.dtype) is not None
 
 
 def _chunks(opened: SafetensorsFile, name: str, memory: bytearray) -> Iterator[memoryview]:
@@ -243,7 +239,7 @@ def _embedded(source: SafetensorsSource, rules: NameRules) -> tuple[bytes, dict[
     """The TF object graph and string tensors a file of ``source`` carries (see :mod:`.embedded_graph`),
     with that file's path; None if none does."""
     for path, opened in source.files.items():
-        found = embedded_graph.decode(opened.metadata, opened.path)
+        found = _embedded_graph.decode(opened.metadata, opened.path)
         if found is None:
             continue
         if rules != NameRules():
@@ -259,10 +255,8 @@ def _embedded(source: SafetensorsSource, rules: NameRules) -> tuple[bytes, dict[
 
 def _convert_whole(
     source: SafetensorsSource, prefix: str, graph_bytes: bytes, strings: dict[str, Any], path: str, dry_run: bool
-) -> Conversion:
+) -> Made:
     """Safetensors converted with ``include_graph`` back to their checkpoint: the same keys and graph."""
-    from trackpoint.tools.convert import Conversion
-
     graph = parse_graph(graph_bytes, path)
     stored = sorted(set(source.where) | set(strings))
     # An attribute's tensors: its key, or keys it begins (a saveable of several tensors, such as a
@@ -292,9 +286,9 @@ def _convert_whole(
     )
     check_conflicts([*rows, *(MappingRow(key, key, np.dtype(object), (), False) for key in strings)], path)
     if dry_run:
-        return Conversion("safetensors->tf", rows)
+        return rows, ()
     # Values in the graph's order (as TF writes them), then any the graph does not name.
     order = list(dict.fromkeys([key for keys in found.values() for key in keys] + stored))
     _write(source, prefix, {row.name: row for row in rows}, [(key, key) for key in order], graph_bytes, strings)
     files = [prefix + ".index", prefix + ".data-00000-of-00001"]
-    return Conversion("safetensors->tf", rows, (), tuple(files[::-1]))
+    return rows, tuple(files[::-1])

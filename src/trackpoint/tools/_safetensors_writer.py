@@ -1,13 +1,13 @@
 """Writing a safetensors file one tensor at a time, in the layout the official writer gives the same tensors.
 
-The header is planned first (:func:`~trackpoint.tools.safetensors_format.plan_layout`), then each
+The header is planned first (:func:`~trackpoint.tools._safetensors_format.plan_layout`), then each
 tensor is written at its offset, in pieces, to a temporary file beside the destination, which is
 fsynced and renamed into place by :meth:`SafetensorsWriter.finish` (or left for the caller to
 publish with others, for a sharded layout).
 
 Example:
     >>> import numpy as np, tempfile, os
-    >>> from trackpoint.tools.safetensors_format import SafetensorsFile
+    >>> from trackpoint.tools._safetensors_format import SafetensorsFile
     >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
     >>> with SafetensorsWriter(path, [("w", np.dtype(np.float32), (2,))], {"format": "pt"}) as writer:
     ...     writer.write("w", np.array([1.5, 2.5], np.float32))
@@ -26,13 +26,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from trackpoint._format import bounded_json
-from trackpoint._saving.write import write_remedy
-from trackpoint._storage.atomic import fsync_directory, remove_quietly
-from trackpoint._storage.storage import storage_for
-from trackpoint._storage.writeback import WRITEBACK_BYTES, start_writeback
+from trackpoint._io import WRITEBACK_BYTES, bounded_json, fsync_directory, remove_quietly, start_writeback, storage_for
+from trackpoint._pipeline import write_remedy
 from trackpoint.errors import InvalidArgumentError, WriteError
-from trackpoint.tools.safetensors_format import MAX_HEADER_BYTES, TensorInfo, plan_layout, safetensors_dtype
+from trackpoint.tools._safetensors_format import MAX_HEADER_BYTES, TensorInfo, plan_layout, safetensors_dtype
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time

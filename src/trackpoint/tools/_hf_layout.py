@@ -20,11 +20,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trackpoint._format import bounded_json
-from trackpoint._storage import atomic, is_url
-from trackpoint._storage.files import exists, list_names, read_regular
+from trackpoint._io import bounded_json, exists, is_url, list_names, read_regular, write_file
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
-from trackpoint.tools.safetensors_format import SafetensorsFile
+from trackpoint.tools._safetensors_format import SafetensorsFile
 
 __all__ = ["SafetensorsSource", "parse_size", "plan_shards", "shard_names", "write_index"]
 
@@ -86,7 +84,7 @@ def shard_names(single: str, count: int) -> list[str]:
 def write_index(path: str, total_size: int, weight_map: dict[str, str]) -> None:
     """Write ``model.safetensors.index.json`` atomically."""
     doc = {"metadata": {"total_size": total_size}, "weight_map": dict(sorted(weight_map.items()))}
-    atomic.write_file(path, (bounded_json.dumps(doc, path, indent=2) + "\n").encode())
+    write_file(path, (bounded_json.dumps(doc, path, indent=2) + "\n").encode())
 
 
 @dataclass

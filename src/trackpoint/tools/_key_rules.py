@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trackpoint._format.bundle_writer import dtype_of
-from trackpoint._format.dtypes import DType
+from trackpoint._io import DType, dtype_of, family
 from trackpoint.errors import InvalidArgumentError, NotFoundError
-from trackpoint.tools import casting
-from trackpoint.tools.tensor_copy import Item
+from trackpoint.tools import _casting
+from trackpoint.tools._tensor_copy import Item
 
 __all__ = ["cast_for", "check_casts", "item_dtype", "plan_keys", "refuse_clash", "under"]
 
@@ -26,7 +25,7 @@ def cast_for(key: str, dtype: DType | None, rules: list[DType]) -> DType | None:
     """The last matching cast that changes a tensor of ``dtype``."""
     found = None
     for target in rules:
-        if dtype is not None and casting.applies(dtype, target):
+        if dtype is not None and _casting.applies(dtype, target):
             found = target
     return found
 
@@ -101,7 +100,7 @@ def check_casts(
         ):
             have = sorted({d.name for d in (item_dtype(i, entries) for i in covered) if d is not None})
             raise InvalidArgumentError(
-                f"{prefix}: cast {path!r} to {target.name}: it covers no {casting.family(target)} tensor "
+                f"{prefix}: cast {path!r} to {target.name}: it covers no {family(target)} tensor "
                 f"(it holds {', '.join(have) or 'no tensors'}); ints and floats are never cast into each "
                 "other, nor bool, complex or string tensors",
                 path=prefix,

@@ -1,8 +1,8 @@
 """The data files a rank wrote, as it reports them to the rank that commits the index, and
 that commit: every file's entries merged into the ``.index``, published last.
 
-Used by trackpoint's own saves of several processes (:mod:`._save`) and by the storage
-under ``torch.distributed.checkpoint`` (:mod:`trackpoint.torch._dcp`).
+Used by trackpoint's own saves of several processes (:mod:`trackpoint.distributed`) and by the
+storage under ``torch.distributed.checkpoint`` (:mod:`trackpoint.torch`), through :mod:`trackpoint._pipeline`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_in
 from trackpoint._format.dtypes import DTYPES, DType
 from trackpoint._format.index_entries import IndexEntries
 from trackpoint._format.keys import encode_key
+from trackpoint._saving import wire
 from trackpoint._storage import atomic, is_url
-from trackpoint.distributed import _wire
 from trackpoint.errors import CoordinationError, WriteError
 
 __all__ = ["Reported", "decode", "encode", "publish", "upload"]
@@ -45,19 +45,19 @@ def encode(writers: Sequence[ShardWriter]) -> bytes:
         ]
         for w in writers
     ]
-    return _wire.pack([_wire.to_json(head), *(part for w in writers for part in _wire.encode_entries(w.entries))])
+    return wire.pack([wire.to_json(head), *(part for w in writers for part in wire.encode_entries(w.entries))])
 
 
 def decode(message: bytes) -> list[Reported]:
     """The files of a report :func:`encode` made."""
-    parts = _wire.unpack(message)
-    head = _wire.from_json(parts[0])
-    n = _wire.ENTRY_PARTS
+    parts = wire.unpack(message)
+    head = wire.from_json(parts[0])
+    n = wire.ENTRY_PARTS
     if len(parts) != 1 + n * len(head):
         raise CoordinationError("a peer sent a damaged message (file reports)")
     out = []
     for j, (path, temp, shard_id, sliced) in enumerate(head):
-        entries = _wire.decode_entries(parts[1 + n * j : 1 + n * (j + 1)])
+        entries = wire.decode_entries(parts[1 + n * j : 1 + n * (j + 1)])
         table = {
             encode_key(name): (name, DTYPES[dtype], tuple(shape), [tuple(map(tuple, e)) for e in extents])
             for name, dtype, shape, extents in sliced

@@ -24,8 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from trackpoint._format.bundle_reader import BundleReader, Entry
-from trackpoint._format.chunked_read import stored_chunks
+from trackpoint._io import BundleReader, Entry, stored_chunks
 
 __all__ = ["PIECE_BYTES", "stored_pieces", "streamable"]
 

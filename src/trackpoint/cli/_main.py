@@ -11,7 +11,7 @@ Exit status: 0 success, 1 a damaged or missing checkpoint (one line on stderr), 
 away early (``trackpoint inspect big | head``), the command stops quietly with 141, the status
 a shell reports for a program that SIGPIPE ended, so ``set -o pipefail`` scripts see what they
 see with ``cat``. An output that cannot be written (closed, full) ends it with 1 (``diff``: 2)
-and one line on stderr (see :mod:`trackpoint._cli_streams`).
+and one line on stderr (see :mod:`trackpoint.cli._streams`).
 
 Everything printed that comes from a checkpoint or a path (keys, object names, file names,
 error messages naming them) goes through :func:`_out`, which escapes control and other
@@ -33,16 +33,21 @@ from typing import TextIO
 import numpy as np
 
 import trackpoint as tp
-from trackpoint._cli_arguments import tolerance
-from trackpoint._cli_streams import run_with_streams
-from trackpoint._format import bounded_json
-from trackpoint._format.entry_rules import MAX_RANK
-from trackpoint._format.state_file import is_directory
-from trackpoint._format.text import printable
-from trackpoint._storage import files, is_url
-from trackpoint._storage.storage import storage_for
-from trackpoint._storage.storage_options import use_storage_options_for_urls
-from trackpoint.tools import convert_cli, surgery_cli
+from trackpoint._io import (
+    MAX_RANK,
+    OBJECT_GRAPH_KEY,
+    bounded_json,
+    exists,
+    is_directory,
+    is_url,
+    listing,
+    printable,
+    storage_for,
+    use_storage_options_for_urls,
+)
+from trackpoint.cli import _convert, _surgery
+from trackpoint.cli._arguments import tolerance
+from trackpoint.cli._streams import run_with_streams
 
 _CHECKPOINT_FILE = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
 
@@ -133,18 +138,18 @@ def _resolve(path: str) -> str:
     if is_directory(path):
         state = tp.get_checkpoint_state(path)
         if state is None:
-            raise tp.errors.NotFoundError(f"{path} has no 'checkpoint' state file{files.listing(path)}")
+            raise tp.errors.NotFoundError(f"{path} has no 'checkpoint' state file{listing(path)}")
         prefix = state.model_checkpoint_path
-        if not files.exists(prefix + ".index"):
+        if not exists(prefix + ".index"):
             return path  # the library's message says what the state file names and what is missing
         _note_if_outside(path, prefix)
         return prefix
-    if files.exists(path + ".index"):
+    if exists(path + ".index"):
         return path
     stripped = _CHECKPOINT_FILE.sub("", path)
-    if stripped != path and files.exists(stripped + ".index"):
+    if stripped != path and exists(stripped + ".index"):
         return stripped
-    raise tp.errors.NotFoundError(f"no checkpoint at {path}{files.listing(os.path.dirname(path))}")
+    raise tp.errors.NotFoundError(f"no checkpoint at {path}{listing(os.path.dirname(path))}")
 
 
 def _tensor_key(name: str, keys: Iterable[str], paths: dict[str, str], prefix: str) -> str:
@@ -180,14 +185,11 @@ def _tensor_key(name: str, keys: Iterable[str], paths: dict[str, str], prefix: s
 # -- commands ---------------------------------------------------------------------------
 
 
-_OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
-
-
 def _inspect(args: argparse.Namespace) -> int:
     with tp.load_checkpoint(_resolve(args.path)) as reader:
         # A plain bundle has no object graph; any other failure to read one is reported.
         paths: dict[str, str] = {}
-        if reader.has_tensor(_OBJECT_GRAPH_KEY):
+        if reader.has_tensor(OBJECT_GRAPH_KEY):
             with tp.CheckpointView(reader.prefix) as view:
                 paths = view.key_paths()
         shapes = reader.get_variable_to_shape_map()
@@ -308,7 +310,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from trackpoint import demo
+    from trackpoint.cli import _demo as demo
 
     problem = demo.refusal(args.dir) if args.dir else None
     if problem is not None:
@@ -496,14 +498,14 @@ def _parser() -> argparse.ArgumentParser:
     convert = _command(
         commands,
         "convert",
-        lambda args: convert_cli.run(args, _out),
-        convert_cli.SUMMARY,
-        convert_cli.DESCRIPTION,
-        convert_cli.EXAMPLES,
+        lambda args: _convert.run(args, _out),
+        _convert.SUMMARY,
+        _convert.DESCRIPTION,
+        _convert.EXAMPLES,
         takes_path=False,
     )
-    convert_cli.add_arguments(convert)
-    for surgery in surgery_cli.COMMANDS:  # rewrite, average, merge
+    _convert.add_arguments(convert)
+    for surgery in _surgery.COMMANDS:  # rewrite, average, merge
         run = surgery.bind(_out)
         sub = _command(commands, surgery.name, run, surgery.summary, surgery.description, surgery.examples, False)
         surgery.add_arguments(sub)

@@ -20,26 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format.dtypes import DTYPES, DType, from_numpy
+from trackpoint._io import DTYPES, FLOAT_NAMES, INT_NAMES, DType, family, from_numpy
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["applies", "cast_into", "cast_value", "family", "target_dtype"]
+__all__ = ["applies", "cast_into", "cast_value", "target_dtype"]
 
-_FLOATS = {"float16", "float32", "float64", "bfloat16"} | {
-    d.name for d in DTYPES.values() if d.name.startswith("float8")
-}
-_INTS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 _BY_NAME = {d.name: d for d in DTYPES.values()}
 _BY_NAME["half"] = _BY_NAME["float16"]
 _BY_NAME["float"] = _BY_NAME["float32"]
 _BY_NAME["double"] = _BY_NAME["float64"]
-
-
-def family(dtype: DType) -> str:
-    """``"float"``, ``"int"`` or ``"other"`` (bool, complex, string)."""
-    if dtype.name in _FLOATS:
-        return "float"
-    return "int" if dtype.name in _INTS else "other"
 
 
 def target_dtype(spec: Any, rule: str) -> DType:
@@ -59,7 +48,7 @@ def target_dtype(spec: Any, rule: str) -> DType:
     if dtype is None or family(dtype) == "other":
         raise InvalidArgumentError(
             f"cast {rule!r}: {spec!r} is not a dtype a cast may produce; name a floating-point dtype "
-            f"({', '.join(sorted(_FLOATS))}) or an integer dtype ({', '.join(sorted(_INTS))})"
+            f"({', '.join(sorted(FLOAT_NAMES))}) or an integer dtype ({', '.join(sorted(INT_NAMES))})"
         )
     return dtype
 
@@ -103,7 +92,7 @@ def cast_into(chunk: np.ndarray, out: np.ndarray, key: str, prefix: str, start: 
             value and its index in the tensor.
     """
     name = out.dtype.name  # the checkpoint's names for the dtypes a cast may produce
-    floats = name in _FLOATS
+    floats = name in FLOAT_NAMES
     if not floats:
         info = np.iinfo(out.dtype)
         if chunk.size and (int(chunk.min()) < info.min or int(chunk.max()) > info.max):

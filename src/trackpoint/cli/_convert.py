@@ -21,9 +21,8 @@ from collections.abc import Callable
 from typing import TextIO
 
 import trackpoint as tp
-from trackpoint._format.text import printable
-from trackpoint.tools.hf_layout import parse_size
-from trackpoint.tools.names import mapping_table, parse_rename
+from trackpoint._io import printable
+from trackpoint.tools.convert import mapping_table, parse_rename, parse_size
 
 __all__ = ["DESCRIPTION", "EXAMPLES", "SUMMARY", "add_arguments", "run"]
 

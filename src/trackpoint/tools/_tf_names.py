@@ -32,9 +32,16 @@ Example:
 
 from __future__ import annotations
 
-from trackpoint._format._proto import trackable_object_graph_pb2 as pb
-from trackpoint._graph.keys import OBJECT_ATTRIBUTES, OBJECT_GRAPH_KEY, OPTIMIZER_SLOTS, unescape_local_name
-from trackpoint._graph.object_graph import first_parents, parse_graph, unescape
+from trackpoint._io import (
+    OBJECT_ATTRIBUTES,
+    OBJECT_GRAPH_KEY,
+    OPTIMIZER_SLOTS,
+    first_parents,
+    parse_graph,
+    unescape,
+    unescape_local_name,
+)
+from trackpoint._io import trackable_object_graph_pb2 as pb
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.reader import CheckpointReader
 

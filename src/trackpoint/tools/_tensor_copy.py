@@ -29,13 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format.bundle_reader import BundleReader, Entry
-from trackpoint._format.bundle_writer import BundleWriter, dtype_of
-from trackpoint._format.dtypes import DType
-from trackpoint._graph.keys import OBJECT_GRAPH_KEY
-from trackpoint._saving.write import write_remedy
+from trackpoint._io import OBJECT_GRAPH_KEY, BundleReader, BundleWriter, DType, Entry, dtype_of
+from trackpoint._pipeline import write_remedy
 from trackpoint.errors import CheckpointError, InvalidArgumentError, WriteError
-from trackpoint.tools import casting, chunk_copy
+from trackpoint.tools import _casting, _chunk_copy
 
 __all__ = [
     "Item",
@@ -68,7 +65,7 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
     used = sorted({item.shard_id for item in items} | {graph_shard})
     shard = {old: new for new, old in enumerate(used)}
     buffer = _ReadBuffer(bundle)
-    scratch = chunk_copy.Scratch()
+    scratch = _chunk_copy.Scratch()
     entries = [bundle.entry(item.source) if item.source is not None else None for item in items]
     with new_bundle(dst, len(used), "rewrite") as writer:
         for item, entry, following in zip(items, entries, [*entries[1:], None]):
@@ -78,7 +75,7 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
                 continue
             value = buffer.read(entry) if entry is not None else item.value
             if item.cast is not None:
-                value = casting.cast_value(value, item.cast, item.key, bundle.prefix)
+                value = _casting.cast_value(value, item.cast, item.key, bundle.prefix)
             # add_many checksums a large tensor while it writes it; the buffer is free again after.
             writer.add_many([(item.key, value)], shard[item.shard_id])
             del value
@@ -87,12 +84,17 @@ def write_items(bundle: BundleReader, dst: str, items: list[Item], graph_bytes: 
 
 
 def _streamed(
-    bundle: BundleReader, writer: BundleWriter, scratch: chunk_copy.Scratch, item: Item, entry: Entry | None, shard: int
+    bundle: BundleReader,
+    writer: BundleWriter,
+    scratch: _chunk_copy.Scratch,
+    item: Item,
+    entry: Entry | None,
+    shard: int,
 ) -> bool:
     """Copy ``item`` chunk by chunk (see :mod:`.chunk_copy`) if it is large and numeric; whether it was."""
     if entry is None:
         value = item.value
-        if item.cast is None or not isinstance(value, np.ndarray) or value.nbytes < chunk_copy.STREAM_BYTES:
+        if item.cast is None or not isinstance(value, np.ndarray) or value.nbytes < _chunk_copy.STREAM_BYTES:
             return False  # an added value is in memory already: only a large cast of it would copy it whole
         if dtype_of(value, item.key).is_string:
             return False
@@ -100,7 +102,7 @@ def _streamed(
         writer.add_chunks(item.key, item.cast, value.shape, chunks, shard)
         return True
     dtype = bundle.checked(entry)
-    if not chunk_copy.streams(entry, dtype):
+    if not _chunk_copy.streams(entry, dtype):
         return False
     chunks = scratch.stored(bundle, entry, dtype, item.cast, item.key)
     writer.add_chunks(item.key, item.cast or dtype, entry.shape, chunks, shard)

@@ -17,7 +17,7 @@ Example:
     >>> import trackpoint as tp
     >>> from trackpoint._format.bundle_reader import BundleReader
     >>> from trackpoint._format.bundle_writer import BundleWriter
-    >>> from trackpoint.tools.casting import target_dtype
+    >>> from trackpoint.tools._casting import target_dtype
     >>> d = tempfile.mkdtemp()
     >>> src = tp.save_tensors(os.path.join(d, "a"), {"w": np.arange(4, dtype=np.float32)})
     >>> with BundleReader(src) as bundle:
@@ -35,11 +35,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from trackpoint._format.bundle_reader import BundleReader, Entry
-from trackpoint._format.chunked_read import stored_chunks
-from trackpoint._format.dtypes import DType
-from trackpoint._format.read_tuning import DEFAULT_TUNING
-from trackpoint.tools.casting import cast_into
+from trackpoint._io import DEFAULT_TUNING, BundleReader, DType, Entry, stored_chunks
+from trackpoint.tools._casting import cast_into
 
 __all__ = ["CHUNK_BYTES", "STREAM_BYTES", "Scratch", "streams"]
 

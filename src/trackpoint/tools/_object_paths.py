@@ -17,9 +17,8 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from trackpoint._format._proto import trackable_object_graph_pb2 as pb
-from trackpoint._graph.keys import OPTIMIZER_SLOTS, escape_local_name, slot_variable_key, unescape_local_name
-from trackpoint._graph.object_graph import first_parents
+from trackpoint._io import OPTIMIZER_SLOTS, escape_local_name, first_parents, slot_variable_key, unescape_local_name
+from trackpoint._io import trackable_object_graph_pb2 as pb
 from trackpoint.errors import DataLossError, InvalidArgumentError
 
 __all__ = ["MAX_PATH_CHARS", "SLOT_MARK", "ObjectPaths", "SlotSpec", "mark_values", "split_path", "tf_paths"]

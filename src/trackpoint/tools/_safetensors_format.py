@@ -27,9 +27,7 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 
-from trackpoint._format import bounded_json
-from trackpoint._storage.files import open_regular
-from trackpoint._storage.readahead import start_readahead
+from trackpoint._io import bounded_json, open_regular, start_readahead
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
@@ -160,7 +158,7 @@ class SafetensorsFile:
 
     Example:
         >>> import numpy as np, tempfile, os
-        >>> from trackpoint.tools.safetensors_writer import SafetensorsWriter
+        >>> from trackpoint.tools._safetensors_writer import SafetensorsWriter
         >>> path = os.path.join(tempfile.mkdtemp(), "x.safetensors")
         >>> with SafetensorsWriter(path, [("a", np.dtype("i8"), (3,))]) as w:
         ...     w.write("a", np.arange(3))

@@ -23,9 +23,7 @@ from typing import Any
 import numpy as np
 
 import trackpoint as tp
-from trackpoint._format import bounded_json
-from trackpoint._format.dtypes import from_numpy
-from trackpoint.tools.casting import family
+from trackpoint._io import OBJECT_GRAPH_KEY, bounded_json, family, from_numpy
 from trackpoint.tools.rewrite import plan_rewrite
 from trackpoint.tools.rewrite import source_prefix as rules_source
 
@@ -185,7 +183,7 @@ def _run_rewrite(args: argparse.Namespace, out: Callable[[str], None]) -> int:
         out(f"{step.source if step.source is not None else '(added)'} -> {step.key}{cast}")
     with tp.load_checkpoint(rules_source(args.src)) as reader:
         for key in sorted(reader.get_variable_to_shape_map()):
-            if key not in kept and key != "_CHECKPOINTABLE_OBJECT_GRAPH":
+            if key not in kept and key != OBJECT_GRAPH_KEY:
                 out(f"{key} -> (dropped)")
     out(f"dry run: {len(steps)} tensors would be written to {args.dst}; nothing was written")
     return 0

@@ -30,14 +30,10 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TypeAlias
 
-from trackpoint._format._proto import trackable_object_graph_pb2 as pb
-from trackpoint._graph.keys import (
-    OPTIMIZER_SLOTS,
-    checkpoint_key,
-    escape_local_name,
-)
+from trackpoint._io import OPTIMIZER_SLOTS, checkpoint_key, escape_local_name
+from trackpoint._io import trackable_object_graph_pb2 as pb
 from trackpoint.errors import InvalidArgumentError, NotFoundError
-from trackpoint.tools.object_paths import SLOT_MARK, SlotSpec, mark_values, split_path, tf_paths
+from trackpoint.tools._object_paths import SLOT_MARK, SlotSpec, mark_values, split_path, tf_paths
 
 __all__ = ["GraphEdit"]
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format import bounded_json
+from trackpoint._io import bounded_json
 from trackpoint.errors import DataLossError
 
 __all__ = ["GRAPH_FIELD", "STRINGS_FIELD", "decode", "encode"]

@@ -1,0 +1,34 @@
+"""The second and last door from the edges to the core: the save pipeline's pieces for adapters that take part in a save.
+
+:mod:`trackpoint.distributed` (several processes writing one checkpoint) and the storage
+under ``torch.distributed.checkpoint`` write shards, validate a sharding and commit many
+processes' data files themselves; they reach those pieces of ``_saving`` (and the
+``ShardedVariable`` the multi-process save splits over) only through this module. File I/O
+goes through :mod:`trackpoint._io`; nothing else of the core is open to an edge
+(``tests/test_layers.py`` pins it).
+
+Internal: a name is here because an edge uses it. It defines nothing of its own.
+
+Example:
+    >>> from trackpoint import _pipeline
+    >>> _pipeline.MAX_WRITER_THREADS
+    4
+"""
+
+from __future__ import annotations
+
+from trackpoint._saving import rank_files, wire
+from trackpoint._saving.sharding_policies import validate_shards
+from trackpoint._saving.write import MAX_WRITER_THREADS, shardable_tensor, write_remedy, write_shard
+from trackpoint._tracking.sharded import ShardedVariable
+
+__all__ = [
+    "MAX_WRITER_THREADS",
+    "ShardedVariable",
+    "rank_files",
+    "shardable_tensor",
+    "validate_shards",
+    "wire",
+    "write_remedy",
+    "write_shard",
+]
