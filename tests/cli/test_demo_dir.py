@@ -69,7 +69,7 @@ def test_a_new_directory_and_an_earlier_demos_are_fine(capsys, tmp_path) -> None
 
 
 def test_the_library_entry_point_refuses_too(tmp_path) -> None:
-    from trackpoint import demo
+    from trackpoint.cli import _demo as demo
 
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(tp.errors.InvalidArgumentError, match="refusing to use"):

@@ -13,7 +13,8 @@ import pytest
 
 import trackpoint as tp
 from tests.helpers import EXAMPLES, GOLDEN
-from trackpoint.cli import _Progress, main
+from trackpoint.cli import main
+from trackpoint.cli._output import Progress
 
 
 def _checkpoint(tmp_path, name: str, scale: float = 1.0) -> str:
@@ -106,7 +107,7 @@ class _Tty(io.StringIO):
 
 @pytest.mark.parametrize("stream, shown", [(_Tty(), True), (io.StringIO(), False)])
 def test_progress_bar_only_on_a_terminal(stream, shown: bool) -> None:
-    bar = _Progress("verify", stream)
+    bar = Progress("verify", stream)
     bar(50, 100)
     bar.close()
     assert ("50%" in stream.getvalue()) is shown

@@ -10,11 +10,12 @@ import sys
 import pytest
 
 import trackpoint as tp
-from trackpoint.cli import _parser, main
+from trackpoint.cli import main
+from trackpoint.cli._main import parser
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
-    (action,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    (action,) = [a for a in parser()._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(action.choices)
 
 

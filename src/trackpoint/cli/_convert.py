@@ -1,6 +1,6 @@
 """The ``trackpoint convert`` subcommand: its arguments and what it runs, on the public API.
 
-``cli.py`` declares the subcommand and hands its parser to :func:`add_arguments`; malformed
+``trackpoint.cli`` (:mod:`._main`) declares the subcommand and hands its parser to :func:`add_arguments`; malformed
 rules and sizes are usage errors (exit 2) found while parsing, before anything is read.
 
 Example:

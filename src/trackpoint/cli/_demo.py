@@ -1,6 +1,7 @@
 """``trackpoint demo``: train, checkpoint, crash, restore into fresh objects, continue exactly.
 
-It uses only the public API, like any program would. Its ``CheckpointManager`` replaces the
+It uses only the public API, like any program would (the command's declaration, at the end, uses the
+command line's helpers). Its ``CheckpointManager`` replaces the
 directory's ``checkpoint`` file and deletes the checkpoints it does not keep, so the demo writes
 only into a directory that is new, empty, or holds nothing but an earlier demo's files: the
 marker file :data:`MARKER`, which it writes first, and checkpoint files named as it names them.
@@ -8,14 +9,18 @@ marker file :data:`MARKER`, which it writes first, and checkpoint files named as
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Callable
 
 import numpy as np
 
 import trackpoint as tp
+from trackpoint.cli._arguments import Commands, command
+from trackpoint.cli._output import out
 
 STEPS = 60
 SAVE_EVERY = 10
@@ -162,3 +167,30 @@ def run(directory: str | None, out: Callable[[str], None] = print) -> int:
         for line in view.tree().split("\n"):
             out("  " + line)
     return 0 if same else 1
+
+
+def _demo(args: argparse.Namespace) -> int:
+    problem = refusal(args.dir) if args.dir else None
+    if problem is not None:
+        out(f"trackpoint demo: {problem}", sys.stderr)
+        return 2
+    return run(args.dir, out)
+
+
+def add_commands(commands: Commands[argparse.ArgumentParser]) -> None:
+    """Declare ``demo``."""
+    demo = command(
+        commands,
+        "demo",
+        _demo,
+        "train, checkpoint, crash, restore and continue exactly",
+        "Train a small model with Adam, checkpoint it with a CheckpointManager, simulate a crash, restore "
+        "into fresh objects and show that training continues exactly. It refuses a --dir that holds "
+        "anything but its own files from an earlier run.",
+        "  trackpoint demo\n  trackpoint demo --dir /tmp/trackpoint-demo",
+        takes_path=False,
+    )
+    demo.add_argument(
+        "--dir",
+        help="where to keep the checkpoints: new, empty, or an earlier demo's (default: a new temporary directory)",
+    )
