@@ -1,7 +1,7 @@
 """The ``rewrite``, ``average`` and ``merge`` subcommands: their arguments and what they run.
 
 ``trackpoint.cli`` declares each :data:`COMMANDS` entry with its ``command`` helper, then
-lets the entry add its arguments. This module uses the public API and the tools.' entry modules.
+lets the entry add its arguments. This module uses the public API and the tools' entry modules.
 
 Example:
     >>> import argparse
