@@ -448,11 +448,11 @@ def test_a_hostile_index_is_data_loss_naming_it(tmp_path) -> None:
 
 
 def test_a_shard_header_beyond_the_limit_is_refused_before_anything_is_written(tmp_path, monkeypatch) -> None:
-    from trackpoint.tools import convert as convert_module
+    from trackpoint.tools import _to_safetensors
 
     tensors = {"a_big": np.ones(40, np.float32)} | {f"layer{i}": np.ones(1, np.float32) for i in range(10)}
     src = tp.save_tensors(str(tmp_path / "src"), tensors)
-    monkeypatch.setattr(convert_module, "MAX_HEADER_BYTES", 400)
+    monkeypatch.setattr(_to_safetensors, "MAX_HEADER_BYTES", 400)
     # two shards: the first ('a_big' alone) fits, the second's ten headers do not; nothing is written at all
     with pytest.raises(tp.errors.InvalidArgumentError, match="00002-of-00002.safetensors: its safetensors header"):
         tp.convert(src, str(tmp_path / "hf"), max_shard_size=160)

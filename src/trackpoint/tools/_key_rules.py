@@ -54,16 +54,10 @@ def plan_keys(
         if not path:
             raise InvalidArgumentError(f"{prefix}: {what}: an empty key; name a key or a key prefix such as 'layer'")
     for path in drops:
-        hit = [k for k in current if under(k, path)]
-        if not hit:
-            raise NotFoundError(f"{prefix}: drop {path!r}: no key is or starts with {path + '/'!r}", path=prefix)
-        for k in hit:
+        for k in _hit(prefix, "drop", path, current):
             del current[k]
     for old, new in renames:
-        hit = [k for k in current if under(k, old)]
-        if not hit:
-            raise NotFoundError(f"{prefix}: rename {old!r}: no key is or starts with {old + '/'!r}", path=prefix)
-        moved = {new + k[len(old) :]: current.pop(k) for k in hit}
+        moved = {new + k[len(old) :]: current.pop(k) for k in _hit(prefix, "rename", old, current)}
         refuse_clash(prefix, f"rename {old!r} -> {new!r}", moved, current)
         current.update(moved)
     for path in adds:
@@ -78,6 +72,18 @@ def plan_keys(
         items.append(Item(path, None, value, cast_for(path, dtype_of(value, path), rules)))
     check_casts(prefix, casts, items, entries, lambda item, p: under(item.key, p))
     return items
+
+
+def _hit(prefix: str, what: str, path: str, current: Mapping[str, str]) -> list[str]:
+    """The keys of ``current`` a ``what`` rule for ``path`` covers; at least one.
+
+    Raises:
+        NotFoundError: None.
+    """
+    hit = [k for k in current if under(k, path)]
+    if not hit:
+        raise NotFoundError(f"{prefix}: {what} {path!r}: no key is or starts with {path + '/'!r}", path=prefix)
+    return hit
 
 
 def refuse_clash(prefix: str, what: str, new: Mapping[str, str], existing: Mapping[str, str]) -> None:

@@ -233,18 +233,10 @@ class SafetensorsFile:
         if dtype is None:
             raise self._damaged(f"tensor {name!r}: unknown or unsupported dtype {spec['dtype']!r}", name)
         shape, offsets = spec["shape"], spec["data_offsets"]
-        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-            raise self._damaged(f"tensor {name!r}: shape {shape!r} is not a list of non-negative integers", name)
-        if len(shape) > MAX_RANK:
-            raise self._damaged(f"tensor {name!r}: rank {len(shape)} is beyond the {MAX_RANK} any tensor has", name)
-        # numpy multiplies the non-zero dimensions even of an empty array, and refuses past 2**63 bytes.
-        if math.prod(d for d in shape if d) * dtype.itemsize > _MAX_BYTES:
-            raise self._damaged(f"tensor {name!r}: shape {shape} is larger than any array can be", name)
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int and o >= 0 for o in offsets)):
-            raise self._damaged(f"tensor {name!r}: data_offsets {offsets!r} are not two non-negative integers", name)
+        problem = _shape_problem(shape, dtype) or self._offsets_problem(offsets, base)
+        if problem is not None:
+            raise self._damaged(f"tensor {name!r}: {problem}", name)
         begin, end = offsets
-        if begin > end or base + end > self.size:
-            raise self._damaged(f"tensor {name!r}: data_offsets {offsets} out of range of the file", name)
         if math.prod(shape) * dtype.itemsize != end - begin:
             raise self._damaged(
                 f"tensor {name!r}: {spec['dtype']}{shape} needs {math.prod(shape) * dtype.itemsize} bytes, "
@@ -252,6 +244,15 @@ class SafetensorsFile:
                 name,
             )
         return TensorInfo(name, dtype, tuple(shape), base + begin, base + end)
+
+    def _offsets_problem(self, offsets: object, base: int) -> str | None:
+        """What is wrong with a tensor's ``data_offsets`` (relative to ``base``, the data's start), if anything."""
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int and o >= 0 for o in offsets)):
+            return f"data_offsets {offsets!r} are not two non-negative integers"
+        begin, end = offsets
+        if begin > end or base + end > self.size:
+            return f"data_offsets {offsets} out of range of the file"
+        return None
 
     def read(self, name: str, out: np.ndarray | None = None) -> np.ndarray:
         """One tensor's values, into ``out`` when given (C-contiguous, of its dtype and shape).
@@ -362,3 +363,15 @@ def _refuse_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
             raise ValueError(f"name {key!r} appears twice")
         result[key] = value
     return result
+
+
+def _shape_problem(shape: object, dtype: np.dtype) -> str | None:
+    """What is wrong with a tensor's ``shape`` in a header, if anything."""
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        return f"shape {shape!r} is not a list of non-negative integers"
+    if len(shape) > MAX_RANK:
+        return f"rank {len(shape)} is beyond the {MAX_RANK} any tensor has"
+    # numpy multiplies the non-zero dimensions even of an empty array, and refuses past 2**63 bytes.
+    if math.prod(d for d in shape if d) * dtype.itemsize > _MAX_BYTES:
+        return f"shape {shape} is larger than any array can be"
+    return None

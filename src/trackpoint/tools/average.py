@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import numbers
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -55,6 +54,7 @@ from trackpoint._io import (
 from trackpoint.errors import DataLossError, InvalidArgumentError
 from trackpoint.tools import _chunk_copy
 from trackpoint.tools._tensor_copy import check_prefix, new_bundle
+from trackpoint.tools._weights import weights_for
 from trackpoint.tools.rewrite import source_prefix
 
 __all__ = ["average", "weights_for"]
@@ -62,60 +62,6 @@ __all__ = ["average", "weights_for"]
 # 512 KiB of float64 per accumulator chunk: its three buffers stay in the CPU's cache between the passes
 # over a chunk, which measured 30% less compute than chunks of a million elements (PERFORMANCE.md).
 _CHUNK_ELEMENTS = 1 << 16
-
-
-def weights_for(count: int, weights: Any) -> list[float]:
-    """The normalized weights of ``count`` checkpoints for a ``weights`` argument of :func:`average`.
-
-    ``None`` or ``"uniform"``: equal. ``("exponential", decay)`` (or a list of the two): an exponential moving
-    average over the checkpoints in order, started at the first: the last has weight
-    ``1 - decay``, the one before ``(1 - decay) * decay`` and so on, the first the rest
-    (``decay ** (count - 1)``). A list: one non-negative weight per checkpoint, normalized.
-
-    Example:
-        >>> weights_for(3, ("exponential", 0.5))
-        [0.25, 0.25, 0.5]
-
-    Raises:
-        InvalidArgumentError: A malformed weights argument.
-    """
-    if weights is None or (isinstance(weights, str) and weights == "uniform"):
-        return [1.0 / count] * count
-    if isinstance(weights, (tuple, list)) and len(weights) == 2 and _is_exponential(weights[0]):
-        decay = weights[1]
-        if not _is_real(decay) or not 0.0 <= float(decay) < 1.0:
-            raise InvalidArgumentError(f"average: the exponential decay must be a number in [0, 1), not {decay!r}")
-        decay = float(decay)
-        out = [(1.0 - decay) * decay ** (count - 1 - i) for i in range(count)]
-        out[0] = decay ** (count - 1)
-        return out
-    if isinstance(weights, str) or not isinstance(weights, (Sequence, np.ndarray)):
-        raise InvalidArgumentError(
-            f"average: weights {weights!r}: pass None, 'uniform', ('exponential', decay) or one number per checkpoint"
-        )
-    for position, weight in enumerate(weights):
-        if not _is_real(weight):
-            raise InvalidArgumentError(
-                f"average: weight {position} ({weight!r}) is not a real number; give one finite, non-negative "
-                "number per checkpoint, or ('exponential', decay) for a moving average"
-            )
-    values = [float(w) for w in weights]
-    if len(values) != count or any(not np.isfinite(w) or w < 0 for w in values) or sum(values) <= 0:
-        raise InvalidArgumentError(
-            f"average: {len(values)} weights {values} for {count} checkpoints; give one finite, non-negative "
-            "weight per checkpoint, not all zero"
-        )
-    total = sum(values)
-    return [w / total for w in values]
-
-
-def _is_exponential(value: Any) -> bool:
-    return isinstance(value, str) and value == "exponential"
-
-
-def _is_real(value: Any) -> bool:
-    """A real number (Python or numpy), not a bool, a string or a complex number."""
-    return isinstance(value, (numbers.Real, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
 def average(

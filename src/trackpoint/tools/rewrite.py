@@ -233,6 +233,9 @@ def _strings(values: Iterable[str], what: str) -> list[str]:
     return out
 
 
+_ADDED = "\0add:"  # the old key GraphEdit.rebuild gives an added variable's attribute
+
+
 def _plan_graph(
     prefix: str,
     graph: Any,
@@ -252,8 +255,40 @@ def _plan_graph(
     for path in adds:
         edit.add(path)
     new_graph, key_map = edit.rebuild()
-    # An attribute's values: the tensor under its key, and for a saveable of several tensors (a
-    # lookup table's "-keys" and "-values") those under its key and a "-suffix".
+    parts = _attribute_parts(prefix, graph, keys, key_map)
+    tracked = {k for found in parts.values() for k in found}
+    untracked = [k for k in keys if k not in tracked and k != OBJECT_GRAPH_KEY]
+    # Each cast rule: the keys of the object it names, its descendants and their slots (result paths).
+    targets = _cast_targets(prefix, new_graph, casts)
+    items: list[Item] = []
+    source_of = {new: old for old, new in key_map.items()}
+    seen: set[str] = set(untracked)
+    base_of: dict[str, str] = {}  # result key -> its attribute's key, which the cast rules name
+    for node in new_graph.nodes:
+        for attr in node.attributes:
+            base = attr.checkpoint_key
+            rules = [t for p, t in casts.items() if base in targets[p]]
+            for key, source in _attribute_pairs(base, source_of[base], parts):
+                if key in seen:
+                    raise InvalidArgumentError(
+                        f"{prefix}: two values would be stored under {key!r}; rename one of them", path=prefix, key=key
+                    )
+                seen.add(key)
+                base_of[key] = base
+                items.append(_item(key, source, adds, entries, rules))
+    for key in untracked:
+        items.append(Item(key, key, shard_id=entries[key].shard_id))
+    check_casts(prefix, casts, items, entries, lambda item, p: base_of.get(item.key) in targets[p])
+    return items, new_graph.SerializeToString()
+
+
+def _attribute_parts(prefix: str, graph: Any, keys: list[str], key_map: Mapping[str, str]) -> dict[str, list[str]]:
+    """``{attribute's key: the stored keys of its values}``: the tensor under its key, and for a saveable of
+    several tensors (a lookup table's "-keys" and "-values") those under its key and a "-suffix".
+
+    Raises:
+        NotFoundError: The graph names a key the checkpoint lacks, of an attribute the result keeps.
+    """
     stored = sorted(k for k in keys if k != OBJECT_GRAPH_KEY)
     parts: dict[str, list[str]] = {}
     attribute_keys = {a.checkpoint_key for node in graph.nodes for a in node.attributes}
@@ -273,41 +308,24 @@ def _plan_graph(
                     key=attr.checkpoint_key,
                 )
             parts[attr.checkpoint_key] = found
-    tracked = {k for found in parts.values() for k in found}
-    untracked = [k for k in keys if k not in tracked and k != OBJECT_GRAPH_KEY]
-    # Each cast rule: the keys of the object it names, its descendants and their slots (result paths).
-    targets = _cast_targets(prefix, new_graph, casts)
-    items: list[Item] = []
-    source_of = {new: old for old, new in key_map.items()}
-    seen: set[str] = set(untracked)
-    base_of: dict[str, str] = {}  # result key -> its attribute's key, which the cast rules name
-    for node in new_graph.nodes:
-        for attr in node.attributes:
-            base = attr.checkpoint_key
-            old_base = source_of[base]
-            rules = [t for p, t in casts.items() if base in targets[p]]
-            pairs: list[tuple[str, str | None]]
-            if old_base.startswith("\0add:"):
-                value = adds[old_base[len("\0add:") :]]
-                pairs = [(base, None)]
-            else:
-                pairs = [(base + old[len(old_base) :], old) for old in parts[old_base]]
-            for key, source in pairs:
-                if key in seen:
-                    raise InvalidArgumentError(
-                        f"{prefix}: two values would be stored under {key!r}; rename one of them", path=prefix, key=key
-                    )
-                seen.add(key)
-                base_of[key] = base
-                if source is None:
-                    items.append(Item(key, None, value, cast_for(key, dtype_of(value, key), rules)))
-                else:
-                    entry = entries[source]
-                    items.append(Item(key, source, cast=cast_for(key, entry.dtype, rules), shard_id=entry.shard_id))
-    for key in untracked:
-        items.append(Item(key, key, shard_id=entries[key].shard_id))
-    check_casts(prefix, casts, items, entries, lambda item, p: base_of.get(item.key) in targets[p])
-    return items, new_graph.SerializeToString()
+    return parts
+
+
+def _attribute_pairs(base: str, old_base: str, parts: Mapping[str, list[str]]) -> list[tuple[str, str]]:
+    """``(result key, source)`` of the values of the result's attribute ``base``: ``old_base`` in the
+    source, or an added value's mark (``"\\0add:<path>"``, its own source)."""
+    if old_base.startswith(_ADDED):
+        return [(base, old_base)]
+    return [(base + old[len(old_base) :], old) for old in parts[old_base]]
+
+
+def _item(key: str, source: str, adds: Mapping[str, Any], entries: Mapping[str, Any], rules: list[DType]) -> Item:
+    """The result's value ``key``: a stored tensor ``source`` or an added value, cast by ``rules``."""
+    if source.startswith(_ADDED):
+        value = adds[source[len(_ADDED) :]]
+        return Item(key, None, value, cast_for(key, dtype_of(value, key), rules))
+    entry = entries[source]
+    return Item(key, source, cast=cast_for(key, entry.dtype, rules), shard_id=entry.shard_id)
 
 
 def _stored_under(stored: list[str], key: str) -> list[str]:
