@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._io import ShardWriter, data_filename, is_url, parallel_map, slices, storage_for
+from trackpoint._io import ShardWriter, data_filename, delete_uncommitted, is_url, parallel_map, slices, storage_for
 from trackpoint._pipeline import (
     MAX_WRITER_THREADS,
     rank_files,
@@ -198,8 +198,6 @@ class PlannedSave:
 def _withdraw(urls: Sequence[str]) -> None:
     """Delete the data objects this rank uploaded for a save that was not committed."""
     if urls:
-        from trackpoint._io import delete_uncommitted
-
         delete_uncommitted(urls, urls[0])
 
 
