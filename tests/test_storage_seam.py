@@ -26,13 +26,13 @@ STORAGE_MAY_IMPORT = ("trackpoint._storage", "trackpoint.errors")
 # Modules outside the storage package that still check paths for URLs themselves, and why.
 URL_CHECKS_ALLOWED = {
     "_format/state_file.py": "takes a stored URL as absolute (name syntax)",
+    "_saving/rank_files.py": "withdraws uploaded data objects",
     "checkpoint.py": "skips save numbers in use at a URL",
-    "cli.py": "collects the URLs its storage options apply to",
+    "cli/_arguments.py": "collects the URLs its storage options apply to",
     "manager.py": "merges the state object at a URL",
-    "distributed/_reports.py": "withdraws uploaded data objects",
     "distributed/_save.py": "uploads data objects ahead of the index",
-    "tools/convert.py": "writes a converted directory to a URL",
-    "tools/hf_layout.py": "reads a Hugging Face layout at a URL",
+    "tools/_to_safetensors.py": "writes a converted directory to a URL",
+    "tools/_hf_layout.py": "reads a Hugging Face layout at a URL",
     "torch/_dcp.py": "uploads data objects ahead of the index",
 }
 
