@@ -66,7 +66,7 @@ def cast_value(value: Any, target: DType, key: str, prefix: str) -> np.ndarray:
 
     The cast goes chunk by chunk into one preallocated result (see :func:`cast_into`): memory
     holds the source and the result, plus a chunk's masks. A large stored tensor is not cast
-    here but streamed through :func:`cast_into` a chunk at a time (see :mod:`.chunk_stream`).
+    here but streamed through :func:`cast_into` a chunk at a time (see :mod:`._chunk_copy`).
 
     Raises:
         InvalidArgumentError: A finite float would overflow to infinity, or an integer does not fit.

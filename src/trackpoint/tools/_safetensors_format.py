@@ -1,4 +1,4 @@
-"""The safetensors file format: its dtypes, a file's layout, a strict reader (writer: :mod:`.safetensors_writer`).
+"""The safetensors file format: its dtypes, a file's layout, a strict reader (writer: :mod:`._safetensors_writer`).
 
 A file is an 8-byte little-endian header length ``N``, ``N`` bytes of JSON (``{name: {"dtype",
 "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}``, padded with spaces to a

@@ -2,7 +2,7 @@
 made removed on failure), and :func:`write_items`, which copies ``rewrite``'s planned tensors one at a time.
 
 A large source tensor stored whole is copied a bounded chunk at a time, cast if its rule says
-so (see :mod:`.chunk_copy`); a small or sliced one is read into one reused buffer, cast, and
+so (see :mod:`._chunk_copy`); a small or sliced one is read into one reused buffer, cast, and
 appended. The new bundle is published only once every tensor is written; on any error (a
 checksum found wrong at a tensor's end too) nothing is published and the temporary files go.
 
@@ -91,7 +91,7 @@ def _streamed(
     entry: Entry | None,
     shard: int,
 ) -> bool:
-    """Copy ``item`` chunk by chunk (see :mod:`.chunk_copy`) if it is large and numeric; whether it was."""
+    """Copy ``item`` chunk by chunk (see :mod:`._chunk_copy`) if it is large and numeric; whether it was."""
     if entry is None:
         value = item.value
         if item.cast is None or not isinstance(value, np.ndarray) or value.nbytes < _chunk_copy.STREAM_BYTES:

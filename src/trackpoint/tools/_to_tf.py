@@ -236,7 +236,7 @@ def _read_transposed(opened: SafetensorsFile, name: str, out: np.ndarray, blocks
 
 
 def _embedded(source: SafetensorsSource, rules: NameRules) -> tuple[bytes, dict[str, Any], str] | None:
-    """The TF object graph and string tensors a file of ``source`` carries (see :mod:`.embedded_graph`),
+    """The TF object graph and string tensors a file of ``source`` carries (see :mod:`._embedded_graph`),
     with that file's path; None if none does."""
     for path, opened in source.files.items():
         found = _embedded_graph.decode(opened.metadata, opened.path)

@@ -9,7 +9,7 @@ Memory: for tensors every input stores whole, a few MiB whatever their sizes. Su
 averaged in steps of 64Ki elements (512 KiB of float64 accumulator), each input's step read into
 one reused buffer, its checksum extended and verified after its last step, and the mean written in
 2 MiB chunks as they fill (:meth:`~trackpoint._format.bundle_writer.BundleWriter.add_chunks`); a
-large tensor taken from the last checkpoint is copied in chunks too (:mod:`.chunk_copy`). A tensor
+large tensor taken from the last checkpoint is copied in chunks too (:mod:`._chunk_copy`). A tensor
 saved in slices is accumulated into a result as large as itself, slice by slice when every input
 slices it alike; only a tensor the inputs slice differently (or store unsliced in one, sliced in
 another), or a big-endian checkpoint, is read whole, each input at once: those cost one tensor per input.

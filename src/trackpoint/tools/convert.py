@@ -3,17 +3,17 @@
 The direction follows ``src``: safetensors weights (a ``.safetensors`` file, a
 ``.safetensors.index.json``, or a directory holding them) convert to a TF checkpoint at the
 prefix ``dst``; anything else is read as a TF checkpoint (a prefix, or a directory with a
-``checkpoint`` file) and converts to safetensors. See :mod:`.tf_names` for how TF keys are
+``checkpoint`` file) and converts to safetensors. See :mod:`._tf_names` for how TF keys are
 named, :mod:`._to_tf` for the object graph built from dotted names (and the writing of a TF checkpoint),
-:mod:`._to_safetensors` for the writing of safetensors files, :mod:`.names` for the rules
-(rename, only, drop, transpose) and :mod:`.hf_layout` for the sharded layout.
+:mod:`._to_safetensors` for the writing of safetensors files, :mod:`._names` for the rules
+(rename, only, drop, transpose) and :mod:`._hf_layout` for the sharded layout.
 
 Everything is planned from the index or the header first (names, conflicts, dtypes
 safetensors cannot hold) before a byte is written. To safetensors, a plain tensor's stored bytes
-are copied in 1 MiB pieces and its checksum checked at its end (:mod:`.tf_stream`); a sliced,
+are copied in 1 MiB pieces and its checksum checked at its end (:mod:`._tf_stream`); a sliced,
 string, big-endian or transposed one is read whole into one reused buffer. From safetensors,
 a tensor of 1 MiB or more is copied to the bundle writer in 2 MiB chunks through one reused buffer
-(:mod:`.to_tf`), a smaller one read whole into a second buffer; a transposed one is read in blocks
+(:mod:`._to_tf`), a smaller one read whole into a second buffer; a transposed one is read in blocks
 of rows (16 MiB) into a third buffer and put transposed into the second. So memory stays at a few
 MiB plus the largest tensor read whole (small or transposed), plus a bounded block for a transpose
 (to safetensors, twice the largest transposed tensor at most).
@@ -94,7 +94,7 @@ def convert(
         keys: TF source: ``"path"`` (the default) names tensors by object path
             (``model.dense.kernel``), ``"tf"`` by their raw keys.
         rename: ``'REGEX=REPLACEMENT'`` rules (or ``(regex, replacement)`` pairs in a list, or a
-            dict), applied in order; a bare tuple is a sequence of rules (see :mod:`.names`).
+            dict), applied in order; a bare tuple is a sequence of rules (see :mod:`._names`).
         only: Keep only tensors whose (source-side) name matches one of these patterns.
         drop: Leave out tensors whose name matches one of these patterns.
         transpose: Transpose the 2-D tensors whose name matches (``[in, out]`` ↔ ``[out, in]``).
@@ -102,7 +102,7 @@ def convert(
         include_save_counter: TF source: also convert the root's ``save_counter``.
         include_graph: TF source: keep the whole checkpoint for an exact way back: every tensor
             under its TF key (slots and ``save_counter`` too), the object graph and the string
-            tensors in the first file's metadata (see :mod:`.embedded_graph`); takes no rules.
+            tensors in the first file's metadata (see :mod:`._embedded_graph`); takes no rules.
             Converting such weights back to TF rebuilds the same graph and keys.
         skip_unsupported: Leave out (and report in :attr:`Conversion.skipped`) tensors the
             destination cannot hold (strings, complex128, ...) instead of refusing.
@@ -203,7 +203,7 @@ def _check_whole(src: str, rules: NameRules, keys: str | None) -> None:
 
 
 def _whole_checkpoint_metadata(reader: CheckpointReader, string_keys: list[str]) -> dict[str, str]:
-    """The object graph and the string tensors of ``reader``, as :mod:`.embedded_graph` metadata."""
+    """The object graph and the string tensors of ``reader``, as :mod:`._embedded_graph` metadata."""
     if not reader.has_tensor(OBJECT_GRAPH_KEY):
         raise InvalidArgumentError(
             f"{reader.prefix}: a name-based checkpoint has no object graph to include; convert it without "

@@ -1,7 +1,7 @@
 """Surgery on a TF checkpoint: rename or move objects, drop values or optimizer slots, add variables, cast.
 
 The result is a checkpoint TensorFlow restores into the correspondingly changed objects: its
-object graph is laid out as TF would save them (see :mod:`.graph_edit`), every attribute's
+object graph is laid out as TF would save them (see :mod:`._graph_edit`), every attribute's
 ``checkpoint_key`` is the key its tensor is stored under, slot references point at the right
 nodes. Tensors are copied one at a time, so memory holds one tensor (the largest) at most.
 
@@ -15,7 +15,7 @@ Rules apply in this order, each to the result of the ones before:
    of the new path are created (empty objects, as a ``tf.Module`` with only children).
 3. ``add``: ``{new variable path: array}``.
 4. ``cast``: ``{path: dtype}`` in result paths, for the object, its descendants and their
-   slots; see :mod:`.casting` for which casts are allowed.
+   slots; see :mod:`._casting` for which casts are allowed.
 
 A checkpoint without an object graph (TF1 ``Saver``) has no objects: there every path is a
 key, and a rule for ``a/b`` also applies to the keys below it (``a/b/...``).
