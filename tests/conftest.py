@@ -41,6 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # A plugin, not fixtures here: a conftest's fixtures reach only the tests below it, and the doctests
     # are under src/.
     config.pluginmanager.import_plugin("tests.doctest_fixtures")
+    # No test process holds TensorFlow (with torch's triton it segfaults): it runs in a child of its own.
+    config.pluginmanager.import_plugin("tests.interop.tf_guard")
 
 
 def pytest_ignore_collect(collection_path: pathlib.Path, config: pytest.Config) -> bool | None:

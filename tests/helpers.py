@@ -278,20 +278,6 @@ def parse_warning(message: str) -> tuple[list[str], dict[str, str]]:
     return unmatched, unused
 
 
-def tf_log_lines(run: Callable[[], object]) -> list[str]:
-    """The messages TensorFlow's logger gives while ``run`` runs (TF warns through absl logging)."""
-    lines: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
-    logger = logging.getLogger("tensorflow")
-    logger.addHandler(handler)
-    try:
-        run()
-    finally:
-        logger.removeHandler(handler)
-    return lines
-
-
 class ReuseLog(logging.Handler):
     """Collects the messages of the ``trackpoint.reuse`` logger (a real handler, at DEBUG): which saves and
     restores reused the previous layout or bindings, and the reason when one did not."""

@@ -9,46 +9,30 @@ reads it again. Set TP_CRASH_KILLS for a longer run (e.g. ``TP_CRASH_KILLS=2000`
 
 from __future__ import annotations
 
-import json
+import importlib.util
 import os
 import random
 import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
 
 import trackpoint as tp
 from tests.corrupt.overwrite_server import COUNT, build
+from tests.interop.tf_process import tf_side
 from trackpoint._storage import previous
 
-pytestmark = pytest.mark.slow  # crash, kill and fuzz runs take seconds: not in the inner loop
+# Crash, kill and fuzz runs take seconds: not in the inner loop. TensorFlow reads the states it left.
+pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
 SERVER = os.path.join(os.path.dirname(__file__), "overwrite_server.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 KILLS = int(os.environ.get("TP_CRASH_KILLS", "200"))
 TF_SAMPLES = 24  # whole states TensorFlow must read, spread over the run
 MAX_WINDOW = 3.0  # seconds: a writer that cannot save in this fails the test rather than stall it
-
-TF_CHECK = textwrap.dedent(f"""
-    import json, sys
-    import numpy as np
-    import tensorflow as tf
-    results = []
-    for prefix in json.load(sys.stdin):
-        model = tf.Module()
-        model.vs = [tf.Variable(np.zeros(256, np.float32)) for _ in range({COUNT})]
-        try:
-            tf.train.Checkpoint(model=model).read(prefix).assert_consumed()
-            values = sorted({{float(x) for v in model.vs for x in v.numpy()}})
-            results.append(["ok", values])
-        except Exception as exc:
-            results.append(["error", type(exc).__name__ + ": " + str(exc)[:200]])
-    json.dump(results, sys.stdout)
-""")
 
 
 def _restored_step(prefix: str) -> float:
@@ -69,22 +53,13 @@ def _snapshot(directory: str, target: str) -> str:
 
 
 def _tensorflow_reads(prefixes: list[str]) -> list[list]:
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run(
-        [sys.executable, "-c", TF_CHECK],
-        input=json.dumps(prefixes),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout)
+    """What TensorFlow reads at each prefix, in the TensorFlow child: ``["ok", values]`` or ``["error", text]``."""
+    return tf_side("overwrite").read_each(prefixes, COUNT, timeout=600)
 
 
 def test_sigkill_during_in_place_overwrites_never_leaves_the_prefix_without_a_checkpoint(tmp_path) -> None:
-    pytest.importorskip("tensorflow")
+    if importlib.util.find_spec("tensorflow") is None:  # not imported here: TensorFlow runs in its own process
+        pytest.skip("tensorflow is not installed")
     # Kill times are drawn from [0, window). A fixed window let a slow phase of the machine
     # kill nearly every writer before its first save finished (CI saw two versions in 200
     # kills), so the window widens whenever several kills in a row saw no new version.

@@ -3,14 +3,11 @@ little-endian bytes (which TensorFlow reads) and takes big-endian values."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import trackpoint as tp
+from tests.interop.tf_process import tf_side
 
 
 def test_a_big_endian_variable_restores_saves_little_endian_and_assigns(tmp_path) -> None:
@@ -34,10 +31,6 @@ def test_a_big_endian_variable_restores_saves_little_endian_and_assigns(tmp_path
 @pytest.mark.interop
 def test_tensorflow_reads_a_big_endian_variable_saved_by_trackpoint(tmp_path) -> None:
     path = tp.Checkpoint(v=tp.Variable(np.arange(3, dtype=">f4"))).write(str(tmp_path / "ckpt"))
-    script = (
-        "import sys, tensorflow as tf; v = tf.Variable(tf.zeros([3])); "
-        "tf.train.Checkpoint(v=v).read(sys.argv[1]).assert_consumed(); print(v.numpy().tolist())"
-    )
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    out = subprocess.run([sys.executable, "-c", script, path], check=True, capture_output=True, text=True, env=env)
-    assert out.stdout.strip().splitlines()[-1] == "[0.0, 1.0, 2.0]"
+    # A float32[3] tf.Variable of zeros reads it with assert_consumed(), in the TensorFlow child.
+    values = tf_side("files").read_into_zeros(path, {"v": ([3], "float32")})
+    assert values["v"].tolist() == [0.0, 1.0, 2.0]

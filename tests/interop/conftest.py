@@ -1,10 +1,11 @@
-"""Interop tests run real TensorFlow (from the ``test`` extra); they fail, not skip, without it.
+"""Interop tests compare with real TensorFlow (from the ``test`` extra); they fail, not skip, without it.
 
-Every test here carries the ``interop`` marker (tests/conftest.py): ``-m "not interop"`` leaves them out.
+TensorFlow runs only in a child process of its own (``tf_process.py``); every module here carries the
+``interop`` marker itself, so ``-m "not interop"`` leaves them out.
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The TensorFlow side imports TensorFlow at module level: only the TensorFlow child imports it, never
+# --doctest-modules in the pytest process.
+collect_ignore = ["tf_side"]

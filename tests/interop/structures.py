@@ -5,6 +5,9 @@
 Each structure goes to ``OUT_DIR/<name>/``. Run in a fresh process per side: TF numbers
 slot-variable names process-wide ("w/Adam", then "w/Adam_2" for a later optimizer), and so
 does trackpoint, so only fresh processes compare byte for byte.
+
+The builders below :func:`main` take a library's classes (``Variable``, ``Module``, ...), so that the
+tests build with trackpoint's and ``tests/interop/tf_side`` with TensorFlow's the very same objects.
 """
 
 from __future__ import annotations
@@ -88,6 +91,70 @@ def main() -> None:
         ckpt = build()
         ckpt.save(os.path.join(out, name, "ckpt"))
         ckpt.save(os.path.join(out, name, "ckpt"))  # save_counter moves on; the state file names ckpt-2
+
+
+def zeroed_nested(Variable, Module, m=None):
+    """The "nested" structure above with zeros, in TF's or our classes (filling ``m``)."""
+    m = Module() if m is None else m
+    m.a_var = Variable([0.0, 0.0, 0.0])
+    m.b_var = Variable(np.zeros((2, 3), np.int32))
+    m.s = Variable(b"")
+    m.lst = [Variable(0.0), 7, [Variable(np.float64(0))], []]
+    m.dct = {"k/1": Variable(0), "x.y": Variable([False, False]), "plain": 3}
+    m.tup = Pair(Variable(np.int64(0)), Variable(np.float16(0)))
+    m.sub = Module()
+    m.sub.shared = m.a_var
+    return m
+
+
+def _simple_module(Variable, Module):
+    class SimpleModule(Module):
+        def __init__(self, name=None) -> None:
+            super().__init__(name=name)
+            self.a_var = Variable(5.0)
+            self.b_var = Variable(4.0)
+            self.vars = [Variable(1.0), Variable(2.0)]
+
+    return SimpleModule
+
+
+def view_saved(Variable, Module, Checkpoint, path: str) -> str:
+    """The checkpoint of test_tf_view.py (TF's checkpoint_view_test structure), saved at ``path``."""
+    simple = _simple_module(Variable, Module)
+    root = simple(name="root")
+    leaf = root.leaf = simple(name="leaf")
+    leaf.leaf3 = Variable(6.0, name="leaf3")
+    leaf.leaf4 = Variable(7.0, name="leaf4")
+    return Checkpoint(root).save(path)
+
+
+def view_live(Variable, Module):
+    """The live objects test_tf_view.py diffs against :func:`view_saved`'s checkpoint."""
+    simple = _simple_module(Variable, Module)
+    root2 = simple(name="root")
+    leaf2 = root2.leaf2 = simple(name="leaf2")
+    leaf2.leaf3 = Variable(6.0)
+    leaf2.leaf4 = Variable(7.0)
+    return root2
+
+
+def two_paths_live(Variable, Module, shared_live: bool):
+    """Live objects for a checkpoint whose node 1 is reached by two edges (``a`` and ``b``): one object
+    at both (``shared_live``) or two."""
+    obj = Module()
+    obj.a = Module()
+    obj.b = obj.a if shared_live else Module()
+    obj.a.v = Variable(0.0)
+    return obj
+
+
+def weak_root(Variable, Module):
+    """A root module with a variable and a sub-module, and one more variable (test_tf_weakref_root.py)."""
+    root = Module()
+    root.v = Variable([1.0, 2.0])
+    root.inner = Module()
+    root.inner.w = Variable(3.0)
+    return root, Variable(4.0)
 
 
 if __name__ == "__main__":

@@ -8,18 +8,18 @@ and trackpoint's, and why.
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import pytest
 
 import trackpoint as tp
 from tests.interop import container_rules as rules
+from tests.interop.tf_process import tf_side
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+pytestmark = pytest.mark.interop
+
+tf_containers = tf_side("containers")
 
 # TF's outcome, trackpoint's, and why they differ.
 DIFFERENCES = {
@@ -70,18 +70,8 @@ DIFFERENCES = {
 
 @pytest.fixture(scope="module")
 def tf_outcomes() -> dict[str, tuple]:
-    """Every scenario's outcome under TensorFlow, in a fresh process (as a TF user runs them)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    script = (
-        "import json, sys; from tests.interop import container_rules as r; lib = r.Lib('tf'); "
-        "json.dump({n: r.outcome(lib, n) for n in r.SCENARIOS}, sys.stdout)"
-    )
-    done = subprocess.run([sys.executable, "-c", script], check=True, env=env, capture_output=True, text=True, cwd=ROOT)
-    return {name: _tuples(value) for name, value in json.loads(done.stdout).items()}
-
-
-def _tuples(value: object) -> object:
-    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+    """Every scenario's outcome under TensorFlow, in the TensorFlow child (tuples stay tuples)."""
+    return tf_containers.outcomes()
 
 
 @pytest.mark.parametrize("name", list(rules.SCENARIOS))
@@ -118,12 +108,9 @@ def test_every_scenario_has_an_outcome_that_can_fail(tf_outcomes: dict[str, tupl
 )
 def test_tf_restores_what_trackpoint_saved_from_the_same_script(name: str) -> None:
     """Both directions of a scenario that saves: TF's objects restore trackpoint's file with assert_consumed()."""
-    import tensorflow as tf
-
     with tempfile.TemporaryDirectory() as tmp:
         ours = rules.SCENARIOS[name](rules.Lib("tp"))
         path = tp.Checkpoint(root=ours).write(os.path.join(tmp, "ckpt"))
-        theirs = rules.SCENARIOS[name](rules.Lib("tf"))
-        tf.train.Checkpoint(root=theirs).read(path).assert_consumed()
-        back = tf.train.Checkpoint(root=theirs).write(os.path.join(tmp, "back"))
+        # TF's objects of the same script read it with assert_consumed() and write their own checkpoint.
+        back = tf_containers.restore_and_write_back(name, path, os.path.join(tmp, "back"))
         tp.Checkpoint(root=rules.SCENARIOS[name](rules.Lib("tp"))).read(back).assert_consumed()

@@ -7,15 +7,19 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import trackpoint as tp
 from tests.format.bundle_helpers import merge_bundles
 from tests.golden import values
 from tests.helpers import assert_bit_equal
+from tests.interop.tf_process import tf_side
 from trackpoint._format.bundle_writer import BundleWriter
 from trackpoint._format.state_file import write_state
 from trackpoint._storage import naming
+
+pytestmark = pytest.mark.interop
+
+tf_files, tf_format = tf_side("files"), tf_side("format")
 
 
 @pytest.mark.parametrize("key", list(values.dtype_tensors()))
@@ -23,27 +27,17 @@ def test_tf_reads_every_dtype_we_write(tmp_path, key: str) -> None:
     prefix = str(tmp_path / "ckpt")
     tensors = values.dtype_tensors()
     tp.save_tensors(prefix, tensors)
-    reader = tf.train.load_checkpoint(prefix)
+    reader = tf_files.load(prefix, [key])
     expected = tensors[key]
-    got = reader.get_tensor(key)
+    got = reader["tensors"][key]
     want_dtype = (
         "string"
         if isinstance(expected, bytes) or np.asarray(expected).dtype == object
         else np.asarray(expected).dtype.name
     )
-    assert reader.get_variable_to_dtype_map()[key].name == want_dtype
-    assert reader.get_variable_to_shape_map()[key] == list(np.shape(expected))
+    assert reader["dtypes"][key] == want_dtype
+    assert reader["shapes"][key] == list(np.shape(expected))
     assert_bit_equal(got, expected if isinstance(expected, bytes) else np.asarray(expected))
-
-
-def _tf_save_v2(prefix: str, tensors: dict[str, np.ndarray]) -> None:
-    names = list(tensors)
-    tf.raw_ops.SaveV2(
-        prefix=prefix,
-        tensor_names=names,
-        shape_and_slices=[""] * len(names),
-        tensors=[tf.constant(tensors[n]) for n in names],
-    )
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -58,7 +52,7 @@ def test_random_tensors_byte_identical_to_tf(tmp_path, seed: int) -> None:
         tensors[name] = (rng.standard_normal(shape) * 100).astype(dtype)
     ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
     tp.save_tensors(ours, tensors)
-    _tf_save_v2(theirs, tensors)
+    tf_format.save_v2(theirs, tensors)
     assert filecmp.cmp(naming.index_filename(ours), naming.index_filename(theirs), shallow=False)
     assert filecmp.cmp(naming.data_filename(ours, 0, 1), naming.data_filename(theirs, 0, 1), shallow=False)
 
@@ -75,11 +69,11 @@ def test_tf_reads_our_sliced_multi_shard_bundle(tmp_path) -> None:
     writer.add_slice("c", (5, 6), ((0, 5), (2, 4)), counts[:, 2:], shard_id=0)
     writer.add("s", b"scalar string", shard_id=1)
     writer.finish()
-    reader = tf.train.load_checkpoint(prefix)
-    assert reader.get_variable_to_shape_map() == {"w": [9, 7], "c": [5, 6], "s": []}
-    assert_bit_equal(reader.get_tensor("w"), full)
-    assert_bit_equal(reader.get_tensor("c"), counts)
-    assert reader.get_tensor("s") == b"scalar string"
+    reader = tf_files.load(prefix)
+    assert reader["shapes"] == {"w": [9, 7], "c": [5, 6], "s": []}
+    assert_bit_equal(reader["tensors"]["w"], full)
+    assert_bit_equal(reader["tensors"]["c"], counts)
+    assert reader["tensors"]["s"] == b"scalar string"
 
 
 def test_tf_reads_our_merged_bundle(tmp_path) -> None:
@@ -90,9 +84,9 @@ def test_tf_reads_our_merged_bundle(tmp_path) -> None:
         parts.append(prefix)
     merged = str(tmp_path / "merged")
     merge_bundles(parts, merged)
-    reader = tf.train.load_checkpoint(merged)
+    tensors = tf_files.load(merged)["tensors"]
     for i in range(3):
-        assert reader.get_tensor(f"t{i}").tolist() == [i, i]
+        assert tensors[f"t{i}"].tolist() == [i, i]
 
 
 def test_tf_reads_our_state_file(tmp_path) -> None:
@@ -100,11 +94,11 @@ def test_tf_reads_our_state_file(tmp_path) -> None:
     for n in (1, 2):
         tp.save_tensors(os.path.join(directory, f"ckpt-{n}"), {"x": np.int64(n)})
     write_state(directory, os.path.join(directory, "ckpt-2"), [os.path.join(directory, "ckpt-1")], [10.5, 20.25], 5.0)
-    state = tf.train.get_checkpoint_state(directory)
-    assert state.model_checkpoint_path == os.path.join(directory, "ckpt-2")
-    assert list(state.all_model_checkpoint_paths) == [os.path.join(directory, f"ckpt-{n}") for n in (1, 2)]
-    assert list(state.all_model_checkpoint_timestamps) == [10.5, 20.25]
-    assert tf.train.latest_checkpoint(directory) == os.path.join(directory, "ckpt-2")
+    state = tf_files.checkpoint_state(directory)
+    assert state["model_checkpoint_path"] == os.path.join(directory, "ckpt-2")
+    assert state["all_model_checkpoint_paths"] == [os.path.join(directory, f"ckpt-{n}") for n in (1, 2)]
+    assert state["all_model_checkpoint_timestamps"] == [10.5, 20.25]
+    assert state["latest_checkpoint"] == os.path.join(directory, "ckpt-2")
     assert (tmp_path / "checkpoint").read_text() == (
         'model_checkpoint_path: "ckpt-2"\nall_model_checkpoint_paths: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-2"\n'
         "all_model_checkpoint_timestamps: 10.5\nall_model_checkpoint_timestamps: 20.25\nlast_preserved_timestamp: 5.0\n"
@@ -112,8 +106,7 @@ def test_tf_reads_our_state_file(tmp_path) -> None:
 
 
 def test_we_read_tf_checkpoint_save_state_file(tmp_path) -> None:
-    ckpt = tf.train.Checkpoint(v=tf.Variable([1.0, 2.0]))
-    path = ckpt.save(str(tmp_path / "ckpt"))
+    path, theirs = tf_format.checkpoint_save(str(tmp_path / "ckpt"), [1.0, 2.0])
     assert tp.latest_checkpoint(str(tmp_path)) == path
     assert tp.load_variable(str(tmp_path), "v/.ATTRIBUTES/VARIABLE_VALUE").tolist() == [1.0, 2.0]
-    assert tp.list_variables(path) == tf.train.list_variables(path)
+    assert tp.list_variables(path) == theirs

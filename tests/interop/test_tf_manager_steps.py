@@ -8,10 +8,13 @@ import warnings
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import trackpoint as tp
-from tests.helpers import tf_log_lines
+from tests.interop.tf_process import tf_side
+
+pytestmark = pytest.mark.interop
+
+tf_manager = tf_side("manager")
 
 # (checkpoint_interval, last_checkpoint_step, check_interval, steps)
 SCENARIOS = {
@@ -25,29 +28,19 @@ SCENARIOS = {
 
 
 def _run(
-    lib: str, directory: str, interval: int | None, last: int | None, check: bool, steps: list[int]
+    directory: str, interval: int | None, last: int | None, check: bool, steps: list[int]
 ) -> tuple[list[int], list[str]]:
-    """The steps at which ``save()`` wrote a checkpoint, and the checkpoints kept (base names)."""
-    if lib == "tf":
-        step = tf.Variable(0, dtype=tf.int64)
-        manager = tf.train.CheckpointManager(
-            tf.train.Checkpoint(step=step),
-            directory,
-            max_to_keep=None,
-            step_counter=step if interval else None,
-            checkpoint_interval=interval,
-            last_checkpoint_step=last,
-        )
-    else:
-        step = tp.Variable(0, dtype=np.int64)
-        manager = tp.CheckpointManager(
-            tp.Checkpoint(step=step),
-            directory,
-            max_to_keep=None,
-            step_counter=step if interval else None,
-            checkpoint_interval=interval,
-            last_checkpoint_step=last,
-        )
+    """The steps at which ``save()`` wrote a checkpoint, and the checkpoints kept (base names); as
+    ``tf_side/manager.py``'s ``run_steps`` does in TensorFlow."""
+    step = tp.Variable(0, dtype=np.int64)
+    manager = tp.CheckpointManager(
+        tp.Checkpoint(step=step),
+        directory,
+        max_to_keep=None,
+        step_counter=step if interval else None,
+        checkpoint_interval=interval,
+        last_checkpoint_step=last,
+    )
     saved = []
     for value in steps:
         step.assign(value)
@@ -59,8 +52,8 @@ def _run(
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_last_checkpoint_step_saves_at_the_steps_tf_saves_at(tmp_path, scenario: str) -> None:
     interval, last, check, steps = SCENARIOS[scenario]
-    theirs = _run("tf", str(tmp_path / "tf"), interval, last, check, steps)
-    ours = _run("tp", str(tmp_path / "tp"), interval, last, check, steps)
+    theirs = tf_manager.run_steps(str(tmp_path / "tf"), interval, last, check, steps)
+    ours = _run(str(tmp_path / "tp"), interval, last, check, steps)
     assert ours == theirs
 
 
@@ -74,18 +67,12 @@ def test_both_warn_when_the_clock_is_behind_the_last_preserved_timestamp(tmp_pat
             f"all_model_checkpoint_timestamps: {ahead}\nlast_preserved_timestamp: {ahead}\n"
         )
 
-    made: list[tf.train.CheckpointManager] = []
-    lines = tf_log_lines(
-        lambda: made.append(
-            tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(1.0)), directory, max_to_keep=1)
-        )
-    )
-    theirs = made[0]
+    lines, their_checkpoints, their_latest = tf_manager.open_manager(directory)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ours = tp.CheckpointManager(tp.Checkpoint(v=tp.Variable(1.0)), directory, max_to_keep=1)
     phrase = "seconds behind the last preserved checkpoint timestamp"
     assert [line for line in lines if phrase in line]
     assert [w for w in caught if phrase in str(w.message) and issubclass(w.category, UserWarning)]
-    assert ours.checkpoints == theirs.checkpoints == []
-    assert ours.latest_checkpoint == theirs.latest_checkpoint
+    assert ours.checkpoints == their_checkpoints == []
+    assert ours.latest_checkpoint == their_latest

@@ -9,11 +9,15 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import trackpoint as tp
 from tests.helpers import assert_bit_equal
-from tests.interop.structures import Pair
+from tests.interop.structures import zeroed_nested
+from tests.interop.tf_process import tf_side
+
+pytestmark = pytest.mark.interop
+
+tf_files, tf_objects, tf_manager = tf_side("files"), tf_side("objects"), tf_side("manager")
 
 STRUCTURES = os.path.join(os.path.dirname(__file__), "structures.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
@@ -41,57 +45,25 @@ def test_files_are_byte_identical_to_tf(both_sides: tuple[str, str], name: str) 
         assert filecmp.cmp(os.path.join(theirs, filename), os.path.join(ours, filename), shallow=False), filename
 
 
-def _zeroed_nested(Variable, Module, m=None):
-    """The "nested" structure of structures.py with zeros, in TF's or our classes (filling ``m``)."""
-    m = Module() if m is None else m
-    m.a_var = Variable([0.0, 0.0, 0.0])
-    m.b_var = Variable(np.zeros((2, 3), np.int32))
-    m.s = Variable(b"")
-    m.lst = [Variable(0.0), 7, [Variable(np.float64(0))], []]
-    m.dct = {"k/1": Variable(0), "x.y": Variable([False, False]), "plain": 3}
-    m.tup = Pair(Variable(np.int64(0)), Variable(np.float16(0)))
-    m.sub = Module()
-    m.sub.shared = m.a_var
-    return m
-
-
-def _tf_nested() -> tuple[tf.train.Checkpoint, tf.Module]:
-    m = _zeroed_nested(tf.Variable, tf.Module)
-    return tf.train.Checkpoint(model=m, extra=tf.Variable([9.0])), m
-
-
 def test_tf_restores_our_nested_checkpoint(both_sides: tuple[str, str]) -> None:
-    ckpt, m = _tf_nested()
-    ckpt.restore(os.path.join(both_sides[1], "nested", "ckpt-2")).assert_consumed()
-    assert m.a_var.numpy().tolist() == [1.0, 2.0, 3.0]
-    assert m.b_var.numpy().tolist() == [[0, 1, 2], [3, 4, 5]]
-    assert m.s.numpy() == b"hello"
-    assert m.lst[2][0].numpy() == 2.5 and m.lst[2][0].dtype == tf.float64
-    assert m.dct["k/1"].numpy() == 7 and m.dct["x.y"].numpy().tolist() == [True, False]
-    assert m.tup[0].numpy() == 5 and m.tup[1].numpy() == np.float16(0.5)
-
-
-def _tf_slots() -> tuple[tf.train.Checkpoint, tf.Module, tf.compat.v1.train.AdamOptimizer]:
-    m = tf.Module()
-    m.dense = tf.Module()
-    m.dense.kernel = tf.Variable(np.zeros((2, 3), np.float32))
-    m.dense.bias = tf.Variable(np.zeros(3, np.float32))
-    adam = tf.compat.v1.train.AdamOptimizer(0.1)
-    adam.apply_gradients([(tf.zeros((2, 3)), m.dense.kernel), (tf.zeros(3), m.dense.bias)])
-    return tf.train.Checkpoint(model=m, optimizer=adam), m, adam
+    m = tf_objects.restore_nested(os.path.join(both_sides[1], "nested", "ckpt-2"))  # with assert_consumed()
+    assert m["a_var"] == [1.0, 2.0, 3.0]
+    assert m["b_var"] == [[0, 1, 2], [3, 4, 5]]
+    assert m["s"] == b"hello"
+    assert m["lst[2][0]"][0] == 2.5 and m["lst[2][0]"][1] == "float64"
+    assert m["dct"][0] == 7 and m["dct"][1] == [True, False]
+    assert m["tup"][0] == 5 and m["tup"][1] == np.float16(0.5)
 
 
 def test_tf_restores_our_slots_with_assert_consumed(both_sides: tuple[str, str]) -> None:
-    ckpt, m, adam = _tf_slots()
-    ckpt.restore(os.path.join(both_sides[1], "with_slots", "ckpt-2")).assert_consumed()
+    theirs = tf_objects.restore_slots(os.path.join(both_sides[1], "with_slots", "ckpt-2"))
     ours = tp.load_checkpoint(os.path.join(both_sides[1], "with_slots", "ckpt-2"))
-    assert_bit_equal(m.dense.kernel.numpy(), ours.get_tensor("model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"))
-    m_slot = adam.get_slot(m.dense.kernel, "m").numpy()
+    assert_bit_equal(theirs["kernel"], ours.get_tensor("model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE"))
+    m_slot = theirs["m"]
     assert_bit_equal(
         m_slot, ours.get_tensor("model/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE")
     )
-    beta1_power, _ = adam._get_beta_accumulators()
-    assert beta1_power.numpy() == ours.get_tensor("optimizer/beta1_power/.ATTRIBUTES/VARIABLE_VALUE")
+    assert theirs["beta1_power"] == ours.get_tensor("optimizer/beta1_power/.ATTRIBUTES/VARIABLE_VALUE")
 
 
 def _tp_slots() -> tuple[tp.Checkpoint, tp.Module, tp.optimizers.Adam]:
@@ -108,12 +80,11 @@ def test_we_restore_tf_slots_with_assert_consumed(both_sides: tuple[str, str]) -
     path = os.path.join(both_sides[0], "with_slots", "ckpt-2")
     ckpt, m, adam = _tp_slots()
     ckpt.restore(path).assert_consumed()
-    theirs = tf.train.load_checkpoint(path)
-    assert_bit_equal(m.dense.bias.numpy(), theirs.get_tensor("model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE"))
-    assert_bit_equal(
-        adam.get_slot(m.dense.bias, "v").numpy(),
-        theirs.get_tensor("model/dense/bias/.OPTIMIZER_SLOT/optimizer/v/.ATTRIBUTES/VARIABLE_VALUE"),
-    )
+    bias_key = "model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE"
+    slot_key = "model/dense/bias/.OPTIMIZER_SLOT/optimizer/v/.ATTRIBUTES/VARIABLE_VALUE"
+    theirs = tf_files.load(path, [bias_key, slot_key])["tensors"]
+    assert_bit_equal(m.dense.bias.numpy(), theirs[bias_key])
+    assert_bit_equal(adam.get_slot(m.dense.bias, "v").numpy(), theirs[slot_key])
     assert ckpt.save_counter.numpy() == 2
 
 
@@ -145,7 +116,7 @@ def test_we_restore_tf_nested_into_fresh_objects_created_later(both_sides: tuple
     status = ckpt.restore(os.path.join(both_sides[0], "nested", "ckpt-2"))
     m = tp.Module()
     ckpt.model = m
-    _zeroed_nested(tp.Variable, tp.Module, m)  # each value arrives as its attribute is assigned
+    zeroed_nested(tp.Variable, tp.Module, m)  # each value arrives as its attribute is assigned
     ckpt.extra = tp.Variable([0.0])
     status.assert_consumed()
     assert m.a_var.numpy().tolist() == [1.0, 2.0, 3.0] and m.s.numpy() == b"hello"
@@ -159,54 +130,35 @@ def _grads(step: int) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("which", ["adam", "momentum", "nesterov", "sgd"])
 def test_optimizer_math_and_keys_match_tf(tmp_path, which: str) -> None:
-    def make(lib: str):
+    def make():  # TensorFlow's counterpart: tf_side/objects.py's _optimizer
         if which == "adam":
-            return (
-                tf.compat.v1.train.AdamOptimizer(0.01, 0.8, 0.95, 1e-7)
-                if lib == "tf"
-                else tp.optimizers.Adam(0.01, 0.8, 0.95, 1e-7)
-            )
+            return tp.optimizers.Adam(0.01, 0.8, 0.95, 1e-7)
         if which == "sgd":
-            return tf.compat.v1.train.GradientDescentOptimizer(0.1) if lib == "tf" else tp.optimizers.SGD(0.1)
+            return tp.optimizers.SGD(0.1)
         nesterov = which == "nesterov"
-        return (
-            tf.compat.v1.train.MomentumOptimizer(0.1, 0.9, use_nesterov=nesterov)
-            if lib == "tf"
-            else tp.optimizers.SGD(0.1, momentum=0.9, nesterov=nesterov)
-        )
+        return tp.optimizers.SGD(0.1, momentum=0.9, nesterov=nesterov)
 
     init = [np.arange(6, dtype=np.float32).reshape(2, 3) / 7, np.ones(3, np.float32)]
-    tf_vars = [tf.Variable(v) for v in init]
     tp_vars = [tp.Variable(v) for v in init]
-    tf_opt, tp_opt = make("tf"), make("tp")
+    tp_opt = make()
+    grads = [_grads(step) for step in range(20)]
+    # TF takes the same 20 steps and writes its variables and optimizer at tmp_path/tf.
+    tf_values, tf_keys = tf_objects.optimize(which, init, grads, str(tmp_path / "tf"))
     for step in range(20):
-        tf_opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), tf_vars, strict=False)])
-        tp_opt.apply_gradients(list(zip(_grads(step), tp_vars, strict=False)))
-    for a, b in zip(tf_vars, tp_vars, strict=False):
-        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=0, atol=1e-6)
-    tf.train.Checkpoint(v=tf_vars, opt=tf_opt).write(str(tmp_path / "tf"))
+        tp_opt.apply_gradients(list(zip(grads[step], tp_vars, strict=False)))
+    for a, b in zip(tf_values, tp_vars, strict=False):
+        np.testing.assert_allclose(b.numpy(), a, rtol=0, atol=1e-6)
     tp.Checkpoint(v=tp_vars, opt=tp_opt).write(str(tmp_path / "tp"))
-    assert tp.list_variables(str(tmp_path / "tp")) == tf.train.list_variables(str(tmp_path / "tf"))
+    assert tp.list_variables(str(tmp_path / "tp")) == tf_keys
 
 
 def test_training_stops_in_tf_and_resumes_here_and_back(tmp_path) -> None:
-    def tf_model():
-        m = tf.Module()
-        m.w = tf.Variable(np.full((2, 3), 0.5, np.float32))
-        m.b = tf.Variable(np.zeros(3, np.float32))
-        return m, tf.compat.v1.train.AdamOptimizer(0.05)
-
-    # Reference: 9 uninterrupted steps in TensorFlow.
-    m, opt = tf_model()
-    for step in range(9):
-        opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), [m.w, m.b], strict=False)])
-    reference = [m.w.numpy(), m.b.numpy()]
+    grads = [_grads(step) for step in range(9)]
+    # Reference: 9 uninterrupted steps in TensorFlow (w starts at 0.5, b at 0; Adam(0.05)).
+    reference = tf_objects.train(grads)
 
     # 3 steps in TF, 3 here, 3 in TF again.
-    m, opt = tf_model()
-    for step in range(3):
-        opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), [m.w, m.b], strict=False)])
-    first = tf.train.Checkpoint(model=m, optimizer=opt).save(str(tmp_path / "a" / "ckpt"))
+    first = tf_objects.train_and_save(grads[:3], str(tmp_path / "a" / "ckpt"))
 
     ours = tp.Module()
     ours.w = tp.Variable(np.zeros((2, 3), np.float32))
@@ -215,26 +167,20 @@ def test_training_stops_in_tf_and_resumes_here_and_back(tmp_path) -> None:
     ckpt = tp.Checkpoint(model=ours, optimizer=adam)
     status = ckpt.restore(first)
     for step in range(3, 6):  # slots and beta powers arrive as they are created
-        adam.apply_gradients(list(zip(_grads(step), [ours.w, ours.b], strict=False)))
+        adam.apply_gradients(list(zip(grads[step], [ours.w, ours.b], strict=False)))
     status.assert_consumed()
     second = ckpt.save(str(tmp_path / "b" / "ckpt"))
 
-    m, opt = tf_model()
-    opt.apply_gradients([(tf.zeros_like(v), v) for v in [m.w, m.b]])  # create slots, then overwrite them
-    tf.train.Checkpoint(model=m, optimizer=opt).restore(second).assert_consumed()
-    for step in range(6, 9):
-        opt.apply_gradients([(tf.constant(g), v) for g, v in zip(_grads(step), [m.w, m.b], strict=False)])
-    np.testing.assert_allclose(m.w.numpy(), reference[0], rtol=0, atol=1e-6)
-    np.testing.assert_allclose(m.b.numpy(), reference[1], rtol=0, atol=1e-6)
+    # A fresh TF model with slots restores `second` with assert_consumed() and takes steps 6..8.
+    w, b = tf_objects.restore_and_train(second, grads[6:])
+    np.testing.assert_allclose(w, reference[0], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(b, reference[1], rtol=0, atol=1e-6)
 
 
 def test_managers_pick_up_each_others_state(tmp_path) -> None:
     directory = str(tmp_path)
-    step = tf.Variable(0, dtype=tf.int64)
-    tf_manager = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), directory, max_to_keep=2)
-    for _ in range(2):
-        step.assign_add(1)
-        tf_manager.save()
+    # TF's step variable saved twice through a manager keeping 2; the TF child keeps it for the end.
+    tf_manager.save_steps(directory, directory)
     ours = tp.Variable(np.int64(0))
     manager = tp.CheckpointManager(tp.Checkpoint(step=ours), directory, max_to_keep=2)
     assert manager.latest_checkpoint == os.path.join(directory, "ckpt-2")
@@ -249,7 +195,6 @@ def test_managers_pick_up_each_others_state(tmp_path) -> None:
         "ckpt-3.data-00000-of-00001",
         "ckpt-3.index",
     ]
-    again = tf.train.CheckpointManager(tf.train.Checkpoint(step=step), directory, max_to_keep=2)
-    assert again.checkpoints == [os.path.join(directory, "ckpt-2"), os.path.join(directory, "ckpt-3")]
-    again.restore_or_initialize()
-    assert step.numpy() == 3
+    again, step = tf_manager.restore_steps(directory, directory)  # a new TF manager with the same step
+    assert again == [os.path.join(directory, "ckpt-2"), os.path.join(directory, "ckpt-3")]
+    assert step == 3

@@ -7,12 +7,16 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import trackpoint as tp
 from tests.helpers import EveryTensorAlone
+from tests.interop.tf_process import tf_side
 from trackpoint import sharding
 from trackpoint._saving.device_spec import parse_device
+
+pytestmark = pytest.mark.interop
+
+tf_options = tf_side("options")
 
 VALUES = {
     "big": np.random.default_rng(0).standard_normal((37, 11)).astype(np.float32),
@@ -31,12 +35,7 @@ def test_layout_equals_tf_max_shard_size_policy(tmp_path, size: int) -> None:
     tp.Checkpoint(**{k: tp.Variable(v) for k, v in VALUES.items()}).write(
         str(ours / "c"), tp.CheckpointOptions(experimental_sharding_callback=sharding.MaxShardSizePolicy(size))
     )
-    tf.train.Checkpoint(**{k: tf.Variable(v) for k, v in VALUES.items()}).write(
-        str(theirs / "c"),
-        tf.train.CheckpointOptions(
-            experimental_sharding_callback=tf.train.experimental.MaxShardSizePolicy(max_shard_size=size)
-        ),
-    )
+    tf_options.write_sharded(str(theirs / "c"), VALUES, size)
     assert sorted(os.listdir(ours)) == sorted(os.listdir(theirs))
     for name in os.listdir(theirs):
         assert filecmp.cmp(ours / name, theirs / name, shallow=False), name
@@ -50,53 +49,51 @@ def test_tf_restores_our_sharded_checkpoints(tmp_path, callback: sharding.Shardi
     path = tp.Checkpoint(**{k: tp.Variable(v) for k, v in values.items()}).write(
         str(tmp_path / "c"), tp.CheckpointOptions(experimental_sharding_callback=callback)
     )
-    target = {k: tf.Variable(tf.zeros_like(v)) if k != "text" else tf.Variable([b"", b""]) for k, v in values.items()}
-    tf.train.Checkpoint(**target).read(path).assert_consumed()
+    target = tf_options.read_like(path, values)
     for name, value in values.items():
-        np.testing.assert_array_equal(target[name].numpy(), value)
+        np.testing.assert_array_equal(target[name], value)
 
 
-@pytest.mark.parametrize(
-    "spec",
-    [
-        "/job:localhost",
-        "CPU:0",
-        "cpu:1",
-        "GPU:*",
-        "/job:worker/replica:0/task:1/device:CPU:0",
-        "/device:TPU:3",
-        "/job:a/task:2",
-        "",
-        "/",
-        "//job:x",
-        "/replica:7",
-        "/device:FOO:1",
-        "foo:0",
-        "/task:x",
-        "CPU:0/GPU:1",
-        "/replica:1.5",
-        "/device:CPU:x",
-        "job:a:b",
-        "/job:",
-        "CPU",
-        "/device:CPU:0/CPU:1",
-    ],
-)
-def test_device_strings_parse_and_fail_as_tf_device_spec(spec: str) -> None:
-    try:
-        theirs = tf.DeviceSpec.from_string(spec)
-    except ValueError:
+SPECS = [
+    "/job:localhost",
+    "CPU:0",
+    "cpu:1",
+    "GPU:*",
+    "/job:worker/replica:0/task:1/device:CPU:0",
+    "/device:TPU:3",
+    "/job:a/task:2",
+    "",
+    "/",
+    "//job:x",
+    "/replica:7",
+    "/device:FOO:1",
+    "foo:0",
+    "/task:x",
+    "CPU:0/GPU:1",
+    "/replica:1.5",
+    "/device:CPU:x",
+    "job:a:b",
+    "/job:",
+    "CPU",
+    "/device:CPU:0/CPU:1",
+]
+
+
+@pytest.fixture(scope="module")
+def tf_device_specs() -> dict[str, tuple | None]:
+    """What ``tf.DeviceSpec.from_string`` makes of every spec (None: ValueError), in one call."""
+    return tf_options.device_specs(SPECS)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_device_strings_parse_and_fail_as_tf_device_spec(tf_device_specs, spec: str) -> None:
+    theirs = tf_device_specs[spec]
+    if theirs is None:
         with pytest.raises(ValueError):
             parse_device(spec)
         with pytest.raises(ValueError):
             tp.CheckpointOptions(experimental_io_device=spec)
         return
     ours = parse_device(spec)
-    assert (ours.job, ours.replica, ours.task, ours.device_type, ours.device_index) == (
-        theirs.job,
-        theirs.replica,
-        theirs.task,
-        theirs.device_type,
-        theirs.device_index,
-    )
-    assert ours.to_string() == theirs.to_string()
+    assert (ours.job, ours.replica, ours.task, ours.device_type, ours.device_index) == theirs[:5]
+    assert ours.to_string() == theirs[5]

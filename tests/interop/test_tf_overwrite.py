@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import trackpoint as tp
 from tests.helpers import kill_inside_the_window, overwrite_checkpoint, shard_options
+from tests.interop.tf_process import TFError, tf_side
 
+pytestmark = pytest.mark.interop
 
-def _tf_read(prefix: str) -> set[float]:
-    model = tf.Module()
-    model.vs = [tf.Variable(np.zeros(256, np.float32)) for _ in range(6)]
-    tf.train.Checkpoint(model=model).read(prefix).assert_consumed()
-    return {float(x) for v in model.vs for x in v.numpy()}
+_tf_read = tf_side("overwrite").read  # a module of six float32[256] variables reads the prefix: its values
 
 
 @pytest.mark.parametrize(("first", "second"), [(6, 6), (6, 1), (1, 6)])
@@ -32,8 +29,9 @@ def test_tensorflow_reads_each_overwrite(tmp_path, first: int, second: int) -> N
 def test_inside_the_window_tensorflow_refuses_the_files_and_reads_them_after_the_repair(tmp_path) -> None:
     prefix = str(tmp_path / "weights")
     kill_inside_the_window(prefix)
-    with pytest.raises(tf.errors.DataLossError):  # a checksum error, never a wrong value
+    with pytest.raises(TFError) as raised:  # a checksum error, never a wrong value
         _tf_read(prefix)
+    assert raised.value.is_a("DataLossError")
     assert tp.repair_checkpoint(prefix) is True
     assert _tf_read(prefix) == {1.0}
 

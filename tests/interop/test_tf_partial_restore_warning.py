@@ -7,24 +7,26 @@ import warnings
 from collections.abc import Callable
 
 import pytest
-import tensorflow as tf
 
 import trackpoint as tp
-from tests.helpers import parse_warning, tf_log_lines
+from tests.helpers import parse_warning
+from tests.interop.tf_process import tf_side
+
+pytestmark = pytest.mark.interop
+
+tf_partial = tf_side("partial")
 
 
 @pytest.fixture(scope="module")
 def tf_checkpoint(tmp_path_factory) -> str:
     """v1, v2 and a TF1 Adam with slots for v1 (trackpoint's optimizer layout), written by TF."""
-    v1, v2 = tf.Variable(2.0), tf.Variable(3.0)
-    optimizer = tf.compat.v1.train.AdamOptimizer(0.1)
-    optimizer.apply_gradients([(tf.constant(0.0), v1)])
-    return tf.train.Checkpoint(v1=v1, v2=v2, optimizer=optimizer).save(str(tmp_path_factory.mktemp("tf") / "ckpt"))
+    return tf_partial.write_checkpoint(str(tmp_path_factory.mktemp("tf") / "ckpt"))
 
 
-def _tf_report(run: Callable[[], None]) -> tuple[list[str], dict[str, str]]:
-    """What TF logs when ``run`` drops its partial restore: values never restored, attributes not taken."""
-    lines = tf_log_lines(run)
+def _tf_report(path: str, run: str) -> tuple[list[str], dict[str, str]]:
+    """What TF logs when its run ``run`` (tf_side/partial.py) drops its partial restore of ``path``:
+    values never restored, attributes not taken."""
+    lines = tf_partial.dropped_restore_log(path, run)
     assert any("deleted with unrestored values" in line and "expect_partial()" in line for line in lines)
     unmatched = [
         line.split(": ", 1)[1]
@@ -53,32 +55,22 @@ def _tp_report(run: Callable[[], None]) -> tuple[list[str], dict[str, str]]:
 
 
 def test_a_variable_restored_into_an_object_without_values_is_reported_as_tf_does(tf_checkpoint, no_gc) -> None:
-    def run_tf() -> None:
-        root = tf.train.Checkpoint(v1=tf.Module(), v2=tf.Variable(0.0))
-        root.restore(tf_checkpoint)
-        del root
-
     def run_tp() -> None:
         root = tp.Checkpoint(v1=tp.Trackable(), v2=tp.Variable(0.0))
         root.restore(tf_checkpoint)
         del root
 
-    theirs, ours = _tf_report(run_tf), _tp_report(run_tp)
+    theirs, ours = _tf_report(tf_checkpoint, "without_values"), _tp_report(run_tp)
     assert ours == theirs
     assert ours[1] == {"(root).v1": "VARIABLE_VALUE"}
 
 
 def test_a_dropped_partial_root_is_reported_as_tf_does(tf_checkpoint, no_gc) -> None:
-    def run_tf() -> None:
-        root = tf.train.Checkpoint(v1=tf.Variable(0.0))
-        root.restore(tf_checkpoint)
-        del root
-
     def run_tp() -> None:
         root = tp.Checkpoint(v1=tp.Variable(0.0))
         root.restore(tf_checkpoint)
         del root
 
-    theirs, ours = _tf_report(run_tf), _tp_report(run_tp)
+    theirs, ours = _tf_report(tf_checkpoint, "partial_root"), _tp_report(run_tp)
     assert ours == theirs
     assert "(root).v2" in ours[0] and "(root).optimizer's state 'm' for (root).v1" in ours[0]

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import tensorflow as tf
+import pytest
 
 import trackpoint as tp
+from tests.interop.tf_process import tf_side
+
+pytestmark = pytest.mark.interop
+
+tf_state = tf_side("state_fields")
 
 
 def test_repeated_fields_equal_lists_as_tf_does(tmp_path) -> None:
@@ -12,12 +17,18 @@ def test_repeated_fields_equal_lists_as_tf_does(tmp_path) -> None:
     manager = tp.CheckpointManager(tp.Checkpoint(v=tp.Variable(1.0)), directory, max_to_keep=3)
     for _ in range(2):
         manager.save()
-    theirs, ours = tf.train.get_checkpoint_state(directory), tp.get_checkpoint_state(directory)
-    paths, stamps = list(theirs.all_model_checkpoint_paths), list(theirs.all_model_checkpoint_timestamps)
-    for field, value in (("all_model_checkpoint_paths", paths), ("all_model_checkpoint_timestamps", stamps)):
-        for other in (value, value[:1], [], [*value, value[0]]):
-            assert (getattr(ours, field) == other) == (getattr(theirs, field) == other), (field, other)
-            assert (other == getattr(ours, field)) == (other == getattr(theirs, field)), (field, other)
-            assert (getattr(ours, field) != other) == (getattr(theirs, field) != other), (field, other)
-    assert ours.model_checkpoint_path == theirs.model_checkpoint_path
-    assert ours.last_preserved_timestamp == theirs.last_preserved_timestamp
+    theirs, ours = tf_state.repeated_fields(directory), tp.get_checkpoint_state(directory)
+    paths, stamps = theirs["all_model_checkpoint_paths"], theirs["all_model_checkpoint_timestamps"]
+    cases = [
+        (field, other)
+        for field, value in (("all_model_checkpoint_paths", paths), ("all_model_checkpoint_timestamps", stamps))
+        for other in (value, value[:1], [], [*value, value[0]])
+    ]
+    # TF's answers, computed on its own state object (a protobuf message) in the TensorFlow child.
+    their_answers = tf_state.comparisons(directory, cases)
+    for (field, other), (equal, equal_reversed, unequal) in zip(cases, their_answers):
+        assert (getattr(ours, field) == other) == equal, (field, other)
+        assert (other == getattr(ours, field)) == equal_reversed, (field, other)
+        assert (getattr(ours, field) != other) == unequal, (field, other)
+    assert ours.model_checkpoint_path == theirs["model_checkpoint_path"]
+    assert ours.last_preserved_timestamp == theirs["last_preserved_timestamp"]
