@@ -23,18 +23,8 @@ STORAGE = PACKAGE / "_storage"
 # What the storage package may import of trackpoint: itself and the exception tree.
 STORAGE_MAY_IMPORT = ("trackpoint._storage", "trackpoint.errors")
 
-# Modules outside the storage package that still check paths for URLs themselves, and why.
-URL_CHECKS_ALLOWED = {
-    "_format/state_file.py": "takes a stored URL as absolute (name syntax)",
-    "_saving/rank_files.py": "withdraws uploaded data objects",
-    "checkpoint.py": "skips save numbers in use at a URL",
-    "cli/_arguments.py": "collects the URLs its storage options apply to",
-    "manager.py": "merges the state object at a URL",
-    "distributed/_save.py": "uploads data objects ahead of the index",
-    "tools/_to_safetensors.py": "writes a converted directory to a URL",
-    "tools/_hf_layout.py": "reads a Hugging Face layout at a URL",
-    "torch/_dcp.py": "uploads data objects ahead of the index",
-}
+# The one module that may touch private attributes of fsspec's backends (``fs._call_s3``...).
+PROVIDERS = STORAGE / "providers.py"
 
 
 def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
@@ -83,14 +73,31 @@ def test_the_storage_package_imports_no_layer_above_it() -> None:
 
 
 def test_no_module_outside_the_storage_package_checks_for_urls_itself() -> None:
+    offenders = {str(path.relative_to(PACKAGE)): uses for path in _outside_storage() if (uses := _url_checks(path))}
+    assert offenders == {}, "ask the storage (trackpoint._storage.storage.storage_for(path)) instead"
+
+
+def _backend_privates(path: pathlib.Path) -> list[str]:
+    """Where ``path`` reads a private attribute of an fsspec filesystem (a name ``fs`` by this
+    package's habit, or ``*.fs``): ``fs._call_s3``, ``self.fs._location``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id == "fs" or isinstance(owner, ast.Attribute) and owner.attr == "fs":
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_private_attributes_of_fsspec_backends_are_touched_in_the_providers_module_only() -> None:
     offenders = {
         str(path.relative_to(PACKAGE)): uses
-        for path in _outside_storage()
-        if str(path.relative_to(PACKAGE)) not in URL_CHECKS_ALLOWED and (uses := _url_checks(path))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PROVIDERS and (uses := _backend_privates(path))
     }
-    assert offenders == {}, "ask the storage (trackpoint._storage.storage.storage_for) instead"
-    # The allowance is not stale: each allowed module does check.
-    assert [name for name in URL_CHECKS_ALLOWED if not _url_checks(PACKAGE / name)] == []
+    assert offenders == {}, "a backend's internals change between releases: keep every use in providers.py"
+    assert _backend_privates(PROVIDERS), "the scan still sees the uses it allows"
 
 
 @pytest.mark.parametrize(
@@ -109,7 +116,8 @@ def test_storage_for_picks_objects_for_urls_and_local_files_otherwise(path: str,
 
 
 def test_both_storages_implement_every_method_of_the_protocol() -> None:
-    wanted = {name for name in vars(storage.Storage) if not name.startswith("_")} | {"local_copies"}
+    wanted = {name for name in vars(storage.Storage) if not name.startswith("_")} | set(storage.Storage.__annotations__)
+    assert {"local_copies", "data_put_ahead", "merges_state", "has_directories", "directly_in"} <= wanted
     for implementation in (LOCAL, OBJECTS):
         missing = {name for name in wanted if not hasattr(implementation, name)}
         assert missing == set(), f"{type(implementation).__name__} lacks {missing}"
@@ -122,3 +130,27 @@ def test_the_two_storages_name_a_checkpoint_in_a_state_file_alike(tmp_path: path
     assert LOCAL.relative(str(tmp_path / "run"), str(tmp_path / "ckpt-1")) == str(tmp_path / "ckpt-1")
     assert OBJECTS.relative("s3://b/run", "s3://b/other/ckpt-1") == "s3://b/other/ckpt-1"
     assert LOCAL.relative(str(tmp_path), "s3://b/run/ckpt-1") == "s3://b/run/ckpt-1"
+
+
+def test_what_callers_ask_instead_of_checking_for_a_url(tmp_path: pathlib.Path) -> None:
+    # The answers the manager, Checkpoint.save, the tools and the multi-process save branch on.
+    assert (LOCAL.merges_state, LOCAL.data_put_ahead, LOCAL.has_directories) == (False, False, True)
+    assert (OBJECTS.merges_state, OBJECTS.data_put_ahead, OBJECTS.has_directories) == (True, True, False)
+    assert (
+        LOCAL.directory(str(tmp_path) + "/") == str(tmp_path) + "/" and OBJECTS.directory("s3://b/run/") == "s3://b/run"
+    )
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "sub")
+    assert LOCAL.directly_in(str(tmp_path / "sub"), str(tmp_path / "link" / "ckpt-1"))  # by real paths
+    assert not LOCAL.directly_in(str(tmp_path), str(tmp_path / "sub" / "ckpt-1"))
+    assert not LOCAL.directly_in(str(tmp_path), "s3://b/run/ckpt-1")
+    assert OBJECTS.directly_in("s3://b/run", "s3://b/run/ckpt-1")
+    assert not OBJECTS.directly_in("s3://b/run", "s3://b/run/sub/ckpt-1")
+    for implementation, directory in ((LOCAL, str(tmp_path)), (OBJECTS, "s3://b/run")):
+        assert implementation.absolute(directory, "ckpt-1") == f"{directory}/ckpt-1"
+        assert implementation.absolute(directory, "/abs/ckpt-1") == "/abs/ckpt-1"
+        assert implementation.absolute(directory, "gs://c/ckpt-1") == "gs://c/ckpt-1"
+    # Locally no save number is ever taken, and nothing is put ahead of the index or left orphaned.
+    assert LOCAL.prefixes_in_use(str(tmp_path)) == set()
+    assert LOCAL.remove_orphans(str(tmp_path)) == []
+    assert LOCAL.put_data([(str(tmp_path / "t"), str(tmp_path / "f"))], str(tmp_path / "ckpt-1")) == []

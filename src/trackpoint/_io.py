@@ -47,15 +47,13 @@ from trackpoint._graph.keys import (
     unescape_local_name,
 )
 from trackpoint._graph.object_graph import first_parents, parse_graph, read_object_graph, unescape
-from trackpoint._storage import is_url
 from trackpoint._storage.atomic import fsync_directory, remove_quietly, write_file
 from trackpoint._storage.files import exists, list_names, listing, open_regular, read_regular
 from trackpoint._storage.naming import data_filename
 from trackpoint._storage.object_storage import publish_objects
 from trackpoint._storage.readahead import start_readahead
-from trackpoint._storage.remote import delete_uncommitted
 from trackpoint._storage.storage import storage_for
-from trackpoint._storage.storage_options import use_storage_options, use_storage_options_for_urls
+from trackpoint._storage.storage_options import urls_among, use_storage_options, use_storage_options_for_urls
 from trackpoint._storage.writeback import WRITEBACK_BYTES, start_writeback
 
 __all__ = [
@@ -79,7 +77,6 @@ __all__ = [
     "checkpoint_key",
     "crc32c",
     "data_filename",
-    "delete_uncommitted",
     "dtype_of",
     "encode_key",
     "enum_name",
@@ -90,7 +87,6 @@ __all__ = [
     "from_numpy",
     "fsync_directory",
     "is_directory",
-    "is_url",
     "list_names",
     "listing",
     "merge_shards",
@@ -117,6 +113,7 @@ __all__ = [
     "unescape",
     "unescape_local_name",
     "unmask",
+    "urls_among",
     "use_storage_options",
     "use_storage_options_for_urls",
     "write_file",

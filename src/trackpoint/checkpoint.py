@@ -20,7 +20,8 @@ from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlySta
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.device_spec import parse_device
 from trackpoint._saving.write import write_bundle
-from trackpoint._storage import files, is_url, object_bundles
+from trackpoint._storage import files
+from trackpoint._storage.storage import storage_for
 from trackpoint._storage.storage_options import use_storage_options
 from trackpoint._tracking.autotrackable import AutoTrackable
 from trackpoint._tracking.base import Trackable
@@ -186,8 +187,8 @@ class Checkpoint(AutoTrackable):
         """
         _ = self._tp_graph_root  # raises DeadReferenceError once a weakly held root is gone
         number = int(self.save_counter.assign_add(1).numpy())
-        if file_prefix is not None and is_url(file_prefix):
-            taken = object_bundles.prefixes_in_use(file_prefix.rsplit("/", 1)[0])
+        if file_prefix is not None:
+            taken = storage_for(file_prefix).prefixes_in_use(os.path.dirname(file_prefix))
             while f"{file_prefix}-{number}" in taken:
                 number = int(self.save_counter.assign_add(1).numpy())
         return number

@@ -21,7 +21,7 @@ from trackpoint._format.state_file import (
     write_state,
 )
 from trackpoint._graph import kept_values
-from trackpoint._storage import files, is_url, naming, object_bundles, pending_writes
+from trackpoint._storage import files, naming, pending_writes
 from trackpoint._storage.storage import storage_for
 from trackpoint._storage.storage_options import use_storage_options
 from trackpoint.checkpoint import Checkpoint
@@ -130,11 +130,9 @@ class CheckpointManager:
         if checkpoint_interval is not None and step_counter is None:
             raise InvalidArgumentError("`step_counter` should be passed if `checkpoint_interval` is not None.")
         self._checkpoint = checkpoint
-        self._directory = os.fspath(directory)
-        self._remote = is_url(self._directory)
-        if self._remote:
-            self._directory = self._directory.rstrip("/")
-            require_swappable(self._directory)
+        self._storage = storage_for(os.fspath(directory))
+        self._directory = self._storage.directory(os.fspath(directory))
+        require_swappable(self._directory)  # before anything is saved that could not be recorded
         self._max_to_keep = max_to_keep
         self._keep_every_n_hours = keep_checkpoint_every_n_hours
         self._prefix = os.path.join(self._directory, checkpoint_name)
@@ -212,15 +210,10 @@ class CheckpointManager:
     def _owns(self, path: str) -> bool:
         """Whether ``path`` is a checkpoint prefix directly inside the directory, by real paths:
         no ``..``, absolute path or symlinked subdirectory leads a deletion elsewhere."""
-        head, name = os.path.split(path)
+        name = os.path.basename(path)
         if not name or name == STATE_FILENAME:
             return False
-        if self._remote or is_url(path):
-            return head == self._directory
-        try:
-            return os.path.samefile(head or ".", self._directory)
-        except OSError:
-            return os.path.realpath(head or ".") == os.path.realpath(self._directory)
+        return self._storage.directly_in(self._directory, path)
 
     @property
     def directory(self) -> str:
@@ -360,7 +353,7 @@ class CheckpointManager:
                 raise self._unrecorded(path, before, exc) from exc
             for old in doomed:
                 _delete(old)
-            object_bundles.remove_orphans(self._directory, keep=list(self._maybe_delete))
+            self._storage.remove_orphans(self._directory, keep=list(self._maybe_delete))
 
         def record_and_sweep() -> None:
             # After the files are complete (on the writer thread for async saves), so the list
@@ -387,7 +380,7 @@ class CheckpointManager:
         # On the other ranks of a save of several processes, the committing rank's state file
         # is what the manager lists once the save is committed.
         return self._checkpoint._write(
-            path, options, record_remote if self._remote else record_and_sweep, follow=self._load_state
+            path, options, record_remote if self._storage.merges_state else record_and_sweep, follow=self._load_state
         )
 
     def _unrecorded(

@@ -45,9 +45,9 @@ def test_a_large_data_object_goes_up_in_parts_with_a_local_saves_bytes(tmp_path,
     with open(local + name, "rb") as f:
         assert s3.cat_file(url[5:] + name) == f.read()
     # What tells a lost answer's object as this writer's own: its multipart ETag, of the parts s3fs cut.
-    from trackpoint._storage import remote
+    from trackpoint._storage import commit
 
-    assert remote._holds(s3, url[5:] + name, local + name, compare_bytes=False)
+    assert commit._holds(s3, url[5:] + name, local + name, compare_bytes=False)
     assert tp.load_variable(url, KEY)[-1] == 1.5
     assert _uploads(s3, bucket) == []
 

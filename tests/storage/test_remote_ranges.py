@@ -219,13 +219,15 @@ def test_the_index_and_the_state_object_are_read_by_one_request_each(bucket, pro
 
 
 def test_an_object_over_the_limit_is_refused_by_its_answer_before_its_body_is_read(bucket, s3) -> None:
-    from trackpoint._storage import remote
+    from trackpoint._storage import fsspec_io
 
     s3.pipe_file(f"{bucket[5:]}/big", bytes(1 << 20))
     with pytest.raises(tp.errors.InvalidArgumentError, match=r"big: checkpoint index of 1048576 bytes is larger"):
-        remote.read_object(f"{bucket}/big", "checkpoint index", 1000)
-    data, stat = remote.read_object(f"{bucket}/big", "checkpoint index", 1 << 20)
-    assert data == bytes(1 << 20) and remote.identity(stat) == remote.identity(remote.stat_object(f"{bucket}/big"))
+        fsspec_io.read_object(f"{bucket}/big", "checkpoint index", 1000)
+    data, stat = fsspec_io.read_object(f"{bucket}/big", "checkpoint index", 1 << 20)
+    assert data == bytes(1 << 20) and fsspec_io.identity(stat) == fsspec_io.identity(
+        fsspec_io.stat_object(f"{bucket}/big")
+    )
 
 
 def test_ranged_reads_have_at_most_in_flight_requests_under_way(bucket, proxy, s3) -> None:

@@ -83,19 +83,19 @@ def test_a_writer_that_finds_a_data_object_in_place_commits_nothing(bucket, s3) 
 def test_a_checkpoint_committed_by_another_writer_meanwhile_wins(tmp_path, bucket, s3, monkeypatch) -> None:
     """Another writer commits its whole checkpoint between this one's start and its uploads: this
     one uploads nothing over it and raises, and the other's checkpoint restores exactly."""
-    from trackpoint._storage import remote
+    from trackpoint._storage import commit
 
     url = f"{bucket}/run/ckpt-1"
     winner = _model(5)
     local = tp.Checkpoint(model=winner).write(str(tmp_path / "ckpt-1"))
-    real_commit = remote.commit
+    real_commit = commit.commit
 
     def racing(data_files, index_local, index_url, **kwargs):  # the other writer, just before this one's uploads
         for suffix in (".data-00000-of-00001", ".index"):
             s3.put_file(local + suffix, url[5:] + suffix)
         return real_commit(data_files, index_local, index_url, **kwargs)
 
-    monkeypatch.setattr(remote, "commit", racing)
+    monkeypatch.setattr(commit, "commit", racing)
     with pytest.raises(tp.errors.WriteError, match="another writer"):
         tp.Checkpoint(model=_model()).write(url)
     monkeypatch.undo()
@@ -110,7 +110,7 @@ def test_a_checkpoint_committed_by_another_writer_meanwhile_wins(tmp_path, bucke
 def test_data_objects_put_ahead_of_a_failed_commit_are_deleted(bucket, s3, monkeypatch) -> None:
     """The data objects go up while the index is built, before the commit: a commit that fails
     (here the index's upload) deletes them again, and the staged copies too."""
-    from trackpoint._storage import remote
+    from trackpoint._storage import commit
 
     url = f"{bucket}/run/ckpt-1"
     before = _stage_leftovers()
@@ -121,7 +121,7 @@ def test_data_objects_put_ahead_of_a_failed_commit_are_deleted(bucket, s3, monke
         seen.append(_objects(s3, url))
         raise tp.errors.WriteError("the index upload failed (simulated)", path=index_url)
 
-    monkeypatch.setattr(remote, "commit", failing)
+    monkeypatch.setattr(commit, "commit", failing)
     with pytest.raises(tp.errors.WriteError, match="simulated"):
         tp.Checkpoint(model=_model()).write(url)
     assert list(seen[0]) == ["ckpt-1.data-00000-of-00001"]
@@ -165,30 +165,30 @@ def test_a_failed_commit_leaves_an_object_another_writer_put_over_its_own(tmp_pa
     """The commit path that uploads data objects itself (safetensors, and bundles of other
     ranks): when the index loses, it deletes the data objects it put, but not one that
     another writer has overwritten since (here unconditionally, between the two uploads)."""
-    from trackpoint._storage import remote
+    from trackpoint._storage import commit
 
     data, index = tmp_path / "data", tmp_path / "index"
     data.write_bytes(b"this writer's data")
     index.write_bytes(b"this writer's index")
     url = f"{bucket}/run/ckpt-1"
     s3.pipe_file(f"{url[5:]}.index", b"the other writer's index")  # it committed first
-    real_require = remote._require
+    real_require = commit._require
 
     def overwritten(urls, what, when):
         if when == "before":
             s3.pipe_file(f"{url[5:]}.data-00000-of-00001", b"the other writer's data")
         return real_require(urls, what, when)
 
-    monkeypatch.setattr(remote, "_require", overwritten)
+    monkeypatch.setattr(commit, "_require", overwritten)
     with pytest.raises(tp.errors.WriteError, match="another writer"):
-        remote.commit([(str(data), f"{url}.data-00000-of-00001")], str(index), f"{url}.index")
+        commit.commit([(str(data), f"{url}.data-00000-of-00001")], str(index), f"{url}.index")
     assert _objects(s3, url) == {
         "ckpt-1.data-00000-of-00001": b"the other writer's data",
         "ckpt-1.index": b"the other writer's index",
     }
     # Had nobody put over it, its own data object goes again.
     s3.rm_file(f"{url[5:]}.data-00000-of-00001")
-    monkeypatch.setattr(remote, "_require", real_require)
+    monkeypatch.setattr(commit, "_require", real_require)
     with pytest.raises(tp.errors.WriteError, match="another writer"):
-        remote.commit([(str(data), f"{url}.data-00000-of-00001")], str(index), f"{url}.index")
+        commit.commit([(str(data), f"{url}.data-00000-of-00001")], str(index), f"{url}.index")
     assert _objects(s3, url) == {"ckpt-1.index": b"the other writer's index"}

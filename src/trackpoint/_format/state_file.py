@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from google.protobuf import text_format
 
 from trackpoint._format._proto import checkpoint_state_pb2 as pb
-from trackpoint._storage import files, is_url, naming, pending_writes
+from trackpoint._storage import files, naming, pending_writes
 from trackpoint._storage.storage import storage_for
 from trackpoint.errors import InvalidArgumentError, NotFoundError, WriteError
 
@@ -91,11 +91,6 @@ class CheckpointState:
         object.__setattr__(self, "all_model_checkpoint_timestamps", _repeated(self.all_model_checkpoint_timestamps))
 
 
-def _absolute(directory: str, path: str) -> str:
-    # A stored path that is a URL or an absolute path stands for itself, wherever the state file is.
-    return path if os.path.isabs(path) or is_url(path) else os.path.join(directory, path)
-
-
 def _state_path(directory: str) -> str:
     try:
         return os.path.join(os.fspath(directory), STATE_FILENAME)
@@ -139,7 +134,7 @@ def require_swappable(directory: str) -> None:
 
     Raises:
         InvalidArgumentError: The store has no conditional writes trackpoint uses (see
-            :func:`trackpoint._storage.remote.swap`); the message names the alternative.
+            :func:`trackpoint._storage.commit.swap`); the message names the alternative.
     """
     path = _state_path(directory)
     storage_for(path).require_swap(path)
@@ -162,9 +157,10 @@ def _parse(directory: str, path: str, data: bytes) -> CheckpointState:
             f"{path}: {len(state.all_model_checkpoint_paths)} paths but "
             f"{len(state.all_model_checkpoint_timestamps)} timestamps"
         )
+    storage = storage_for(directory)
     return CheckpointState(
-        model_checkpoint_path=_absolute(directory, state.model_checkpoint_path),
-        all_model_checkpoint_paths=tuple(_absolute(directory, p) for p in state.all_model_checkpoint_paths),
+        model_checkpoint_path=storage.absolute(directory, state.model_checkpoint_path),
+        all_model_checkpoint_paths=tuple(storage.absolute(directory, p) for p in state.all_model_checkpoint_paths),
         all_model_checkpoint_timestamps=tuple(state.all_model_checkpoint_timestamps),
         last_preserved_timestamp=state.last_preserved_timestamp,
     )

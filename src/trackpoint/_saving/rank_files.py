@@ -17,7 +17,8 @@ from trackpoint._format.dtypes import DTYPES, DType
 from trackpoint._format.index_entries import IndexEntries
 from trackpoint._format.keys import encode_key
 from trackpoint._saving import wire
-from trackpoint._storage import atomic, is_url
+from trackpoint._storage import atomic
+from trackpoint._storage.storage import storage_for
 from trackpoint.errors import CoordinationError, WriteError
 
 __all__ = ["Reported", "decode", "encode", "publish", "upload"]
@@ -67,15 +68,14 @@ def decode(message: bytes) -> list[Reported]:
 
 
 def upload(prefix: str, writers: Sequence[ShardWriter]) -> list[str]:
-    """At URL ``prefix``, on a rank but the committing one: put this rank's closed data files in
-    place (each only where nothing is) before that rank commits the index, and remove the local
-    copies; return their URLs."""
-    from trackpoint._storage import remote
-
-    uploaded = remote.upload([(w.temp_path, w.path) for w in writers], f"checkpoint {prefix}")
-    for writer in writers:
-        atomic.remove_quietly(writer.temp_path)
-    return uploaded
+    """On a rank but the committing one, where the storage puts data files ahead of the index (at
+    a URL): put this rank's closed data files in place (each only where nothing is) before that
+    rank commits the index, and remove the local copies; return their paths. Elsewhere nothing is
+    put: the committing rank renames every file with the index."""
+    put = storage_for(prefix).put_data([(w.temp_path, w.path) for w in writers], prefix)
+    for temp, _ in put:
+        atomic.remove_quietly(temp)
+    return [path for _, path in put]
 
 
 def publish(prefix: str, shards: Sequence[Reported], total: int, own: Collection[str]) -> None:
@@ -90,8 +90,8 @@ def publish(prefix: str, shards: Sequence[Reported], total: int, own: Collection
     """
     if len(shards) != total:
         raise CoordinationError(f"{prefix}: {len(shards)} data files reported where {total} were planned")
-    remote = is_url(prefix)
-    missing = [] if remote else [s.temp_path for s in shards if not os.path.exists(s.temp_path)]
+    ahead = storage_for(prefix).data_put_ahead  # the other ranks put their data files already
+    missing = [] if ahead else [s.temp_path for s in shards if not os.path.exists(s.temp_path)]
     if missing:
         raise WriteError(
             f"could not write checkpoint {prefix}: the data file {missing[0]} another rank wrote is not visible to "
@@ -99,6 +99,6 @@ def publish(prefix: str, shards: Sequence[Reported], total: int, own: Collection
             "shares (one machine or a shared filesystem). Nothing was published.",
             path=prefix,
         )
-    mine = [s for s in shards if not remote or s.path in own]
-    others = [s.path for s in shards if remote and s.path not in own]
+    mine = [s for s in shards if not ahead or s.path in own]
+    others = [s.path for s in shards if ahead and s.path not in own]
     write_index(prefix, merge_shards(shards), total, [(s.temp_path, s.path) for s in mine], others=others)

@@ -9,7 +9,8 @@ clearing what killed writers left), :mod:`.files` (one door for every read),
 :mod:`.local_files` (opening untrusted local paths), :mod:`.shard_files` (a reader's open data
 files), :mod:`.naming` (a bundle's file names), :mod:`.readahead` (page-cache hints) and
 :mod:`.pending_writes` (this process's saves still in flight). The object store itself is
-reached through fsspec in :mod:`.remote`, :mod:`.ranged` and :mod:`.s3_get`; fsspec and its
+reached through fsspec in :mod:`.fsspec_io` (reads, listing), :mod:`.ranged` (ranged reads)
+and :mod:`.commit` (conditional writes), with what differs between stores in :mod:`.providers`; fsspec and its
 backends are optional and imported only when a URL is used.
 
 The format layer asks :func:`trackpoint._storage.storage.storage_for` which storage holds a

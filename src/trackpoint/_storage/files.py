@@ -3,7 +3,7 @@
 Each function asks :func:`trackpoint._storage.storage.storage_for` which storage holds the path
 and reads through it: a local file through :mod:`.local_files` (which refuses FIFOs, devices
 and directories without blocking), an object behind an fsspec URL through
-:mod:`trackpoint._storage.remote`. Either way the caller gets a descriptor of the bytes, a
+:mod:`trackpoint._storage.fsspec_io`. Either way the caller gets a descriptor of the bytes, a
 ``stat`` that tells one version of the file from another, and :mod:`trackpoint.errors`
 exceptions naming the file.
 """

@@ -10,6 +10,7 @@ prefix keeps its previous version until the new index is in place (see
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
@@ -23,12 +24,16 @@ if TYPE_CHECKING:
 __all__ = ["LOCAL", "LocalStorage"]
 
 _T = TypeVar("_T")
+_log = logging.getLogger("trackpoint")
 
 
 class LocalStorage:
     """The local file system (see :class:`trackpoint._storage.storage.Storage`)."""
 
     local_copies = False
+    data_put_ahead = False  # renamed together with the index: a rename is instant
+    merges_state = False  # writers of one directory share a file system and take turns
+    has_directories = True
 
     def open(self, path: str, what: str) -> tuple[int, os.stat_result]:
         return local_files.open_regular(path, what)
@@ -41,6 +46,9 @@ class LocalStorage:
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
+
+    def is_file(self, path: str) -> bool:
+        return os.path.isfile(path)
 
     def list_names(self, directory: str) -> list[str]:
         return os.listdir(directory)
@@ -114,6 +122,22 @@ class LocalStorage:
         except OSError:
             pass  # left for the next save of this prefix to remove
 
+    def discard(self, paths: Sequence[str], context: str) -> None:
+        """Nothing is put ahead here (see :meth:`put_data`); any file named is removed all the same."""
+        for path in paths:
+            try:
+                atomic.remove_quietly(path)
+            except OSError as exc:
+                _log.warning("%s: could not delete the uncommitted file %s: %s", context, path, exc)
+
+    def prefixes_in_use(self, directory: str) -> set[str]:
+        """None: a save replaces a prefix whole, keeping its previous version until it is done."""
+        return set()
+
+    def remove_orphans(self, directory: str, keep: Sequence[str] = ()) -> list[str]:
+        """Nothing: a killed save leaves only temporaries, which the next :meth:`prepare` clears."""
+        return []
+
     def delete(self, prefix: str) -> None:
         """Delete the checkpoint and what an interrupted overwrite of it left, the index first;
         the space is freed on a helper thread (see :func:`trackpoint._storage.atomic.remove`)."""
@@ -152,6 +176,23 @@ class LocalStorage:
             return path
         rel = os.path.relpath(os.path.abspath(path), os.path.abspath(directory))
         return os.path.abspath(path) if rel.startswith(os.pardir) else rel
+
+    def absolute(self, directory: str, stored: str) -> str:
+        """A URL or an absolute path stands for itself, wherever the state file is."""
+        return stored if os.path.isabs(stored) or is_url(stored) else os.path.join(directory, stored)
+
+    def directory(self, path: str) -> str:
+        return path
+
+    def directly_in(self, directory: str, path: str) -> bool:
+        """By real paths: no ``..``, absolute path or symlinked subdirectory leads elsewhere."""
+        head = os.path.dirname(path)
+        if is_url(path):  # named in a local state file: never inside a local directory
+            return head == directory
+        try:
+            return os.path.samefile(head or ".", directory)
+        except OSError:
+            return os.path.realpath(head or ".") == os.path.realpath(directory)
 
     def real_outside(self, directory: str, prefix: str) -> str | None:
         real_index = os.path.realpath(naming.index_filename(prefix))

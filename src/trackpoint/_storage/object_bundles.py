@@ -1,7 +1,7 @@
 """Bundles at a URL: deleting one, and clearing the data objects killed writers left without an index.
 
 An object store has no renames, so a writer puts each data object under its final name and
-the index last (see :func:`trackpoint._storage.remote.commit`). A writer killed between the
+the index last (see :func:`trackpoint._storage.commit.commit`). A writer killed between the
 two leaves data objects that no index names. Nobody reads them, but they hold space, and
 they block a later save to the same prefix (a save never overwrites an object, because a
 live writer elsewhere may be about to commit them), so a numbered save (``Checkpoint.save``,
@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Sequence
 
-from trackpoint._storage import naming, remote
+from trackpoint._storage import fsspec_io, naming
 from trackpoint.errors import WriteError
 
 __all__ = ["ABANDONED_AGE", "clear_abandoned", "delete_bundle", "prefixes_in_use", "remove_orphans"]
@@ -42,7 +42,7 @@ def _prefix_of(url: str) -> str | None:
 
 
 def _listing(directory: str, prefix: str = "") -> list[tuple[str, float]]:
-    return remote.list_objects(directory, prefix)
+    return fsspec_io.list_objects(directory, prefix)
 
 
 def _objects_of(prefix: str) -> list[tuple[str, float]]:
@@ -63,7 +63,7 @@ def prefixes_in_use(directory: str) -> set[str]:
 def delete_bundle(prefix: str) -> None:
     """Delete the checkpoint at URL ``prefix``: the index first (which un-commits it), then its data."""
     data = [url for url, _ in _objects_of(prefix) if not url.endswith(".index")]
-    remote.remove([naming.index_filename(prefix), *data])
+    fsspec_io.remove([naming.index_filename(prefix), *data])
 
 
 def clear_abandoned(prefix: str) -> None:
@@ -95,7 +95,7 @@ def clear_abandoned(prefix: str) -> None:
             path=prefix,
         )
     _log.warning("%s: removing %d data object(s) a writer left without an index %.0f s ago", prefix, len(found), age)
-    remote.remove([url for url, _ in found])
+    fsspec_io.remove([url for url, _ in found])
 
 
 def remove_orphans(directory: str, keep: Sequence[str] = ()) -> list[str]:
@@ -121,7 +121,7 @@ def remove_orphans(directory: str, keep: Sequence[str] = ()) -> list[str]:
     removed = []
     for url in orphans:
         try:
-            remote.remove([url])
+            fsspec_io.remove([url])
             removed.append(url)
         except WriteError as exc:
             _log.warning("%s: could not remove the uncommitted data object %s: %s", directory, url, exc)

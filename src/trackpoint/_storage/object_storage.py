@@ -3,7 +3,7 @@
 An object store has no renames and no ``fsync``. A bundle's files are written to local copies
 in the temporary directory; each data object goes up under its final name as soon as its
 copy is closed, while the index is still being built, and the index goes up last, only if
-no object is at its name: that write is the commit (see :func:`trackpoint._storage.remote.commit`).
+no object is at its name: that write is the commit (see :func:`trackpoint._storage.commit.commit`).
 The state object is replaced by a compare-and-swap on its version. Reads fetch only the byte
 ranges asked for (see :mod:`trackpoint._storage.ranged`). What killed writers leave is cleared
 by the rules of :mod:`.object_bundles`.
@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from trackpoint._storage import atomic, naming, object_bundles, remote, temps
+from trackpoint._storage import atomic, commit, fsspec_io, is_url, naming, object_bundles, temps
 from trackpoint._storage.ranged import RangedObject
 from trackpoint._storage.store_errors import UNANSWERED
 from trackpoint.errors import CheckpointError
@@ -29,26 +29,32 @@ _T = TypeVar("_T")
 class ObjectStorage:
     """Objects behind fsspec URLs (see :class:`trackpoint._storage.storage.Storage`).
 
-    fsspec and its backends are optional: :func:`trackpoint._storage.remote.filesystem` imports
+    fsspec and its backends are optional: :func:`trackpoint._storage.fsspec_io.filesystem` imports
     them when a URL is first used.
     """
 
     local_copies = True
+    data_put_ahead = True  # uploaded while the index is built; another process cannot see our copies
+    merges_state = True  # writers anywhere may swap the state object
+    has_directories = False
 
     def open(self, path: str, what: str) -> tuple[int, os.stat_result]:
-        return remote.open_object(path, what)
+        return fsspec_io.open_object(path, what)
 
     def read(self, path: str, what: str, limit: int) -> tuple[bytes, os.stat_result]:
-        return remote.read_object(path, what, limit)
+        return fsspec_io.read_object(path, what, limit)
 
     def stat(self, path: str) -> os.stat_result:
-        return remote.stat_object(path)
+        return fsspec_io.stat_object(path)
 
     def exists(self, path: str) -> bool:
-        return remote.exists(path)
+        return fsspec_io.exists(path)
+
+    def is_file(self, path: str) -> bool:
+        return fsspec_io.exists(path)  # an object, not a prefix others share
 
     def list_names(self, directory: str) -> list[str]:
-        return [url.rsplit("/", 1)[1] for url, _ in remote.list_objects(directory.rstrip("/"))]
+        return [url.rsplit("/", 1)[1] for url, _ in fsspec_io.list_objects(directory.rstrip("/"))]
 
     def open_data(self, path: str, what: str) -> tuple[int, os.stat_result, RangedObject | None]:
         mirror = RangedObject(path, what)
@@ -71,13 +77,13 @@ class ObjectStorage:
         Raises:
             WriteError: An upload failed, or an object is there already; nothing of these is left.
         """
-        remote.upload(data_files, f"checkpoint {prefix}")
+        commit.upload(data_files, f"checkpoint {prefix}")
         return list(data_files)
 
     def withdraw(self, data_files: Sequence[tuple[str, str]], prefix: str) -> None:
         """Delete the objects, each only while it still holds the bytes of its local copy:
         another writer's object put over one since is left alone."""
-        remote.delete_own(list(reversed(data_files)), f"checkpoint {prefix}")
+        commit.delete_own(list(reversed(data_files)), f"checkpoint {prefix}")
 
     def publish(
         self,
@@ -95,29 +101,52 @@ class ObjectStorage:
         Raises:
             WriteError: Nothing was committed; the message says why.
         """
-        remote.commit(data_files, index_temp, index_final, others=others, uploaded=[url for _, url in uploaded])
+        commit.commit(data_files, index_temp, index_final, others=others, uploaded=[url for _, url in uploaded])
         for temp, _ in [*data_files, *uploaded]:
             atomic.remove_quietly(temp)
         atomic.remove_quietly(index_temp)
+
+    def discard(self, paths: Sequence[str], context: str) -> None:
+        """Delete the objects, whoever's they are now: with no local copy, none can be told apart."""
+        commit.delete_uncommitted(paths, context)
+
+    def prefixes_in_use(self, directory: str) -> set[str]:
+        """Those any index or data object belongs to (see :func:`.object_bundles.prefixes_in_use`)."""
+        return object_bundles.prefixes_in_use(directory)
+
+    def remove_orphans(self, directory: str, keep: Sequence[str] = ()) -> list[str]:
+        """Unindexed data objects older than the newest index (see :func:`.object_bundles.remove_orphans`)."""
+        return object_bundles.remove_orphans(directory, keep)
 
     def delete(self, prefix: str) -> None:
         """Delete the index (the un-commit), then the data objects."""
         object_bundles.delete_bundle(prefix)
 
     def read_versioned(self, path: str, what: str, limit: int) -> tuple[bytes, str | None] | None:
-        return remote.read_versioned(path, what, limit)
+        return fsspec_io.read_versioned(path, what, limit)
 
     def swap(self, path: str, data: bytes, version: str | None) -> bool:
-        return remote.swap(path, data, version)
+        return commit.swap(path, data, version)
 
     def require_swap(self, path: str) -> None:
-        remote.require_swap(path)
+        commit.require_swap(path)
 
     def relative(self, directory: str, path: str) -> str:
         """The name of an object directly under ``directory``; any other URL whole."""
         inside = directory.rstrip("/") + "/"
         name = path[len(inside) :] if path.startswith(inside) else ""
         return name if name and "/" not in name else path
+
+    def absolute(self, directory: str, stored: str) -> str:
+        """A URL or an absolute path stands for itself; a name is an object under ``directory``."""
+        return stored if os.path.isabs(stored) or is_url(stored) else os.path.join(directory, stored)
+
+    def directory(self, path: str) -> str:
+        """Without a trailing slash: ``<directory>/<name>`` is then an object's URL."""
+        return path.rstrip("/")
+
+    def directly_in(self, directory: str, path: str) -> bool:
+        return os.path.dirname(path) == directory
 
     def real_outside(self, directory: str, prefix: str) -> str | None:
         """No links or ``..`` in an object store: the name says where the object is."""
@@ -153,11 +182,11 @@ OBJECTS = ObjectStorage()
 
 def publish_objects(files: Sequence[tuple[str, str]], what: str) -> None:
     """Put local ``(file, url)`` pairs at their URLs as a bundle is committed there (see
-    :func:`trackpoint._storage.remote.commit`): each only if nothing is at its URL, the last one
+    :func:`trackpoint._storage.commit.commit`): each only if nothing is at its URL, the last one
     (an index) last; ``what`` names them in messages.
 
     Raises:
         WriteError: Nothing was published; the message says why.
     """
     *first, (last_local, last_url) = files
-    remote.commit(first, last_local, last_url, what=what)
+    commit.commit(first, last_local, last_url, what=what)

@@ -19,7 +19,7 @@ fetched into it before it reads them: a reader never reads a range that was not 
   again after each: every byte is checked against the index's checksums, so bytes of
   another version fail them, and the reader then asks :meth:`RangedObject.changed` to tell
   a replaced object from a damaged one. A whole copy is checked against the version
-  first: by the version its GET's answer gave (S3, up to ``remote.WHOLE_IN_MEMORY``), else,
+  first: by the version its GET's answer gave (S3, up to ``fsspec_io.WHOLE_IN_MEMORY``), else,
   when it would replace ranges already read, by asking again, since a reader may have
   checked those bytes in the copy and not read them out yet (an in-place restore).
 
@@ -35,8 +35,8 @@ import tempfile
 import threading
 from collections.abc import Iterable
 
-from trackpoint._storage import remote, s3_get
-from trackpoint._storage.store_errors import UNANSWERED
+from trackpoint._storage import fsspec_io, providers
+from trackpoint._storage.store_errors import UNANSWERED, call
 from trackpoint.errors import CheckpointError, DataLossError, PermissionDeniedError
 
 __all__ = ["GROUP_BYTES", "IN_FLIGHT", "MAX_BLOCK", "MAX_GAP", "WHOLE_FRACTION", "RangedObject"]
@@ -99,7 +99,7 @@ class RangedObject:
     def __init__(self, url: str, what: str) -> None:
         self.url = url
         self.what = what
-        self.stat = remote.stat_object(url, what)
+        self.stat = fsspec_io.stat_object(url, what)
         self.size = self.stat.st_size
         self.fd = -1
         self._stamp = 0
@@ -191,14 +191,14 @@ class RangedObject:
     def _download_whole(self) -> tuple[int, os.stat_result | None]:
         """A descriptor of a whole copy of the object (of the size first read: see the module
         docstring), and its version where the download's answer told it."""
-        fd, _, fetched = remote.download(self.url, self.what, known=self.stat)
+        fd, _, fetched = fsspec_io.download(self.url, self.what, known=self.stat)
         self.requests += 1
         return fd, fetched
 
     def changed(self) -> bool:
         """Whether the object at the URL is no longer the version first read (or is gone)."""
         try:
-            return remote.identity(remote.stat_object(self.url, self.what)) != remote.identity(self.stat)
+            return fsspec_io.identity(fsspec_io.stat_object(self.url, self.what)) != fsspec_io.identity(self.stat)
         except UNANSWERED + (PermissionDeniedError,):
             raise  # the store did not answer, or refused to: nothing is known of a change
         except CheckpointError:
@@ -215,7 +215,7 @@ class RangedObject:
         """
         try:
             if fetched is not None:  # told by the download itself: no request to ask
-                if remote.identity(fetched) != remote.identity(self.stat):
+                if fsspec_io.identity(fetched) != fsspec_io.identity(self.stat):
                     raise self._changed()
             elif self._have and self.changed():
                 raise self._changed()
@@ -233,7 +233,7 @@ class RangedObject:
         self._have = [(0, self.size)]
 
     def _fetch(self, missing: list[Span]) -> None:
-        fs, path = remote.filesystem(self.url)
+        fs, path = fsspec_io.filesystem(self.url)
         blocks = _blocks(missing, MAX_BLOCK)
         group: list[Span] = []
         for block in [*blocks, None]:
@@ -241,10 +241,8 @@ class RangedObject:
                 group.append(block)
                 continue
             # On S3 one request per range under the user's retry policy, not s3fs's cat_ranges,
-            # which loops around it again (see s3_get); bounded by that policy.
-            fetched = remote.call(
-                self.url, self.what, functools.partial(s3_get.read_ranges, fs, path, group, IN_FLIGHT)
-            )
+            # which loops around it again (see providers.s3_get); bounded by that policy.
+            fetched = call(self.url, self.what, functools.partial(providers.read_ranges, fs, path, group, IN_FLIGHT))
             self.requests += len(group)
             for (start, end), data in zip(group, fetched, strict=True):
                 if len(data) != end - start:

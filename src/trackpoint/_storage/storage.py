@@ -1,14 +1,16 @@
-"""Where a checkpoint's bytes live, behind one interface: the format code asks, never checks.
+"""Where a checkpoint's bytes live, behind one interface: every caller asks, none checks.
 
 A checkpoint is either in a local file system, which renames atomically, or in an object
 store behind an fsspec URL (``s3://``, ``gs://``...), which has no renames, no directories
 and no ``fsync``. Everything that differs between the two is a method of :class:`Storage`:
 how a file is opened and read, where a file being written waits (its temporary name), how a
 bundle is published (temp + fsync + rename, or final names with the index put only if absent),
-how the ``checkpoint`` state file is replaced (a rename, or a compare-and-swap), and how names
-relate (links and ``..`` exist only locally). :func:`storage_for` picks one by the path; the
-format modules call it and branch on nothing else. :mod:`.local_storage` and
-:mod:`.object_storage` are the two implementations.
+how the ``checkpoint`` state file is replaced (a rename, or a compare-and-swap, merged until
+it wins), how a save of several processes puts its files, what killed writers leave and which
+save numbers that takes, and how names relate (links, ``..`` and directories exist only
+locally). :func:`storage_for` picks one by the path; the format layer, the public API, the
+tools and the adapters call it and branch on nothing else (``tests/test_storage_seam.py``).
+:mod:`.local_storage` and :mod:`.object_storage` are the two implementations.
 """
 
 from __future__ import annotations
@@ -30,15 +32,27 @@ _T = TypeVar("_T")
 
 
 class Storage(Protocol):
-    """What the format layer needs of a place that holds checkpoints.
+    """What every layer above needs of a place that holds checkpoints: none asks a path whether it is a URL.
 
     Attributes:
         local_copies: Bytes pass through local copies: a file being written is a copy staged
             for an upload (it needs no ``fsync`` and no early write-back), and a file read is
             fetched into a copy range by range (so a reader says ahead which ranges it needs).
+        data_put_ahead: :meth:`put_data` puts data files in place before the index (an upload),
+            so in a save of several processes each one puts its own and the committing one
+            publishes only its own with the index; otherwise the committing one renames every
+            file, which must be visible to it.
+        merges_state: Writers elsewhere may replace the state file at any moment, so a writer
+            re-reads it, merges its change and swaps again (:meth:`swap`) until it wins (an object
+            store); otherwise the writers of a directory take turns and replace it whole.
+        has_directories: Directories exist by themselves, and a name may be one (not in an
+            object store, where a "directory" is a prefix that objects share).
     """
 
     local_copies: bool
+    data_put_ahead: bool
+    merges_state: bool
+    has_directories: bool
 
     # Reading (see trackpoint._storage.files).
     def open(self, path: str, what: str) -> tuple[int, os.stat_result]:
@@ -54,6 +68,10 @@ class Storage(Protocol):
         ...
 
     def exists(self, path: str) -> bool: ...
+
+    def is_file(self, path: str) -> bool:
+        """Whether a file (an object) is at ``path``, not a directory."""
+        ...
 
     def list_names(self, directory: str) -> list[str]:
         """The names of the files (objects) directly in ``directory``."""
@@ -94,6 +112,21 @@ class Storage(Protocol):
         """Put a bundle's files in place, the index last, so no reader sees part of it."""
         ...
 
+    def discard(self, paths: Sequence[str], context: str) -> None:
+        """Delete files :meth:`put_data` put for a bundle that was not committed, whose local
+        copies are gone; a failure is logged (``context`` names the save) and the rest are tried."""
+        ...
+
+    def prefixes_in_use(self, directory: str) -> set[str]:
+        """The prefixes in ``directory`` that a numbered save skips: those holding files a save
+        never overwrites (an object store's, left by a killed writer); locally none."""
+        ...
+
+    def remove_orphans(self, directory: str, keep: Sequence[str] = ()) -> list[str]:
+        """Remove what killed writers left in ``directory`` that no checkpoint names (prefixes in
+        ``keep`` aside), after a save that recorded itself; return what was removed."""
+        ...
+
     def delete(self, prefix: str) -> None:
         """Delete the checkpoint at ``prefix``, its index first (a reader never finds an index
         whose data is gone)."""
@@ -115,6 +148,19 @@ class Storage(Protocol):
     # Names.
     def relative(self, directory: str, path: str) -> str:
         """``path`` as the state file in ``directory`` stores it."""
+        ...
+
+    def absolute(self, directory: str, stored: str) -> str:
+        """What a path ``stored`` in the state file in ``directory`` names (the reverse of :meth:`relative`)."""
+        ...
+
+    def directory(self, path: str) -> str:
+        """``path`` as the name of a directory that the paths of what it holds begin with."""
+        ...
+
+    def directly_in(self, directory: str, path: str) -> bool:
+        """Whether ``path`` names something directly inside ``directory`` (by real paths where
+        links and ``..`` exist: none leads elsewhere)."""
         ...
 
     def real_outside(self, directory: str, prefix: str) -> str | None:

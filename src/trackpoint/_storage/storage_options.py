@@ -21,7 +21,7 @@ from typing import Any
 from trackpoint._storage import is_url
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["options_for", "set_storage_options", "use_storage_options", "use_storage_options_for_urls"]
+__all__ = ["options_for", "set_storage_options", "urls_among", "use_storage_options", "use_storage_options_for_urls"]
 
 _lock = threading.Lock()
 _by_prefix: dict[str, dict[str, Any]] = {}
@@ -148,6 +148,20 @@ def use_storage_options_for_urls(
         )
     for url in urls:
         set_storage_options(_scope(url, False), **storage_options)
+
+
+def urls_among(values: Iterable[object]) -> list[str]:
+    """The strings among ``values`` that are URLs, each once, in order: those storage options apply to.
+
+    Example:
+        >>> urls_among(["run/ckpt-1", "s3://bucket/run", 3, None, "s3://bucket/run", "gs://b/x"])
+        ['s3://bucket/run', 'gs://b/x']
+    """
+    found: list[str] = []
+    for value in values:
+        if isinstance(value, str) and is_url(value) and value not in found:
+            found.append(value)
+    return found
 
 
 def _text(path: object) -> str | None:

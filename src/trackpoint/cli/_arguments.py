@@ -17,7 +17,7 @@ import math
 import textwrap
 from collections.abc import Callable
 
-from trackpoint._io import bounded_json, is_url, use_storage_options_for_urls
+from trackpoint._io import bounded_json, urls_among, use_storage_options_for_urls
 
 __all__ = ["PATH_HELP", "STORAGE_OPTION_HELP", "command", "storage_option", "tolerance", "use_storage_options"]
 
@@ -75,12 +75,7 @@ def storage_option(text: str) -> tuple[str, object]:
 
 def _urls(args: argparse.Namespace) -> list[str]:
     """Every argument of the command that is a URL (alone or among several, as merge's parts)."""
-    found: list[str] = []
-    for value in vars(args).values():
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str) and is_url(item) and item not in found:
-                found.append(item)
-    return found
+    return urls_among(item for value in vars(args).values() for item in (value if isinstance(value, list) else [value]))
 
 
 def use_storage_options(args: argparse.Namespace) -> str | None:

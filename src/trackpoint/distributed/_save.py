@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._io import ShardWriter, data_filename, delete_uncommitted, is_url, parallel_map, slices, storage_for
+from trackpoint._io import ShardWriter, data_filename, parallel_map, slices, storage_for
 from trackpoint._pipeline import (
     MAX_WRITER_THREADS,
     rank_files,
@@ -134,7 +134,7 @@ class PlannedSave:
                     ShardWriter(data_filename(self.prefix, first + i, total), first + i) for i in range(len(shards))
                 ]
                 parallel_map(lambda pair: write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
-                if is_url(self.prefix) and c.rank != self.root:
+                if c.rank != self.root:  # puts nothing unless the storage puts data ahead of the index
                     uploaded = rank_files.upload(self.prefix, writers)
                 report = rank_files.encode(writers)
                 reports = c.gather(f"{tag}#entries", report, self.root)
@@ -198,7 +198,7 @@ class PlannedSave:
 def _withdraw(urls: Sequence[str]) -> None:
     """Delete the data objects this rank uploaded for a save that was not committed."""
     if urls:
-        delete_uncommitted(urls, urls[0])
+        storage_for(urls[0]).discard(urls, urls[0])
 
 
 def _naming(exc: CoordinationError, prefix: str, outcome: str = "") -> CoordinationError:

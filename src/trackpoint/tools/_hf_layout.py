@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trackpoint._io import bounded_json, exists, is_url, list_names, read_regular, write_file
+from trackpoint._io import bounded_json, list_names, read_regular, storage_for, write_file
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 from trackpoint.tools._safetensors_format import SafetensorsFile
 
@@ -182,19 +182,20 @@ def _names_in(path: str) -> list[str] | None:
     object store has none of its own), known only by listing it. A name ending as weights or an
     index is taken for a file there, as :func:`is_safetensors_path` takes it, without a listing.
     """
-    if is_url(path):
+    storage = storage_for(path)
+    if not storage.has_directories:
         if path.endswith((".safetensors", ".json")):
             return None
-        return list_names(path.rstrip("/")) or None
+        return list_names(storage.directory(path)) or None
     return os.listdir(path) if os.path.isdir(path) else None
 
 
 def _pick_in_directory(directory: str, names: list[str]) -> str:
-    url = is_url(directory)
-    directory = directory.rstrip("/") if url else directory
+    storage = storage_for(directory)
+    directory = storage.directory(directory)
     for name in ("model.safetensors", "model.safetensors.index.json"):  # transformers' order
-        # A URL's listing holds objects only; a local one directories too, which hold no weights.
-        if name in names and (url or os.path.isfile(os.path.join(directory, name))):
+        # An object store's listing holds objects only; a local one directories too, which hold no weights.
+        if name in names and (not storage.has_directories or os.path.isfile(os.path.join(directory, name))):
             return os.path.join(directory, name)
     found = sorted(n for n in names if n.endswith((".safetensors", ".safetensors.index.json")))
     if len(found) == 1:
@@ -211,7 +212,7 @@ def is_safetensors_path(path: str) -> bool:
     if path.endswith((".safetensors", ".safetensors.index.json")):
         return True
     if path.endswith(".json"):
-        return exists(path) if is_url(path) else os.path.isfile(path)
+        return storage_for(path).is_file(path)
     names = _names_in(path)
     if names is not None:
         has_tf = "checkpoint" in names or any(n.endswith(".index") for n in names)

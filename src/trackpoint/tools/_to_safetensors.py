@@ -15,7 +15,7 @@ import tempfile
 
 import numpy as np
 
-from trackpoint._io import BundleReader, fsync_directory, is_url, list_names, publish_objects
+from trackpoint._io import BundleReader, fsync_directory, list_names, publish_objects, storage_for
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 from trackpoint.reader import CheckpointReader
 from trackpoint.tools import _hf_layout, _tf_stream
@@ -32,8 +32,8 @@ SINGLE_FILE = "model.safetensors"
 def check_destination(dst: str) -> None:
     """Refuse, before anything is planned or made, a destination that cannot be written:
     a ``.safetensors`` file name that is a directory, or a parent that is not a directory."""
-    if is_url(dst):
-        return  # an object store has no directories to be in the way
+    if not storage_for(dst).has_directories:
+        return  # an object store: no directories to be in the way
     if dst.endswith(".safetensors") and os.path.isdir(dst):
         raise InvalidArgumentError(
             f"{dst}: is a directory, so no safetensors file can be written under that name; name a file that is "
@@ -63,7 +63,7 @@ def _refuse_mixing(directory: str, single: str, names: list[str]) -> None:
     leave an index naming a mix of old and new files, and a ``model.safetensors`` left beside a new
     index is what ``transformers`` loads first. So any of those already there is an error.
     """
-    if not is_url(directory) and not os.path.isdir(directory):
+    if storage_for(directory).has_directories and not os.path.isdir(directory):
         return
     index = single + ".index.json"
     stem = single.removesuffix(".safetensors")
@@ -145,7 +145,7 @@ def write_safetensors(
     """Write the tensors of ``mapping``, sharded as ``transformers`` does; ``metadata`` goes into the
     first file (only its ``format`` into the others)."""
     directory, single = _destination(dst)
-    if is_url(directory):
+    if storage_for(directory).local_copies:  # files written are copies staged for an upload
         return _upload_safetensors(reader, bundle, mapping, directory, single, shard_bytes, metadata)
     nbytes = {row.name: math.prod(row.shape) * row.dtype.itemsize for row in mapping}
     groups = _hf_layout.plan_shards([(row.name, nbytes[row.name]) for row in mapping], shard_bytes)

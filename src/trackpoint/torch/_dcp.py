@@ -48,7 +48,6 @@ from trackpoint._io import (
     ShardWriter,
     data_filename,
     encode_key,
-    is_url,
     slice_keys,
     slices,
     storage_for,
@@ -152,7 +151,7 @@ class TFStorageWriter(StorageWriter):
                 results.append(WriteResult(index=item.index, size_in_bytes=size, storage_data=None))
             writer.add_many(rows)
             writer.close()
-            if is_url(self.prefix) and not self._coordinator:
+            if not self._coordinator:  # puts nothing unless the storage puts data ahead of the index
                 # The coordinator's finish commits the index only once every rank's data is in
                 # place, and it cannot see another machine's local files: each rank puts its own.
                 rank_files.upload(self.prefix, [writer])
