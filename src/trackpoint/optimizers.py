@@ -28,8 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._tracking.base import PendingRestore, Trackable, create_from_pending, restore_pending
-from trackpoint._tracking.epoch import structure_changed, trust_slots
+from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.protocol import (
+    PendingRestore,
+    create_from_pending,
+    restore_pending,
+    structure_changed,
+    trust_slots,
+)
 from trackpoint._tracking.variables import Variable
 from trackpoint.errors import InvalidArgumentError
 

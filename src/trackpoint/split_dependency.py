@@ -14,7 +14,8 @@ import numpy as np
 
 from trackpoint._saving.device_spec import parse_device
 from trackpoint._tracking.base import Trackable
-from trackpoint._tracking.variables import VARIABLE_VALUE, infer_value
+from trackpoint._tracking.protocol import VARIABLE_VALUE
+from trackpoint._tracking.variables import infer_value
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["split_dependency"]

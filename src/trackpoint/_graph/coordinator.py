@@ -25,26 +25,21 @@ import numpy as np
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
-from trackpoint._format.entries import Entry
-from trackpoint._format.in_place import InPlace, fits
 from trackpoint._graph import kept_values
+from trackpoint._graph.assign import assign, copy_in_place
 from trackpoint._graph.live import ask_containers
 from trackpoint._graph.node_bytes import split_nodes
 from trackpoint._graph.object_graph import check_child, check_slot, node_paths, unescape
 from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
 from trackpoint._graph.values import CheckpointValues
-from trackpoint._graph.walk import Assignment, CheckpointPosition, RestorePlan, Wanted
+from trackpoint._graph.walk import CheckpointPosition, RestorePlan, Wanted
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch, untracked_reason
+from trackpoint._tracking.protocol import SlotOwner
 from trackpoint._tracking.slots import slot_variables
-from trackpoint._tracking.tensor_owner import TensorOwner, is_tensor_owner, is_tensor_owner_class
-from trackpoint._tracking.variables import VARIABLE_VALUE, Variable, take_restored, unshared_value
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 
 __all__ = ["RestoreCoordinator"]
-
-# What a restore reads in place, and each such row's variable or tensor-owner memory (see _assign).
-_InPlaceWork = tuple[InPlace, dict[int, Variable], dict[int, np.ndarray]]
 
 _log = logging.getLogger("trackpoint")
 _restore_uids = itertools.count(1)
@@ -187,7 +182,7 @@ class RestoreCoordinator:
         Values the object does not take are recorded as unused attributes. (The walk names
         a leaf variable's value by its key alone, without calling this.)
         """
-        if type(trackable) is not Variable:  # its tensor names may change without a structure change
+        if not type(trackable)._tp_takes_value:  # its tensor names may change without a structure change
             recorder.refuse(f"node {node_id} is a {type(trackable).__name__}, which names its own tensors")
         live = trackable._checkpoint_tensor_names()
         wanted = []
@@ -263,150 +258,13 @@ class RestoreCoordinator:
         bindings are undone."""
         with self.reading():
             try:
-                # Once _assign has returned: nothing of its frame holds a destination any more.
-                for work in self._assign(plan.assignments):
-                    _copy_in_place(*work)
+                # Once assign has returned: nothing of its frame holds a destination any more.
+                for work in assign(self.values, plan.assignments, self._refused):
+                    copy_in_place(*work)
             except BaseException:
                 self._undo(plan)
                 raise
             self._finish(plan)
-
-    def _assign(self, assignments: list[Assignment]) -> list[_InPlaceWork]:
-        """Read the values of gathered nodes, check each against its object, then hand them out.
-
-        No object takes a value before all are read and every plain variable's value was
-        checked against its dtype and shape (each as it arrives, while the next batch is
-        read). The values of one restore are therefore in memory together, beside the values
-        they replace, as in TF (which reads them in one op). Objects of the
-        :class:`~trackpoint._tracking.tensor_owner.TensorOwner` protocol (the framework
-        adapters) check theirs next, all before any takes one. Other objects check their
-        tensors themselves, in ``_restore_from_tensors``: they take theirs after that, in walk
-        order (as TF restores Python state first), so that one refusing leaves every variable
-        and tensor owner as it was.
-
-        Except large values whose variable alone holds its array (see
-        :func:`~trackpoint._tracking.variables.unshared_value`), or whose tensor owner gave
-        its memory for them: those are only verified in their files here, and each object
-        takes its own array back; they are read into it by :func:`_copy_in_place` once this
-        returns, with every value checked. Returned for that, once for the whole tensors and
-        once for the sharded variables' blocks (see :meth:`_read_regions`): what was read in
-        place, each such row's variable, and each such row's tensor-owner destination.
-        """
-        if not assignments:
-            return []
-        variables: list[Variable] = []
-        arrays: list[Any] = []
-        works: list[_InPlaceWork] = []
-        # Asked of the few distinct classes rather than of every object (a model has thousands).
-        classes = {type(trackable) for _, trackable, _, _ in assignments}
-        if any(hasattr(cls, "_tp_region") for cls in classes):
-            assignments, regions = self._read_regions(assignments, variables, arrays)
-            if regions is not None:
-                works.append(regions)
-        keys: list[str] = []
-        for _, _, wanted, _ in assignments:
-            if isinstance(wanted, str):
-                keys.append(wanted)
-            else:
-                keys.extend(key for _, key in wanted)
-        owned: list[tuple[int, Trackable, Wanted, dict[str, Any]]] = []
-        others: list[tuple[int, Trackable, Wanted, dict[str, Any]]] = []
-        owners: dict[int, Variable] = {}
-        targets: dict[int, np.ndarray] = {}
-
-        def destinations(rows: Sequence[int], small: Sequence[int]) -> dict[int, np.ndarray]:
-            # Asked only when some values are large, or some small ones are a tensor owner's:
-            # a restore of small values into variables alone pays nothing.
-            outs = {}
-            variables, owned = _takers(assignments, [*rows, *small])
-            large = set(rows)
-            for row, variable in variables.items():
-                if row not in large:
-                    continue  # the variable takes the view read, at no cost (see in_place.Destinations)
-                value = unshared_value(variable)
-                if value is not None:
-                    outs[row] = value
-                    owners[row] = variable
-            targets.update(owned)
-            outs.update(owned)
-            return outs
-
-        in_place = InPlace(destinations, small=any(map(is_tensor_owner_class, classes)))
-        with self.values.many(keys, in_place) as values:
-            for node_id, trackable, wanted, _ in assignments:
-                if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
-                    try:
-                        arrays.append(trackable._check_restored(next(values)))  # type: ignore[attr-defined]
-                    except InvalidArgumentError as exc:
-                        raise self._refused(node_id, wanted, exc) from exc
-                    variables.append(trackable)  # type: ignore[arg-type]
-                else:
-                    tensors = {name: next(values) for name, _ in wanted}
-                    (owned if is_tensor_owner(trackable) else others).append((node_id, trackable, wanted, tensors))
-        checked = []
-        for node_id, trackable, wanted, tensors in owned:
-            try:
-                checked.append(cast(TensorOwner, trackable)._tp_check_restored(tensors))
-            except InvalidArgumentError as exc:
-                raise self._refused(node_id, wanted, exc) from exc
-        for node_id, trackable, wanted, tensors in others:
-            try:
-                trackable._restore_from_tensors(tensors)
-            except InvalidArgumentError as exc:
-                raise self._refused(node_id, wanted, exc) from exc
-        for (_, trackable, _, _), taken in zip(owned, checked):
-            cast(TensorOwner, trackable)._tp_take_restored(taken)
-        take_restored(variables, arrays)
-        if in_place.claimed:
-            works.append((in_place, owners, targets))
-        return works
-
-    def _read_regions(
-        self, assignments: list[Assignment], variables: list[Variable], arrays: list[Any]
-    ) -> tuple[list[Assignment], _InPlaceWork | None]:
-        """Read and check the blocks of the sharded variables among ``assignments`` (appended
-        to ``variables`` and ``arrays``, to be taken with the rest); return the others, and
-        the blocks to read in place.
-
-        A sharded variable holds one block of its tensor, so only the stored slices that
-        overlap the block are read (see ``BundleReader.read_region``). A large block stored
-        as one slice of exactly its bounds (a restore at the world size that saved) whose
-        array the variable alone holds is verified now and read into that array once every
-        value is checked, as a whole tensor would be (see :mod:`~trackpoint._format.in_place`).
-        """
-        rest = []
-        offered: dict[int, Entry] = {}
-        outs: dict[int, np.ndarray] = {}
-        owners: dict[int, Variable] = {}
-        for assignment in assignments:
-            node_id, trackable, wanted, _ = assignment
-            region = getattr(type(trackable), "_tp_region", None)
-            if region is None:
-                rest.append(assignment)
-                continue
-            key = wanted if isinstance(wanted, str) else dict(wanted)[VARIABLE_VALUE]
-            full_shape, bounds = region(trackable)
-            variable = cast(Variable, trackable)
-            try:
-                own = unshared_value(variable)
-                entry = self.values.region_in_place(key, bounds, full_shape, own) if own is not None else None
-                if entry is not None and own is not None:
-                    row = len(offered)
-                    offered[row], outs[row], owners[row] = entry, own, variable
-                    value: Any = own  # the variable keeps its array; the copy fills it
-                else:
-                    value = self.values.region(key, bounds, full_shape)
-                arrays.append(variable._check_restored(value))
-            except InvalidArgumentError as exc:
-                raise self._refused(node_id, wanted, exc) from exc
-            variables.append(variable)
-        if not offered:
-            return rest, None
-        in_place = InPlace(lambda rows, small: {row: outs[row] for row in rows})
-        in_place.claim(self.values.reader, offered)
-        outs.clear()  # from here on, only the variables hold their arrays (see _copy_in_place)
-        in_place.verify()
-        return rest, (in_place, owners, {})
 
     def _refused(self, node_id: int, wanted: Wanted, exc: Exception) -> InvalidArgumentError:
         keys = wanted if isinstance(wanted, str) else ", ".join(key for _, key in wanted)
@@ -438,7 +296,7 @@ class RestoreCoordinator:
             self.deferred_ids.add(child_id)
         for optimizer, variable, slot_id, slot_name in plan.new_slots:
             position = CheckpointPosition(self, slot_id)
-            slot = optimizer._create_or_restore_slot_variable(position, variable, slot_name)  # type: ignore[attr-defined]
+            slot = cast(SlotOwner, optimizer)._create_or_restore_slot_variable(position, variable, slot_name)
             if slot is not None:
                 position.restore(slot)
 
@@ -616,63 +474,6 @@ class RestoreCoordinator:
             return
         if message is not None:
             warnings.warn(message, UserWarning, stacklevel=2)
-
-
-def _takers(assignments: list[Assignment], rows: Sequence[int]) -> tuple[dict[int, Variable], dict[int, np.ndarray]]:
-    """Who takes the value at each of ``rows`` (positions in the keys that
-    :meth:`RestoreCoordinator._assign` reads): the plain variable of each such row, and the
-    memory a tensor owner gave for it (see
-    :meth:`~trackpoint._tracking.tensor_owner.TensorOwner._tp_destinations`); rows of other
-    objects are in neither."""
-    wanted_rows = set(rows)
-    variables: dict[int, Variable] = {}
-    owned: dict[int, np.ndarray] = {}
-    row = 0
-    for _, trackable, wanted, _ in assignments:
-        if isinstance(wanted, str) or (type(trackable) is Variable and len(wanted) == 1):
-            if row in wanted_rows and isinstance(trackable, Variable):
-                variables[row] = trackable
-            row += 1
-            continue
-        count = len(wanted)
-        if (row in wanted_rows if count == 1 else not wanted_rows.isdisjoint(range(row, row + count))) and (
-            is_tensor_owner(trackable)
-        ):
-            given = cast(TensorOwner, trackable)._tp_destinations()
-            for offset, (name, _) in enumerate(wanted):
-                out = given.get(name)
-                if out is not None and row + offset in wanted_rows:
-                    owned[row + offset] = out
-        row += count
-    return variables, owned
-
-
-def _copy_in_place(in_place: InPlace, owners: dict[int, Variable], targets: dict[int, np.ndarray]) -> None:
-    """Read the values verified for reading in place into their variables' arrays and their
-    tensor owners' memory.
-
-    Each variable's array is asked for again: the objects that took their values before
-    (other trackables, in ``_restore_from_tensors``) run code of their own, which may have
-    kept a variable's array meanwhile. A variable whose array is now shared takes a new one,
-    read as any other value is. A tensor owner's memory is its own to vouch for.
-    """
-    outs = {}
-    fresh = []
-    for row, entry in in_place.entries.items():
-        target = targets.get(row)
-        if target is not None:
-            outs[row] = target
-            continue
-        variable = owners[row]
-        value = unshared_value(variable)
-        if value is not None and fits(entry, value):
-            outs[row] = value
-        else:
-            fresh.append(row)
-    in_place.copy(outs)
-    if fresh:
-        variables = [owners[row] for row in fresh]
-        take_restored(variables, [v._check_restored(in_place.read_fresh(row)) for v, row in zip(variables, fresh)])
 
 
 def _list_some(lines: list[str], heading: str, shown: list[str], total: int) -> None:

@@ -14,7 +14,7 @@ Anything else walks again, with the reason logged at DEBUG on the ``trackpoint.r
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -22,12 +22,16 @@ from trackpoint._graph.keys import OBJECT_ATTRIBUTES
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.data_structures import DictWrapper, ListWrapper
 from trackpoint._tracking.epoch import structure_epoch, untracked_reason
-from trackpoint._tracking.variables import Variable, current_values
+from trackpoint._tracking.protocol import VariableValue
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["SaveLayout", "make_layout", "reuse", "tensors_of"]
+__all__ = ["Entry", "SaveLayout", "make_layout", "reuse", "tensors_of"]
 
 log = logging.getLogger("trackpoint.reuse")
+
+#: An object that offers its variable value alone (``protocol.VariableValue``) as itself, any
+#: other object as ``(object, tensor names, checkpoint keys)``.
+Entry = Trackable | tuple[Trackable, list[str], list[str]]
 
 
 @dataclass(frozen=True)
@@ -36,24 +40,28 @@ class SaveLayout:
 
     Attributes:
         epoch: The structure epoch it was made in.
-        entries: In write order, a plain ``tp.Variable`` as itself, any other object as
-            ``(object, tensor names, checkpoint keys)``.
+        entries: Each object's :data:`Entry`, in write order.
         graph: The object graph as plain lists (``serialize``'s), encoded once per layout.
         owners: The owner of each value, in order.
         keys: The key of each value, in order.
-        variables: Every entry's object when all are plain ``tp.Variable``\\ s (the common
-            case: values gathered by one attribute read each), else None.
+        variables: Every entry's object when all offer their variable value alone, through one
+            class's ``_tp_variable_value`` (the common case: a model of ``tp.Variable``\\ s), else None.
+        value_of: That ``_tp_variable_value``, called for each of ``variables``.
+        copy_on_write: Whether every owner's class is copy-on-write (``protocol.Saveable``):
+            an async save then takes the values as they are.
         hooks: Objects with an after-save check, run on every save.
         containers: List and dict wrappers: an edit of their storage made outside the wrapper
             reports to no epoch, so a reuse first asks each whether its storage is as it left it.
     """
 
     epoch: int
-    entries: list[Variable | tuple[Trackable, list[str], list[str]]]
+    entries: list[Entry]
     graph: Any
     owners: list[Trackable]
     keys: list[str]
-    variables: list[Variable] | None
+    variables: list[Trackable] | None
+    value_of: Callable[[Any], Any] | None
+    copy_on_write: bool
     hooks: list[Trackable]
     containers: list[ListWrapper | DictWrapper]
 
@@ -61,7 +69,7 @@ class SaveLayout:
 def make_layout(
     epoch: int,
     objects: Sequence[Trackable],
-    entries: list[Variable | tuple[Trackable, list[str], list[str]]],
+    entries: list[Entry],
     graph: Any,
     owners: list[Trackable],
     keys: list[str],
@@ -77,27 +85,32 @@ def make_layout(
     if reason is not None:
         log.debug("the save layout is not kept: %s", reason)
         return None
-    only_variables = all(type(entry) is Variable for entry in entries)
-    # All plain: the entries are the variables (one list for both).
-    variables = cast(list[Variable], entries) if only_variables and not hooks else None
+    # Asked of the few distinct classes rather than of every entry.
+    classes = set(map(type, entries))
+    getters = {getattr(cls, "_tp_variable_value", None) for cls in classes}
+    value_of = getters.pop() if len(getters) == 1 and tuple not in classes and not hooks else None
+    # All one kind: the entries are the variables (one list for both).
+    variables = cast(list[Trackable], entries) if value_of is not None else None
+    owner_classes: set[type[Trackable]] = set(map(type, owners))
+    copy_on_write = all(cls._tp_copy_on_write for cls in owner_classes)
     containers = [obj for obj in objects if isinstance(obj, (ListWrapper, DictWrapper))]
-    return SaveLayout(epoch, entries, graph, list(owners), keys, variables, hooks, containers)
+    return SaveLayout(epoch, entries, graph, list(owners), keys, variables, value_of, copy_on_write, hooks, containers)
 
 
 def reuse(layout: SaveLayout) -> list[Any] | None:
     """The values to save along ``layout``, in its key order; None (with the reason logged) when
     the layout no longer holds and the objects must be walked again."""
     reason = _stale(layout)
-    if reason is None and layout.variables is not None:
+    if reason is None and layout.variables is not None and layout.value_of is not None:
         log.debug("reusing the previous save's layout")
-        return current_values(layout.variables)
+        return list(map(layout.value_of, layout.variables))
     arrays: list[Any] = []
     if reason is None:
         for entry in layout.entries:
-            if type(entry) is Variable:
-                arrays.append(entry.read_value())
+            if not isinstance(entry, tuple):
+                arrays.append(cast(VariableValue, entry)._tp_variable_value())
                 continue
-            obj, names, keys = entry  # type: ignore[misc]
+            obj, names, keys = entry
             tensors = tensors_of(obj, keys[0].partition(f"/{OBJECT_ATTRIBUTES}/")[0] if keys else None)
             if len(tensors) != len(names) or list(tensors) != names:
                 reason = f"a {type(obj).__name__} now names its tensors {list(tensors)}, not {names}"

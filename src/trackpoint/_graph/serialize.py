@@ -12,18 +12,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, cast, overload
 
 from trackpoint._format.staging import copy_values
 from trackpoint._graph.encode_graph import GraphColumns, encode_graph
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, slot_variable_key
 from trackpoint._graph.live import breadth_first
-from trackpoint._graph.save_layout import SaveLayout, log, make_layout, reuse, tensors_of
+from trackpoint._graph.save_layout import Entry, SaveLayout, log, make_layout, reuse, tensors_of
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch
+from trackpoint._tracking.protocol import VARIABLE_VALUE, AfterSave
 from trackpoint._tracking.python_state import PythonState
 from trackpoint._tracking.slots import slot_variables
-from trackpoint._tracking.variables import VARIABLE_VALUE, Variable
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["SerializedCheckpoint", "serialize"]
@@ -75,17 +75,23 @@ class SerializedCheckpoint:
     arrays: list[Any]
     owners: list[Trackable]
     _graph: _GraphLists
-    only_variables: bool = False  # every value belongs to a plain tp.Variable
+    copy_on_write: bool = False  # every owner's class is copy-on-write (known without asking)
 
     def snapshot(self) -> SerializedCheckpoint:
         """A copy whose values cannot change any more, for a write that happens later.
 
-        ``tp.Variable`` values are never modified in place (assign installs a new array),
-        so they are taken as they are, copy-on-write; any other array is copied.
+        The arrays of owners whose class is copy-on-write (``protocol.Saveable._tp_copy_on_write``:
+        ``tp.Variable``'s are never modified in place, assign installs a new array) are taken as
+        they are; any other array is copied.
         """
-        if self.only_variables:
+        if self.copy_on_write:
             return self
-        rows = [i for i, owner in enumerate(self.owners) if not isinstance(owner, Variable)]
+        # Asked of the few distinct classes rather than of every owner.
+        classes: set[type[Trackable]] = set(map(type, self.owners))
+        copied = {cls for cls in classes if not cls._tp_copy_on_write}
+        if not copied:
+            return self
+        rows = [i for i, owner in enumerate(self.owners) if type(owner) in copied]
         arrays = list(self.arrays)
         for row, copy in zip(rows, copy_values([arrays[i] for i in rows])):
             arrays[row] = copy
@@ -126,19 +132,9 @@ class _Tensors(Sequence[tuple[str, Any]]):
         return self._keys[index], self._values[index]
 
 
-def _variable_value(cls: type, known: dict[type, Any]) -> Any:
-    """``cls._tp_variable_value`` (None for a class without one: see tensor_owner), looked up
-    once per class of a save."""
-    try:
-        return known[cls]
-    except KeyError:
-        found = known[cls] = getattr(cls, "_tp_variable_value", None)
-        return found
-
-
 def _after_save(hooks: list[Trackable]) -> None:
-    for obj in hooks:
-        obj._tp_after_save()  # type: ignore[attr-defined]  # grouped objects (split dependencies) check they were saved together
+    for obj in cast(list[AfterSave], hooks):
+        obj._tp_after_save()  # grouped objects (split dependencies) check they were saved together
 
 
 def serialize(
@@ -169,10 +165,24 @@ def serialize(
         if arrays is not None:
             _after_save(previous.hooks)
             return SerializedCheckpoint(
-                previous.keys, arrays, previous.owners, previous.graph, previous.variables is not None
+                previous.keys, arrays, previous.owners, previous.graph, previous.copy_on_write
             ), previous
     else:
         log.debug("walking the objects: no previous save of them")
+    objects, path_strings, graph = _graph_of(root, attached)
+    gathered = _Gathered(graph)
+    gathered.add_all(objects, path_strings)
+    hooks = _hooks(objects)
+    _after_save(hooks)
+    keys, values, owners, entries = gathered.in_write_order()
+    lists = _GraphLists(graph)
+    layout = make_layout(epoch, objects, entries, lists, owners, keys, hooks, weak_root)
+    return SerializedCheckpoint(keys, values, owners, lists), layout
+
+
+def _graph_of(root: Trackable, attached: Mapping[str, Trackable]) -> tuple[list[Trackable], list[str], GraphColumns]:
+    """Every object of the save (the walk's, then the slot variables), each one's escaped path
+    as checkpoint keys spell it, and the graph's children and slot columns."""
     walk = breadth_first(root, attached)
     ids = walk.ids
     graph = GraphColumns(
@@ -180,10 +190,9 @@ def serialize(
         child_ids=[ids[id(child)] for kids in walk.children if kids for child in kids.values()],
         child_names=[name for kids in walk.children if kids for name in kids],
     )
-
     nodes = walk.nodes
     objects = list(nodes)
-    path_strings = [""]  # escaped object paths, as checkpoint keys spell them
+    path_strings = [""]
     for parent, name in zip(walk.parents[1:], walk.names[1:]):
         parent_path, escaped = path_strings[parent], escape_local_name(name)
         path_strings.append(f"{parent_path}/{escaped}" if parent_path else escaped)
@@ -206,73 +215,89 @@ def serialize(
             graph.slot_variables.append(var_id)
             graph.slot_names.append(slot_name)
             graph.slot_ids.append(slot_id)
+    return objects, path_strings, graph
 
-    keys: list[str] = []
-    values: list[Any] = []
-    owners: list[Trackable] = []
-    python_tensors: list[tuple[str, Any]] = []
-    python_owners: list[Trackable] = []
-    counts, attribute_names, full_names, attribute_keys = (
-        graph.attribute_counts,
-        graph.attribute_names,
-        graph.full_names,
-        graph.attribute_keys,
-    )
-    # A plain variable's layout entry is the variable itself; any other object's is
-    # (object, tensor names, keys) (see save_layout).
-    entries: list[Variable | tuple[Trackable, list[str], list[str]]] = []
-    python_entries: list[Variable | tuple[Trackable, list[str], list[str]]] = []
-    single: dict[type, Any] = {}  # see _variable_value
-    for node_id, obj in enumerate(objects):
-        entry: Variable | None
-        if type(obj) is Variable:
-            full_name, value, entry = obj._name, obj._value, obj
-        elif (value_of := _variable_value(type(obj), single)) is not None:
-            full_name, value, entry = obj._checkpoint_full_name(), value_of(obj), None
-        else:
-            tensors = tensors_of(obj, path_strings[node_id])
-            counts.append(len(tensors))
-            if tensors:
-                full_name = obj._checkpoint_full_name()
-                is_python = isinstance(obj, PythonState)
-                node_keys = []
-                for tensor_name, value in tensors.items():
-                    attribute_name = escape_local_name(tensor_name)
-                    # TF 2.21 escapes the already escaped name again when forming the key.
-                    key = checkpoint_key(path_strings[node_id], attribute_name)
-                    attribute_names.append(attribute_name)
-                    full_names.append(full_name)
-                    attribute_keys.append(key)
-                    if is_python:
-                        python_tensors.append((key, value))
-                        python_owners.append(obj)
-                    else:
-                        keys.append(key)
-                        values.append(value)
-                        owners.append(obj)
-                    node_keys.append(key)
-                (python_entries if is_python else entries).append((obj, list(tensors), node_keys))
-            continue
-        # One variable value under a name that needs no escaping, so its key is the path and
-        # a fixed suffix (the general branch above gives the same key) and no dict is built.
-        key = path_strings[node_id] + _VARIABLE_KEY_SUFFIX
-        counts.append(1)
-        attribute_names.append(_VARIABLE_ATTRIBUTE)
-        full_names.append(full_name)
-        attribute_keys.append(key)
-        keys.append(key)
-        values.append(value)
-        owners.append(obj)
-        entries.append(entry if entry is not None else (obj, [VARIABLE_VALUE], [key]))
-    hooks = _hooks(objects)
-    _after_save(hooks)
 
-    keys.extend(key for key, _ in python_tensors)
-    values.extend(value for _, value in python_tensors)
-    owners.extend(python_owners)
-    lists = _GraphLists(graph)
-    layout = make_layout(epoch, objects, entries + python_entries, lists, owners, keys, hooks, weak_root)
-    return SerializedCheckpoint(keys, values, owners, lists), layout
+class _Gathered:
+    """The values of a save, their keys and owners, and each object's attribute columns of the graph."""
+
+    def __init__(self, graph: GraphColumns) -> None:
+        self.graph = graph
+        self.keys: list[str] = []
+        self.values: list[Any] = []
+        self.owners: list[Trackable] = []
+        self.python_tensors: list[tuple[str, Any]] = []
+        self.python_owners: list[Trackable] = []
+        # An object offering its variable value alone has itself as its layout entry; any other
+        # object (object, tensor names, keys) (see save_layout).
+        self.entries: list[Entry] = []
+        self.python_entries: list[Entry] = []
+
+    def add_all(self, objects: list[Trackable], path_strings: list[str]) -> None:
+        """Gather every object's tensors, in node order."""
+        graph = self.graph
+        counts, attribute_names, full_names, attribute_keys = (
+            graph.attribute_counts,
+            graph.attribute_names,
+            graph.full_names,
+            graph.attribute_keys,
+        )
+        keys, values, owners, entries = self.keys, self.values, self.owners, self.entries
+        single: dict[type, Any] = {}  # each class's _tp_variable_value (protocol.VariableValue) or None
+        for node_id, obj in enumerate(objects):
+            cls = type(obj)
+            try:
+                value_of = single[cls]
+            except KeyError:
+                value_of = single[cls] = getattr(cls, "_tp_variable_value", None)
+            if value_of is None:
+                self._add_tensors(obj, path_strings[node_id])
+                continue
+            # One variable value under a name that needs no escaping, so its key is the path and
+            # a fixed suffix (_add_tensors gives the same key) and no dict is built.
+            key = path_strings[node_id] + _VARIABLE_KEY_SUFFIX
+            counts.append(1)
+            attribute_names.append(_VARIABLE_ATTRIBUTE)
+            full_names.append(obj._checkpoint_full_name())
+            attribute_keys.append(key)
+            keys.append(key)
+            values.append(value_of(obj))
+            owners.append(obj)
+            entries.append(obj)
+
+    def _add_tensors(self, obj: Trackable, path: str) -> None:
+        graph = self.graph
+        tensors = tensors_of(obj, path)
+        graph.attribute_counts.append(len(tensors))
+        if not tensors:
+            return
+        full_name = obj._checkpoint_full_name()
+        is_python = isinstance(obj, PythonState)
+        node_keys = []
+        for tensor_name, value in tensors.items():
+            attribute_name = escape_local_name(tensor_name)
+            # TF 2.21 escapes the already escaped name again when forming the key.
+            key = checkpoint_key(path, attribute_name)
+            graph.attribute_names.append(attribute_name)
+            graph.full_names.append(full_name)
+            graph.attribute_keys.append(key)
+            if is_python:
+                self.python_tensors.append((key, value))
+                self.python_owners.append(obj)
+            else:
+                self.keys.append(key)
+                self.values.append(value)
+                self.owners.append(obj)
+            node_keys.append(key)
+        (self.python_entries if is_python else self.entries).append((obj, list(tensors), node_keys))
+
+    def in_write_order(self) -> tuple[list[str], list[Any], list[Trackable], list[Entry]]:
+        """Keys, values, owners and layout entries: Python state after every other value."""
+        keys, values, owners = self.keys, self.values, self.owners
+        keys.extend(key for key, _ in self.python_tensors)
+        values.extend(value for _, value in self.python_tensors)
+        owners.extend(self.python_owners)
+        return keys, values, owners, self.entries + self.python_entries
 
 
 def _hooks(objects: list[Trackable]) -> list[Trackable]:

@@ -26,7 +26,7 @@ from trackpoint._graph.node_bytes import variable_keys
 from trackpoint._graph.object_graph import check_child, has_values
 from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
 from trackpoint._tracking.base import Trackable
-from trackpoint._tracking.variables import VARIABLE_VALUE, Variable
+from trackpoint._tracking.protocol import VARIABLE_VALUE
 
 if TYPE_CHECKING:
     from trackpoint._graph.coordinator import RestoreCoordinator
@@ -157,6 +157,10 @@ class CheckpointPosition:
             # Read-only: a variable made from it takes it as it is, with no copy (see infer_value).
             value.flags.writeable = False
         return value
+
+    def mark_restored(self, trackable: Trackable) -> None:
+        """Note that ``trackable`` was made from this node's value: this restore does not assign it again."""
+        trackable._tp_update_uid = self.coordinator.restore_uid
 
     def bind_object(self, trackable: Trackable) -> bool:
         """Bind this node to ``trackable``; True if that is a new binding (or a new second
@@ -306,10 +310,10 @@ class CheckpointPosition:
             if covered and not leaf and _unseen_children(local):
                 covered = False
             if uid > (update_uid := local._tp_update_uid):
-                # A leaf, gathered here rather than queued; a plain variable's value is named
-                # by its key alone.
+                # A leaf, gathered here rather than queued; a value owner's value (see
+                # protocol.ValueOwner) is named by its key alone.
                 local._tp_update_uid = uid
-                if key is not None and type(local) is Variable:
+                if key is not None and type(local)._tp_takes_value:
                     pending.append((child_id, local, key, update_uid))
                 elif key is not None or nodes[child_id].attributes:
                     wanted = wanted_of(child_id, local, recorder)

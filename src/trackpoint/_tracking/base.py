@@ -3,61 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 from trackpoint._tracking.epoch import structure_changed, trust_children
-from trackpoint._tracking.tensor_owner import TensorOwner, is_tensor_owner
+from trackpoint._tracking.protocol import (
+    PendingRestore,
+    TensorOwner,
+    create_from_pending,
+    inherit_shortcuts,
+    is_tensor_owner,
+    restore_pending,
+)
 from trackpoint.errors import InvalidArgumentError
 
-if TYPE_CHECKING:
-    from trackpoint._tracking.variables import Variable
+__all__ = ["NoDependency", "Trackable"]
 
-__all__ = ["NoDependency", "PendingRestore", "Trackable", "create_from_pending", "restore_pending"]
-
-
-class PendingRestore(Protocol):
-    """A checkpoint node waiting for a live object (implemented by the graph layer).
-
-    ``restore(trackable)`` gives the object and its descendants their values, all or none:
-    when one is refused, it raises with nothing assigned and the node still waiting.
-    """
-
-    @property
-    def restore_uid(self) -> int: ...
-
-    def restore(self, trackable: Trackable) -> None: ...
-
-    def is_simple_variable(self) -> bool: ...
-
-    def simple_variable_value(self) -> Any: ...
-
-
-def restore_pending(pending: list[PendingRestore], trackable: Trackable) -> None:
-    """Give ``trackable`` the values waiting for it, latest restore first (earlier ones then skip it).
-
-    Each position is taken out of ``pending`` once restored. If one raises (``trackable``
-    refused its values), it and those not tried yet stay in ``pending``, for the caller to
-    keep waiting for the next object made in ``trackable``'s place.
-    """
-    pending.sort(key=lambda p: p.restore_uid, reverse=True)
-    while pending:
-        pending[0].restore(trackable)
-        del pending[0]
-
-
-def create_from_pending(pending: Sequence[PendingRestore], make: Callable[[Any], Variable], default: Any) -> Variable:
-    """Build a variable whose initial value is the latest pending checkpoint value, if any.
-
-    The variable is marked as holding that restore's value, so restoring it later does not
-    assign it a second time.
-    """
-    simple = [p for p in pending if p.is_simple_variable()]
-    if not simple:
-        return make(default)
-    latest = max(simple, key=lambda p: p.restore_uid)
-    variable = make(latest.simple_variable_value())
-    variable._tp_update_uid = latest.restore_uid
-    return variable
+_T = TypeVar("_T", bound="Trackable")
 
 
 class NoDependency:
@@ -100,7 +61,13 @@ class Trackable:
     """
 
     # Internal state lives under a _tp prefix and is created lazily, so subclasses need
-    # not call ``super().__init__()``.
+    # not call ``super().__init__()``. The extension protocol (``trackpoint.protocol``) says
+    # which of the _tp_ names a subclass may define; the rest are the core's.
+
+    #: See ``protocol.Saveable``: the arrays offered to a save may change in place.
+    _tp_copy_on_write: ClassVar[bool] = False
+    #: See ``protocol.ValueOwner``: restored through the dict of ``TensorOwner`` or ``_restore_from_tensors``.
+    _tp_takes_value: ClassVar[bool] = False
 
     #: The restore that last assigned this object's values (a later restore wins).
     _tp_update_uid: int = -1
@@ -108,6 +75,10 @@ class Trackable:
     #: attribute with this class default, not through ``__dict__``: on CPython 3.11+ asking
     #: for an object's ``__dict__`` builds one, a new object per leaf for the collector.
     _tp: dict[str, Any] | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        inherit_shortcuts(cls)
 
     def _tp_state(self) -> dict[str, Any]:
         state = self._tp
@@ -165,6 +136,14 @@ class Trackable:
         """Remember a checkpoint node for the child ``name`` that does not exist yet."""
         self._tp_state()["deferred"].setdefault(name, []).append(position)
 
+    def _tp_has_pending(self, name: str | None = None) -> bool:
+        """Whether values wait for the child ``name`` (for any child, when None)."""
+        state = self._tp
+        if state is None:
+            return False
+        deferred = state["deferred"]
+        return bool(deferred) if name is None else name in deferred
+
     def _handle_deferred_dependencies(self, name: str, trackable: Trackable) -> None:
         """Restore pending checkpoint values into a newly tracked child, latest restore first.
 
@@ -180,7 +159,7 @@ class Trackable:
             if pending:
                 deferred.setdefault(name, [])[:0] = pending
 
-    def _add_variable(self, name: str, make: Callable[[Any], Variable], default: Any) -> Variable:
+    def _add_variable(self, name: str, make: Callable[[Any], _T], default: Any) -> _T:
         """Create and track a variable child; a pending checkpoint value becomes its initial value.
 
         Args:
@@ -200,7 +179,7 @@ class Trackable:
 
     def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
         """Take back the tensors :meth:`_serialize_to_tensors` produced (a
-        :class:`~trackpoint._tracking.tensor_owner.TensorOwner` checks them, then takes them)."""
+        :class:`~trackpoint.protocol.TensorOwner` checks them, then takes them)."""
         if is_tensor_owner(self):
             owner = cast(TensorOwner, self)
             owner._tp_take_restored(owner._tp_check_restored(restored_tensors))

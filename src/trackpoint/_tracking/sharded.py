@@ -11,10 +11,11 @@ in TensorFlow, as whole tensors.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from trackpoint._format.slices import Extents, SlicedValue
-from trackpoint._tracking.variables import VARIABLE_VALUE, Variable
+from trackpoint._tracking.protocol import VARIABLE_VALUE
+from trackpoint._tracking.variables import Variable
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["ShardedVariable"]
@@ -99,11 +100,18 @@ class ShardedVariable(Variable):
         """The block as ``(start, stop)`` per dimension."""
         return tuple((start, start + size) for start, size in zip(self._offsets, self.shape))
 
+    #: Its block is never written in place, as a tp.Variable's array is not.
+    _tp_copy_on_write: ClassVar[bool] = True
+
     def _serialize_to_tensors(self) -> dict[str, Any]:
-        return {VARIABLE_VALUE: SlicedValue(self._value, self._full_shape, self.extents)}
+        return {VARIABLE_VALUE: self._tp_variable_value()}
+
+    def _tp_variable_value(self) -> SlicedValue:
+        # One slice of the whole tensor: every process of a job saves its own block.
+        return SlicedValue(self._value, self._full_shape, self.extents)
 
     def _tp_region(self) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
-        """The whole tensor's shape and the part of it a restore reads (see the restore coordinator)."""
+        """The whole tensor's shape and the part of it a restore reads (``protocol.Region``)."""
         return self._full_shape, self.bounds
 
     def __repr__(self) -> str:

@@ -1,31 +1,20 @@
 """Slot variables: the per-variable state an optimizer keeps, found through its slot methods.
 
-TF's informal protocol, which ``tp.optimizers`` implement and any other class may: an object
-with ``get_slot_names()`` and ``get_slot(variable, name)`` owns slot variables; one that also
-has ``_create_or_restore_slot_variable(position, variable, name)`` can create a slot a
-restore brings (see ``_graph.walk``). One with many variables may also define
-``_tp_slots_of(objects)``, returning ``(slot name, index in objects, slot)`` in the order
-:func:`slot_variables` gives: the scan then asks it once, not ``get_slot`` once for every
-object and slot name (60,000 calls a save for a torch model of 20,000 parameters with AdamW).
+The methods are the extension protocol's :class:`~trackpoint.protocol.SlotOwner` and
+:class:`~trackpoint.protocol.BulkSlots`: an owner with many variables lists its slots in one
+call (``_tp_slots_of``), not ``get_slot`` once for every object and slot name (60,000 calls a
+save for a torch model of 20,000 parameters with AdamW).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import cast
 
 from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.protocol import SlotOwner
 
-__all__ = ["SlotOwner", "slot_variables"]
-
-
-@runtime_checkable
-class SlotOwner(Protocol):
-    """An object keeping slot variables for other variables (an optimizer)."""
-
-    def get_slot_names(self) -> list[str]: ...
-
-    def get_slot(self, var: Any, name: str) -> Trackable | None: ...
+__all__ = ["slot_variables"]
 
 
 def slot_variables(objects: Sequence[Trackable]) -> list[tuple[int, str, int, Trackable]]:

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import operator
 import sys
 import weakref
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from trackpoint._format.dtypes import STRING, from_numpy
 from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.protocol import VARIABLE_VALUE
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["VARIABLE_VALUE", "Variable", "current_values", "infer_value", "take_restored", "unshared_value"]
+__all__ = ["Variable", "infer_value", "unshared_value"]
 
-VARIABLE_VALUE = "VARIABLE_VALUE"
 _TENSOR_NAMES = (VARIABLE_VALUE,)
 _INT32 = np.iinfo(np.int32)
 
@@ -207,10 +205,18 @@ class Variable(Trackable):
         self._value = _frozen(np.subtract(self._value, delta_array, dtype=self.dtype))
         return self
 
-    # -- checkpointing ------------------------------------------------------------------
+    # -- checkpointing: the extension protocol (trackpoint.protocol) ------------------
+
+    #: Its arrays are never written in place (assign installs a new one): a save keeps them.
+    _tp_copy_on_write: ClassVar[bool] = True
+    #: Restored value by value (protocol.ValueOwner), not through a dict.
+    _tp_takes_value: ClassVar[bool] = True
 
     def _serialize_to_tensors(self) -> dict[str, Any]:
         return {VARIABLE_VALUE: self._value}
+
+    def _tp_variable_value(self) -> Any:  # an array here; a subclass may offer a slice of one
+        return self._value
 
     def _checkpoint_tensor_names(self) -> tuple[str, ...]:
         return _TENSOR_NAMES
@@ -219,12 +225,16 @@ class Variable(Trackable):
         return self._name
 
     def _restore_from_tensors(self, restored_tensors: dict[str, Any]) -> None:
-        self._value = self._check_restored(restored_tensors[VARIABLE_VALUE])
+        self._value = self._tp_check_value(restored_tensors[VARIABLE_VALUE])
 
-    def _check_restored(self, value: Any) -> np.ndarray:
+    def _tp_destination(self) -> np.ndarray | None:
+        """Its array, when nothing else holds it (see :func:`unshared_value`), for a restore to read into."""
+        return unshared_value(self)
+
+    def _tp_check_value(self, value: Any) -> np.ndarray:
         """A checkpoint value (an array the variable may keep, or ``bytes``) as the read-only array to take.
 
-        Apart from taking it (:func:`take_restored`) so that a restore can check every value
+        Apart from taking it (:meth:`_tp_take_value`) so that a restore can check every value
         before any variable takes one.
 
         Raises:
@@ -248,17 +258,20 @@ class Variable(Trackable):
             array.flags.writeable = False
         return array
 
+    def _tp_take_value(self, checked: np.ndarray) -> None:
+        self._value = checked
 
-_VALUE = operator.attrgetter("_value")
+    # The same as protocol.TensorOwner, for callers that hold a dict of tensors.
 
+    def _tp_destinations(self) -> dict[str, np.ndarray]:
+        value = unshared_value(self)
+        return {VARIABLE_VALUE: value} if value is not None else {}
 
-def current_values(variables: Sequence[Variable]) -> list[np.ndarray]:
-    """The array each variable holds now, for a save (one call for all, as :func:`take_restored`).
+    def _tp_check_restored(self, tensors: dict[str, Any]) -> np.ndarray:
+        return self._tp_check_value(tensors[VARIABLE_VALUE])
 
-    A variable's array is never changed in place (assignments install a new one), so the
-    arrays can be written later, by an async save, as they are.
-    """
-    return list(map(_VALUE, variables))
+    def _tp_take_restored(self, checked: np.ndarray) -> None:
+        self._value = checked
 
 
 def _value_and_refs(variable: Variable) -> tuple[np.ndarray, int]:
@@ -305,16 +318,6 @@ def unshared_value(variable: Variable) -> np.ndarray | None:
     ):
         return None
     return value
-
-
-def take_restored(variables: Sequence[Variable], arrays: Sequence[np.ndarray]) -> None:
-    """Give each variable the value :meth:`Variable._check_restored` returned for it.
-
-    One call for all the variables of a restore, rather than a method call each: a model of
-    many small variables spends a measurable part of its restore on the calls alone.
-    """
-    for variable, array in zip(variables, arrays):
-        variable._value = array
 
 
 def _frozen(value: Any) -> np.ndarray:

@@ -46,13 +46,12 @@ def _registered(module: torch.nn.Module, name: str, value: Any) -> None:
     node = _waiting.get(module)
     if node is None or value is None:
         return
-    deferred = node._tp_state()["deferred"]
-    if name in deferred:
+    if node._tp_has_pending(name):
         from trackpoint.torch._nodes import module_node, tensor_node
 
         child = tensor_node(value, name) if isinstance(value, torch.Tensor) else module_node(value)
         node._handle_deferred_dependencies(name, child)  # raises if it refuses: the registration fails
-    if not deferred:
+    if not node._tp_has_pending():
         del _waiting[module]
         if not len(_waiting):
             for handle in _handles:

@@ -23,11 +23,14 @@ from torch.nn.parameter import is_lazy
 from trackpoint import Trackable
 from trackpoint._io import bounded_json
 from trackpoint.errors import InvalidArgumentError
+from trackpoint.protocol import PYTHON_STATE, VARIABLE_VALUE
 from trackpoint.torch import _hooks
 from trackpoint.torch._tensors import as_array, check_value, copy_into, destination, new_tensor
 
 __all__ = [
     "EXTRA_STATE",
+    "PYTHON_STATE",
+    "VARIABLE_VALUE",
     "ModuleNode",
     "TensorNode",
     "extra_state_node",
@@ -37,8 +40,6 @@ __all__ = [
     "unwrap",
 ]
 
-VARIABLE_VALUE = "VARIABLE_VALUE"
-PYTHON_STATE = "py_state"
 #: The child that holds a module's ``get_extra_state()``, under torch's own name for it.
 EXTRA_STATE = "_extra_state"
 _EXTRA_KINDS = (VARIABLE_VALUE, "bytes", PYTHON_STATE)
@@ -128,7 +129,7 @@ class TensorNode(Trackable):
     def _tp_variable_value(self) -> np.ndarray:
         return as_array(self.tensor, self._name)
 
-    # -- TensorOwner (trackpoint._tracking.tensor_owner) --------------------------------
+    # -- TensorOwner (trackpoint.protocol) ----------------------------------------------
 
     def _tp_destinations(self) -> dict[str, np.ndarray]:
         tensor = self.tensor

@@ -134,7 +134,7 @@ class OptimizerNode(Trackable):
         place = self._places.get(id(param))
         return place[0] if place is not None else None
 
-    # -- slots (trackpoint._tracking.slots) ---------------------------------------------
+    # -- slots (trackpoint.protocol.SlotOwner and BulkSlots) ---------------------------
 
     def get_slot_names(self) -> list[str]:
         state = self.optimizer.state
@@ -156,7 +156,7 @@ class OptimizerNode(Trackable):
 
     def _tp_slots_of(self, objects: Sequence[Any]) -> list[tuple[str, int, TensorNode]]:
         """Every slot of the parameters among ``objects``, as ``get_slot`` finds them one by
-        one: by slot name, then in the objects' order (see ``trackpoint._tracking.slots``)."""
+        one: by slot name, then in the objects' order (``trackpoint.protocol.BulkSlots``)."""
         state = self.optimizer.state
         held = []  # (index, node, its parameter's state) of the parameters with state
         for index, obj in enumerate(objects):
@@ -188,7 +188,7 @@ class OptimizerNode(Trackable):
         value = _placed(param, group, _read_state_tensor(position), slot_name)
         optimizer.state[param][slot_name] = value
         node = tensor_node(value, f"{variable._name}/{self._where}/{slot_name}")
-        node._tp_update_uid = position.restore_uid  # it holds that restore's value already
+        position.mark_restored(node)  # it holds that restore's value already
         return node
 
     # -- hyperparameters and other non-tensor state, as JSON ----------------------------
