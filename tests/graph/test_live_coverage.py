@@ -1,8 +1,8 @@
 """assert_existing_objects_matched without a walk of the live objects, when the restore's walk saw them all.
 
 The restore's walk notes whether it bound every live child of every object it expanded
-(``RestoreCoordinator.covered``); while nothing changes after it, the check trusts that
-instead of walking the live objects again (``binds_every_live_object``). These tests pin
+(``Coverage.covered``, ``_graph/coverage.py``); while nothing changes after it, the check trusts
+that instead of walking the live objects again (``Coverage.binds_every_live_object``). These tests pin
 both halves: the walk is skipped when the restore saw everything, and each thing the restore
 did not see sends the check back to the walk, which then fails as before.
 """
@@ -184,7 +184,9 @@ def test_the_shortcut_never_passes_what_the_walk_would_fail(
     bound = coordinator.bound_ids()
     everything = status_module._live_by_id(status._root, status._attached, True)
     walk_passes = not any(status_module._holds_tensors(everything[key]) for key in everything.keys() - bound)
-    shortcut = coordinator.binds_every_live_object(status._root, status._attached)
+    shortcut = coordinator.coverage.binds_every_live_object(
+        coordinator.bound, status._root, status._attached, coordinator.skip_slot_variables
+    )
     assert not shortcut or walk_passes
     if target.keys() == source.keys():  # the same objects: the restore saw them all
         assert shortcut

@@ -6,7 +6,9 @@ plan; :meth:`~RestoreCoordinator.execute` carries the plan out only once every v
 assigns was read and checked, so a restore changes all the objects it found or none. Slot
 variables are restored once both their variable and their optimizer are bound, in either
 order. The coordinator lives as long as the restore's status, for restore-on-create and the
-status's questions (the methods under "for the status").
+status's questions (:mod:`~trackpoint._graph.status_queries`). The assignment itself is
+:mod:`~trackpoint._graph.assign`'s; whether the bindings cover every live object,
+:mod:`~trackpoint._graph.coverage`'s.
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ import contextlib
 import functools
 import itertools
 import logging
-import operator
-import warnings
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -27,16 +27,15 @@ from trackpoint._format._proto import trackable_object_graph_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph import kept_values
 from trackpoint._graph.assign import assign, copy_in_place
-from trackpoint._graph.live import ask_containers
+from trackpoint._graph.coverage import Coverage
 from trackpoint._graph.node_bytes import split_nodes
-from trackpoint._graph.object_graph import check_child, check_slot, node_paths, unescape
+from trackpoint._graph.object_graph import check_child, check_slot, unescape
 from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
+from trackpoint._graph.status_queries import RestoreQueries
 from trackpoint._graph.values import CheckpointValues
 from trackpoint._graph.walk import CheckpointPosition, RestorePlan, Wanted
 from trackpoint._tracking.base import Trackable
-from trackpoint._tracking.epoch import structure_epoch, untracked_reason
 from trackpoint._tracking.protocol import SlotOwner
-from trackpoint._tracking.slots import slot_variables
 from trackpoint.errors import CheckpointError, InvalidArgumentError
 
 __all__ = ["RestoreCoordinator"]
@@ -45,7 +44,7 @@ _log = logging.getLogger("trackpoint")
 _restore_uids = itertools.count(1)
 
 
-class RestoreCoordinator:
+class RestoreCoordinator(RestoreQueries):
     """State of one ``restore()``; see the module docstring.
 
     The graph stays a protobuf message and each node is read when the walk reaches it,
@@ -97,12 +96,9 @@ class RestoreCoordinator:
         self.slot_restorations: dict[int, list[tuple[int, int, str]]] = {}
         self.deferred_slot_restorations: dict[int, list[tuple[Trackable, int, str]]] = {}
         self.expect_partial = False
-        # Whether every object the walks expanded had each of its live children bound (or, for a
-        # leaf of the checkpoint, had none); and the structure epoch that held from before the
-        # restore's walk (or repeat) until after it, when it did. Together they spare
-        # assert_existing_objects_matched its walk of the live objects (binds_every_live_object).
-        self.covered = True
-        self.covered_epoch: int | None = None
+        # Whether the walks bound every live object: spares assert_existing_objects_matched its
+        # walk of the live objects (see coverage).
+        self.coverage = Coverage()
         self.deferred_ids: set[int] = set()  # nodes parked on live objects for restore-on-create
         self.slot_owners: list[int] = []  # see RestoreRecord.slot_owners
         nodes = self.nodes
@@ -132,11 +128,6 @@ class RestoreCoordinator:
         raw, self._raw_graph = self._raw_graph, None
         nodes = None if raw is None else split_nodes(raw, self.node_count)
         return [b""] * self.node_count if nodes is None else nodes
-
-    @functools.cached_property
-    def paths(self) -> dict[int, str]:
-        """Each node's readable path (see :func:`node_paths`), worked out when a message first needs one."""
-        return node_paths(self.graph)
 
     # -- the graph, one node at a time ------------------------------------------------
 
@@ -209,7 +200,7 @@ class RestoreCoordinator:
             recorder: Takes down what a repeat of this restore would need (see
                 :mod:`~trackpoint._graph.restore_record`).
         """
-        self.covered_epoch = None  # a walk after the restore (restore-on-create): structure changed
+        self.coverage.unsettle()  # a walk after the restore (restore-on-create): structure changed
         plan = RestorePlan(recorder)
         with self.reading():  # a restore-on-create reopens the files, and closes them after
             try:
@@ -308,106 +299,6 @@ class RestoreCoordinator:
                 f"{exc} (restoring {self.paths[node_id]})", path=exc.path or self.prefix, key=exc.key or key
             ) from exc
 
-    # -- for the status -------------------------------------------------------------------
-
-    def binds_every_live_object(self, root: Trackable, attached: Mapping[str, Trackable]) -> bool:
-        """Whether every object reachable from ``root`` (and ``attached``, and the slots of its
-        optimizers unless slots are skipped) is bound, known without walking them; False when
-        that is not known.
-
-        Known when the restore's walk bound every live child of every object it expanded
-        (``covered``), when nothing gained, lost or replaced a child or slot since (the epoch
-        stands where it stood before the walk, and every bound object's class reports such
-        changes), and when the root, the attached objects and every slot the bound optimizers
-        hold are bound. The objects found from the root are then exactly the bound ones.
-        """
-        if self.covered_epoch is None or self.covered_epoch != structure_epoch():
-            return False
-        root_ref = self.bound.get(0)
-        if root_ref is None or root_ref() is not root:
-            return False
-        objects = [ref() for ref in self.bound.values()]
-        if not all(map(operator.is_not, objects, itertools.repeat(None))):  # `None in` would call __eq__
-            return False
-        live = cast(list[Trackable], objects)
-        if untracked_reason(live, lookups=True) is not None:
-            return False
-        ask_containers(live)  # may raise, or move the epoch, as the walk of live objects would
-        if self.covered_epoch != structure_epoch():
-            return False
-        slots = [] if self.skip_slot_variables else [slot for *_, slot in slot_variables(live)]
-        if attached or slots:
-            ids = set(map(id, live))
-            return all(id(obj) in ids for obj in itertools.chain(attached.values(), slots))
-        return True
-
-    def bound_ids(self) -> set[int]:
-        """``id()`` of every bound object still alive (no pair per binding: a restore of many
-        variables would make one object each for the collector)."""
-        return {id(obj) for ref in self.bound.values() if (obj := ref()) is not None}
-
-    def alias_ids(self) -> dict[int, int]:
-        """``id()`` of each live object that took a node's values under another of the node's
-        names than its bound object (see ``walk._add_alias``) -> that node."""
-        return {
-            id(obj): node_id for node_id, refs in self.aliases.items() for ref in refs if (obj := ref()) is not None
-        }
-
-    def first_unassigned(self, holds_tensors: Callable[[Trackable], bool]) -> int | None:
-        """The first node whose live object holds tensors yet took none of this restore's values
-        (nor a later one's); None when there is none."""
-        uid = self.restore_uid
-        for node_id, ref in self.bound.items():
-            obj = ref()
-            if obj is not None and obj._tp_update_uid < uid and holds_tensors(obj):
-                return node_id
-        return None
-
-    def path(self, node_id: int) -> str:
-        """The readable path of a node, ``(root).model.dense.kernel``."""
-        return self.paths[node_id]
-
-    def node_text(self, node_id: int) -> str:
-        """The node as protobuf prints it."""
-        return str(self.nodes[node_id]).strip()
-
-    def unresolved_slots(self) -> dict[int, list[tuple[int, int, str]]]:
-        """Variable node id -> ``(optimizer node id, slot node id, slot name)`` of the slots whose
-        variable was never bound."""
-        return self.slot_restorations
-
-    def unused_attribute_paths(self) -> dict[str, tuple[str, ...]]:
-        """Path -> the attribute names its bound object does not take."""
-        return {self.paths[i]: tuple(names) for i, names in self.unused_attributes.items()}
-
-    def pending(self) -> dict[str, bool]:
-        """Path -> whether it waits for an object to be created, for each value not restored yet."""
-        waiting: set[int] = set()
-        matched = self.matched
-        for node_id in [i for i in self.deferred_ids if not matched[i]]:
-            waiting.update(self._subtree(node_id))
-        for opt_id, node in enumerate(self.nodes):
-            for slot in node.slot_variables:
-                if opt_id in waiting or slot.original_variable_node_id in waiting:
-                    waiting.add(slot.slot_variable_node_id)
-        for entries in self.deferred_slot_restorations.values():
-            waiting.update(slot_id for _, slot_id, _ in entries)
-        return {self.paths[node_id]: node_id in waiting for node_id in self.unrestored_values()}
-
-    def _subtree(self, node_id: int) -> set[int]:
-        seen = {node_id}
-        todo = [node_id]
-        while todo:
-            for child_id, _ in self.children(todo.pop()):
-                if child_id not in seen:
-                    seen.add(child_id)
-                    todo.append(child_id)
-        return seen
-
-    def silence(self) -> None:
-        """No warning about unrestored values when this restore goes (``expect_partial``)."""
-        self.expect_partial = True
-
     def warn_inconsistent(self, node_id: int) -> None:
         """A node reached again, with another object than the one bound to it (see walk._add_alias)."""
         _log.warning(
@@ -416,70 +307,3 @@ class RestoreCoordinator:
             self.prefix,
             self.paths[node_id],
         )
-
-    def keep_waiting_values(self) -> None:
-        """Read into memory every value no object has taken yet (see :mod:`kept_values`)."""
-        self.values.keep(
-            [a.checkpoint_key for node_id in self.unrestored_values() for a in self.nodes[node_id].attributes]
-        )
-
-    def unrestored_values(self) -> list[int]:
-        """Checkpoint nodes holding values that no live object has received."""
-        # The matched flags, not the bound objects: the answer must not change when the
-        # restored objects are garbage-collected (e.g. at interpreter exit). Only unmatched
-        # nodes are looked at: after a complete restore, none.
-        skipped = self.slot_node_ids if self.skip_slot_variables else ()
-        nodes = self.nodes
-        unmatched = np.flatnonzero(~self.matched).tolist()
-        return [i for i in unmatched if i not in skipped and nodes[i].attributes]
-
-    def partial_restore_warning(self) -> str | None:
-        """What TF warns about when a restore is deleted before all its values found a home.
-
-        Two kinds, as in TF: checkpoint nodes with values that no object was bound to, and
-        attributes of bound nodes that their object does not take (a variable's value
-        restored into an object without tensors). None when there is neither.
-        """
-        missing = self.unrestored_values()
-        unused = list(self.unused_attributes.items())
-        if not missing and not unused:
-            return None
-        paths = self.paths
-        lines = [
-            (
-                f"{self.prefix}: a restore is being deleted with unrestored values. Call expect_partial() on the "
-                "restore status to silence this warning."
-            )
-        ]
-        _list_some(
-            lines,
-            f"{len(missing)} checkpoint value(s) were never restored (no object matched them):",
-            [paths[i] for i in missing[:10]],
-            len(missing),
-        )
-        _list_some(
-            lines,
-            f"{len(unused)} restored object(s) did not take attribute(s) the checkpoint holds for them:",
-            [f"{paths[i]}: {', '.join(names)}" for i, names in unused[:10]],
-            len(unused),
-        )
-        return "\n".join(lines)
-
-    def __del__(self) -> None:
-        if self.expect_partial:
-            return
-        try:
-            message = self.partial_restore_warning()
-        except Exception:  # noqa: BLE001 - at interpreter exit, modules may be half torn down
-            return
-        if message is not None:
-            warnings.warn(message, UserWarning, stacklevel=2)
-
-
-def _list_some(lines: list[str], heading: str, shown: list[str], total: int) -> None:
-    """Append ``heading`` and the first items, indented, with a count of the rest (nothing when ``total`` is 0)."""
-    if total:
-        lines.append(heading)
-        lines.extend(f"  {item}" for item in shown)
-        if total > len(shown):
-            lines.append(f"  ... and {total - len(shown)} more")

@@ -92,13 +92,13 @@ def restore_checkpoint(
         try:
             with gc_paused():
                 if record is not None and replay(coordinator, record):
-                    coordinator.covered = coordinator.covered and record.covered  # the structure that walk saw
+                    if not record.covered:  # the structure that walk saw
+                        coordinator.coverage.decline("the walk this restore repeats did not bind every live object")
                 else:
                     recorder = Recorder()
                     coordinator.restore(_root_bindings(coordinator, root, attached), recorder)
                     record = recorder.finish(coordinator, raw, epoch)
-                if coordinator.covered and structure_epoch() == epoch:
-                    coordinator.covered_epoch = epoch
+                coordinator.coverage.settle(epoch)
             if then is not None:
                 then()
         except BaseException:

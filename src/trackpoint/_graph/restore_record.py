@@ -58,7 +58,7 @@ class RestoreRecord:
             variable (a later stage may bind the optimizer and resolve it).
         unused_attributes: Node id -> attribute names its object does not take.
         covered: Whether the walk bound every live child of every object it expanded (see
-            ``RestoreCoordinator.binds_every_live_object``); a repeat, made only while the
+            ``Coverage.binds_every_live_object``); a repeat, made only while the
             structure is the one walked, holds it too.
     """
 
@@ -170,7 +170,7 @@ class Recorder:
             self.deferrals,
             self.slot_waits,
             {node_id: tuple(names) for node_id, names in coordinator.unused_attributes.items()},
-            coordinator.covered,
+            coordinator.coverage.covered,
         )
 
 

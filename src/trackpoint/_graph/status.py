@@ -111,7 +111,9 @@ class CheckpointLoadStatus:
         unassigned = coordinator.first_unassigned(_holds_tensors)
         if unassigned is not None:
             raise AssertionError(f"Object {coordinator.path(unassigned)} not assigned a value from checkpoint.")
-        if coordinator.binds_every_live_object(self._root, self._attached):
+        if coordinator.coverage.binds_every_live_object(
+            coordinator.bound, self._root, self._attached, coordinator.skip_slot_variables
+        ):
             return self
         # The live objects less the bound ones are the unbound; paths are only worked out for
         # a message, by a second walk.

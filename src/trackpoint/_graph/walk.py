@@ -60,11 +60,20 @@ def _add_alias(coordinator: RestoreCoordinator, plan: RestorePlan, node_id: int,
     aliases.append(weakref.ref(obj))
     plan.undo.append(aliases.pop)
     # A repeat binds by node alone; and the walk of the live objects, not the bindings, is
-    # what tells whether every live object was matched (binds_every_live_object).
+    # what tells whether every live object was matched (see coverage).
     plan.recorder.refuse(f"node {node_id} was reached again, with another object")
-    coordinator.covered = False
+    coordinator.coverage.decline(f"node {node_id} was reached again, with another object")
     coordinator.warn_inconsistent(node_id)
     return True
+
+
+def _lookup_of(obj: Trackable) -> Callable[[str], Trackable | None]:
+    """``obj._lookup_dependency``, or for ``Trackable``'s own its children dict's ``get``, which that
+    lookup calls: a method call per child (a model's every variable) costs more than the lookup."""
+    if type(obj)._lookup_dependency is _PLAIN_LOOKUP:
+        state = obj._tp
+        return state["children"].get if state is not None else _NO_CHILDREN.get
+    return obj._lookup_dependency
 
 
 def _unseen_children(obj: Trackable) -> bool:
@@ -217,8 +226,10 @@ class CheckpointPosition:
                 recorder.refuse(f"node {node_id}'s object was assigned by a later restore")
             if node.children:
                 self._bind_children(node_id, obj, node.children, queue)
-            elif coordinator.covered and not is_leaf(obj) and _unseen_children(obj):
-                coordinator.covered = False  # it has children that the checkpoint has no node for
+            elif coordinator.coverage.reason is None and not is_leaf(obj) and _unseen_children(obj):
+                coordinator.coverage.decline(
+                    f"the object of node {node_id} has children the checkpoint has no node for"
+                )
             if coordinator.slot_restorations or coordinator.deferred_slot_restorations:
                 queue.extend(CheckpointPosition(coordinator, node_id, plan)._slots_to_restore(obj))
         # One store, not one a child.
@@ -234,59 +245,31 @@ class CheckpointPosition:
         slots of their own, plan the values of the leaves, and defer the children it lacks.
 
         This loop runs once per object of the model (a list of 20,000 variables is one call),
-        so what it needs is looked up once, before it.
+        so what it needs is looked up once, before it; the leaves are planned in a second loop
+        (:meth:`_plan_leaves`).
         """
         coordinator = self.coordinator
         plan = cast(RestorePlan, self.plan)
         recorder = plan.recorder
         nodes = coordinator.nodes
-        count = coordinator.node_count
         bound = coordinator.bound
         slot_restorations = coordinator.slot_restorations
         deferred_slots = coordinator.deferred_slot_restorations
-        uid = coordinator.restore_uid
-        wanted_of = coordinator.wanted
-        pending = plan.assignments
         new_bound = plan.bound
         make_ref = weakref.ref
-        if type(obj)._lookup_dependency is _PLAIN_LOOKUP:
-            # Its children dict's own get, which Trackable's lookup calls: a method call per
-            # child (a model's every variable) costs more than the lookup.
-            state = obj._tp
-            lookup = state["children"].get if state is not None else _NO_CHILDREN.get
-        else:
-            lookup = obj._lookup_dependency
-        # Whether every live child of every object walked is bound here (see
-        # RestoreCoordinator.covered): the names of obj's live children reached, and whether a
-        # leaf reached has children of its own.
-        covered = coordinator.covered
+        lookup = _lookup_of(obj)
+        # The names of obj's live children reached, for the coverage (see _covers).
         reached: list[str] = []
         reach = reached.append
+        leaves: list[tuple[int, Trackable, str | None]] = []
+        leaf = leaves.append
         # Once per node, not per child: slot_restorations only shrinks, and slots wait in
         # deferred_slots only when taken from it, so empty both stay empty.
         slots_pending = bool(slot_restorations or deferred_slots)
-        # Ids and names in one pass over the messages, then the keys of the children that are
-        # plain variables in one pass over their bytes: cheaper than both per child.
-        named = [(child.node_id, child.local_name) for child in children]
-        ids = [child_id for child_id, _ in named]
-        if min(ids) < 0 or max(ids) >= count:
-            for child_id in ids:
-                check_child(child_id, count, node_id, coordinator.prefix)
-        for (child_id, local_name), key in zip(named, variable_keys(coordinator.node_bytes, ids)):
+        for (child_id, local_name), key in self._named_children(node_id, children):
             ref = bound.get(child_id)
-            if ref is not None:
-                if (held := ref()) is not None:
-                    # Reached by another path: the object here is the one bound (a tied
-                    # weight), none, or another that takes the same values (see _add_alias).
-                    local = lookup(local_name)
-                    if local is held:
-                        if covered:
-                            reach(local_name)
-                    elif local is not None and _add_alias(coordinator, plan, child_id, local):
-                        queue.append((child_id, local))
-                    continue
-                # A rebinding keeps the old place in walk order.
-                recorder.refuse(f"node {child_id}'s object was garbage-collected and is bound anew")
+            if ref is not None and self._reached_again(child_id, ref, lookup(local_name), local_name, reach, queue):
+                continue
             local = lookup(local_name)
             if local is None:
                 if has_values(nodes[child_id]):
@@ -303,15 +286,76 @@ class CheckpointPosition:
                 slots_pending and (child_id in slot_restorations or child_id in deferred_slots)
             ):
                 queue.append((child_id, local))
-                continue
+            else:
+                leaf((child_id, local, key))
+        covered = self._plan_leaves(leaves, coordinator.coverage.reason is None)
+        if covered:
+            live = tracked_children(obj)
+            # Every name of a live child reached, each once (a checkpoint may name a child twice).
+            covered = live is not None and len(reached) == len(live) and live.keys() == set(reached)
+        if not covered and coordinator.coverage.reason is None:
+            coordinator.coverage.decline(
+                f"the object of node {node_id}, or a leaf below it, has children the checkpoint does not name"
+            )
+
+    def _named_children(self, node_id: int, children: Any) -> zip[tuple[tuple[int, str], str | None]]:
+        """``((child id, local name), key)`` of each child, its id checked; the key for a plain
+        variable node (see :func:`~trackpoint._graph.node_bytes.variable_keys`), else None.
+
+        Ids and names in one pass over the messages, then the keys of the children that are
+        plain variables in one pass over their bytes: cheaper than both per child.
+        """
+        coordinator = self.coordinator
+        count = coordinator.node_count
+        named = [(child.node_id, child.local_name) for child in children]
+        ids = [child_id for child_id, _ in named]
+        if min(ids) < 0 or max(ids) >= count:
+            for child_id in ids:
+                check_child(child_id, count, node_id, coordinator.prefix)
+        return zip(named, variable_keys(coordinator.node_bytes, ids))
+
+    def _reached_again(
+        self,
+        child_id: int,
+        ref: weakref.ref[Trackable],
+        local: Trackable | None,
+        local_name: str,
+        reach: Callable[[str], None],
+        queue: deque[tuple[int, Trackable]],
+    ) -> bool:
+        """A child whose node is bound already; True when that binding stands (nothing more to
+        do), False when its object died, so that it is bound anew (keeping its place in walk order)."""
+        plan = cast(RestorePlan, self.plan)
+        held = ref()
+        if held is None:
+            plan.recorder.refuse(f"node {child_id}'s object was garbage-collected and is bound anew")
+            return False
+        # Reached by another path: the object here is the one bound (a tied weight), none, or
+        # another that takes the same values (see _add_alias).
+        if local is held:
+            reach(local_name)
+        elif local is not None and _add_alias(self.coordinator, plan, child_id, local):
+            queue.append((child_id, local))
+        return True
+
+    def _plan_leaves(self, leaves: list[tuple[int, Trackable, str | None]], covered: bool) -> bool:
+        """Plan what each leaf bound by :meth:`_bind_children` takes (gathered there rather than
+        queued); return ``covered``, or False when a leaf has live children the checkpoint has no
+        node for."""
+        coordinator = self.coordinator
+        plan = cast(RestorePlan, self.plan)
+        recorder = plan.recorder
+        nodes = coordinator.nodes
+        uid = coordinator.restore_uid
+        wanted_of = coordinator.wanted
+        pending = plan.assignments
+        for child_id, local, key in leaves:
             # live.is_leaf inline (a call per variable costs more than the test), then whether
             # this leaf of the checkpoint has children here.
-            leaf = local._tp is None and type(local)._trackable_children is PLAIN_CHILDREN
-            if covered and not leaf and _unseen_children(local):
-                covered = False
+            if covered and not (local._tp is None and type(local)._trackable_children is PLAIN_CHILDREN):
+                covered = not _unseen_children(local)
             if uid > (update_uid := local._tp_update_uid):
-                # A leaf, gathered here rather than queued; a value owner's value (see
-                # protocol.ValueOwner) is named by its key alone.
+                # A value owner's value (see protocol.ValueOwner) is named by its key alone.
                 local._tp_update_uid = uid
                 if key is not None and type(local)._tp_takes_value:
                     pending.append((child_id, local, key, update_uid))
@@ -321,12 +365,7 @@ class CheckpointPosition:
                         pending.append((child_id, local, wanted, update_uid))
             else:
                 recorder.refuse(f"node {child_id}'s object was assigned by a later restore")
-        if covered:
-            live = tracked_children(obj)
-            # Every name of a live child reached, each once (a checkpoint may name a child twice).
-            covered = live is not None and len(reached) == len(live) and live.keys() == set(reached)
-        if not covered:
-            coordinator.covered = False
+        return covered
 
     def _slots_to_restore(self, trackable: Trackable) -> list[tuple[int, Trackable]]:
         """``(slot node id, slot)`` of the existing slots to walk on to from this node (see :meth:`_slot`)."""

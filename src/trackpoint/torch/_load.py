@@ -136,6 +136,39 @@ def _refuse_meta(current: dict[str, Any], path: str) -> None:
         )
 
 
+def _mismatches(
+    view: tp.CheckpointView, common: list[str], stored: dict[str, dict[str, str]], current: dict[str, Any]
+) -> dict[str, str]:
+    """Name -> how its stored tensor differs from the module's (dtype or shape), among ``common``."""
+    mismatches = {}
+    for name in common:
+        key = stored[name].get(VARIABLE_VALUE)
+        value = current[name]
+        if key is not None and isinstance(value, torch.Tensor) and name.rpartition(".")[2] != EXTRA_STATE:
+            try:
+                dtype, shape, _ = view.describe(key)
+            except NotFoundError:
+                continue  # the restore names the missing key
+            why = _mismatch(value, dtype, shape)
+            if why is not None:
+                mismatches[name] = why
+    return mismatches
+
+
+def _differ(
+    resolved: str, found: str, missing: list[str], unexpected: list[str], mismatches: dict[str, str]
+) -> InvalidArgumentError:
+    """The error of a strict load whose module and checkpoint differ, naming every difference."""
+    lines = [f"{resolved}: the module and the checkpoint (at {found or 'the root'!r}) differ; nothing was loaded"]
+    if missing:
+        lines.append("missing from the checkpoint: " + ", ".join(missing))
+    if unexpected:
+        lines.append("in the checkpoint but not the module: " + ", ".join(unexpected))
+    lines.extend(f"{name}: {why}" for name, why in mismatches.items())
+    lines.append("pass strict=False to load the names both hold with the same dtype and shape")
+    return InvalidArgumentError("\n".join(lines), path=resolved)
+
+
 def load_state_dict(
     module: torch.nn.Module,
     path: str,
@@ -191,28 +224,10 @@ def load_state_dict(
         stored = _value_names(view, node_id, len(current))
         resolved = view.prefix
         common = sorted(stored.keys() & current.keys())
-        mismatches = {}
-        for name in common:
-            key = stored[name].get(VARIABLE_VALUE)
-            value = current[name]
-            if key is not None and isinstance(value, torch.Tensor) and name.rpartition(".")[2] != EXTRA_STATE:
-                try:
-                    dtype, shape, _ = view.describe(key)
-                except NotFoundError:
-                    continue  # the restore below names the missing key
-                why = _mismatch(value, dtype, shape)
-                if why is not None:
-                    mismatches[name] = why
+        mismatches = _mismatches(view, common, stored, current)
     missing, unexpected = sorted(current.keys() - stored.keys()), sorted(stored.keys() - current.keys())
     if strict and (missing or unexpected or mismatches):
-        lines = [f"{resolved}: the module and the checkpoint (at {found or 'the root'!r}) differ; nothing was loaded"]
-        if missing:
-            lines.append("missing from the checkpoint: " + ", ".join(missing))
-        if unexpected:
-            lines.append("in the checkpoint but not the module: " + ", ".join(unexpected))
-        lines.extend(f"{name}: {why}" for name, why in mismatches.items())
-        lines.append("pass strict=False to load the names both hold with the same dtype and shape")
-        raise InvalidArgumentError("\n".join(lines), path=resolved)
+        raise _differ(resolved, found, missing, unexpected, mismatches)
     wanted = {name: current[name] for name in common if name not in mismatches}
     holder: tp.Trackable = _mirror(module, wanted)
     for part in reversed([p for p in found.split(".") if p]):

@@ -70,6 +70,27 @@ def _placed(param: torch.Tensor, group: dict[str, Any], value: Any, key: str | N
     return value
 
 
+def _stored_groups(stored: Any, where: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The stored param group of each parameter path, and the stored extra state by path, checked.
+
+    Raises:
+        InvalidArgumentError: The stored state is not what :meth:`OptimizerNode._serialize_to_tensors` writes.
+    """
+    groups = stored.get("param_groups") if isinstance(stored, dict) else None
+    extra = stored.get("state", {}) if isinstance(stored, dict) else None
+    if not isinstance(groups, list) or not isinstance(extra, dict):
+        raise InvalidArgumentError(f"{where}: the stored state has no list of param_groups")
+    group_of: dict[str, dict[str, Any]] = {}
+    for group in groups:
+        if not isinstance(group, dict) or not isinstance(group.get("params"), list):
+            raise InvalidArgumentError(f"{where}: a stored param group has no list of parameter paths")
+        for path in group["params"]:
+            if not isinstance(path, str):
+                raise InvalidArgumentError(f"{where}: a stored param group names a parameter by {path!r}, not a path")
+            group_of.setdefault(path, group)
+    return group_of, extra
+
+
 def _read_state_tensor(position: Any) -> torch.Tensor:
     """A new CPU tensor holding the checkpoint's value at ``position``, read straight into its
     memory: torch allocates it, never numpy, whose huge-page advice on large arrays can cost a
@@ -245,21 +266,7 @@ class OptimizerNode(Trackable):
                 )
             return new_tensor(np.asarray(value))
 
-        stored = decode(tensors[PYTHON_STATE], tensor, where)
-        groups = stored.get("param_groups") if isinstance(stored, dict) else None
-        extra = stored.get("state", {}) if isinstance(stored, dict) else None
-        if not isinstance(groups, list) or not isinstance(extra, dict):
-            raise InvalidArgumentError(f"{where}: the stored state has no list of param_groups")
-        group_of: dict[str, dict[str, Any]] = {}
-        for group in groups:
-            if not isinstance(group, dict) or not isinstance(group.get("params"), list):
-                raise InvalidArgumentError(f"{where}: a stored param group has no list of parameter paths")
-            for path in group["params"]:
-                if not isinstance(path, str):
-                    raise InvalidArgumentError(
-                        f"{where}: a stored param group names a parameter by {path!r}, not a path"
-                    )
-                group_of.setdefault(path, group)
+        group_of, extra = _stored_groups(decode(tensors[PYTHON_STATE], tensor, where), where)
         names = self._names()
         restored = _Restored([], [])
         for group in self.optimizer.param_groups:
