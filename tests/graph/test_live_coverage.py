@@ -190,3 +190,16 @@ def test_the_shortcut_never_passes_what_the_walk_would_fail(
     assert not shortcut or walk_passes
     if target.keys() == source.keys():  # the same objects: the restore saw them all
         assert shortcut
+
+
+def test_the_shortcut_records_why_it_declined(tmp_path, reuse, live_walks) -> None:
+    prefix = _trained(1.0).write(str(tmp_path / "ckpt"))
+    target = _trained()
+    target.model.extra = tp.Variable(0.0)  # a live child the checkpoint has no node for
+    status = target.read(prefix)
+    coverage = status._coordinator.coverage
+    assert not coverage.covered and "has children the checkpoint does not name" in (coverage.reason or "")
+    with pytest.raises(AssertionError, match="unmatched objects"):
+        status.assert_existing_objects_matched()
+    assert live_walks == [1]
+    assert any(m.startswith("walking the live objects to match them: ") for m in reuse.messages)
