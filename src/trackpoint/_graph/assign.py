@@ -20,8 +20,8 @@ import numpy as np
 
 from trackpoint._format.entries import Entry
 from trackpoint._format.in_place import InPlace, fits
+from trackpoint._graph.plan import Assignment, Wanted
 from trackpoint._graph.values import CheckpointValues
-from trackpoint._graph.walk import Assignment, Wanted
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.protocol import VARIABLE_VALUE, Region, TensorOwner, ValueOwner, is_tensor_owner_class
 from trackpoint.errors import InvalidArgumentError

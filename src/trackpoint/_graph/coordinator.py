@@ -30,10 +30,11 @@ from trackpoint._graph.assign import assign, copy_in_place
 from trackpoint._graph.coverage import Coverage
 from trackpoint._graph.node_bytes import split_nodes
 from trackpoint._graph.object_graph import check_child, check_slot, unescape
+from trackpoint._graph.plan import RestorePlan, Wanted
 from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
 from trackpoint._graph.status_queries import RestoreQueries
 from trackpoint._graph.values import CheckpointValues
-from trackpoint._graph.walk import CheckpointPosition, RestorePlan, Wanted
+from trackpoint._graph.walk import CheckpointPosition
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.protocol import SlotOwner
 from trackpoint.errors import CheckpointError, InvalidArgumentError

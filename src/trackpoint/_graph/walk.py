@@ -1,7 +1,8 @@
 """The walk of a restore: binding checkpoint nodes to live objects and planning what each takes.
 
 A :class:`CheckpointPosition` is one node of the checkpoint graph in one restore. Walking
-below it binds each node that has a live counterpart and gathers a :class:`RestorePlan`:
+below it binds each node that has a live counterpart and gathers a
+:class:`~trackpoint._graph.plan.RestorePlan`:
 the values to assign, the children to wait for on their objects (restore-on-create), the
 slots to ask optimizers for. Nothing is changed by the walk but the bindings, which the
 coordinator undoes if the restore fails (see ``RestoreCoordinator.restore``). Events a
@@ -24,23 +25,18 @@ import numpy as np
 from trackpoint._graph.live import PLAIN_CHILDREN, is_leaf, tracked_children
 from trackpoint._graph.node_bytes import variable_keys
 from trackpoint._graph.object_graph import check_child, has_values
-from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
+from trackpoint._graph.plan import RestorePlan
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.protocol import VARIABLE_VALUE
 
 if TYPE_CHECKING:
     from trackpoint._graph.coordinator import RestoreCoordinator
 
-__all__ = ["Assignment", "CheckpointPosition", "RestorePlan", "Wanted"]
+__all__ = ["CheckpointPosition"]
 
 _PLAIN_LOOKUP = Trackable._lookup_dependency
 _NO_CHILDREN: dict[str, Trackable] = {}
 _NODE_ID, _WANTED = operator.itemgetter(0), operator.itemgetter(2)  # of an Assignment
-
-#: What an object is to take: a plain variable's value by its key alone, or ``[(tensor name, key)]``.
-Wanted = str | list[tuple[str, str]]
-#: (node id, object, wanted, the object's update uid before the walk).
-Assignment = tuple[int, Trackable, Wanted, int]
 
 
 def _add_alias(coordinator: RestoreCoordinator, plan: RestorePlan, node_id: int, obj: Trackable) -> bool:
@@ -81,39 +77,6 @@ def _unseen_children(obj: Trackable) -> bool:
     or computes its own."""
     children = tracked_children(obj)
     return children is None or bool(children)
-
-
-class RestorePlan:
-    """What one ``RestoreCoordinator.restore`` call is to do, gathered by its walks.
-
-    The walks bind nodes and note here what to do; objects are changed only once every
-    walk is over and the values were read and checked.
-
-    Attributes:
-        recorder: Where the walks report what a repeat would need (see ``restore_record``).
-        assignments: What each object found is to take, in walk order.
-        deferrals: ``(object, local name, node id)``: a child the object does not have yet,
-            to wait for on it (restore-on-create).
-        new_slots: ``(optimizer, variable, slot node id, slot name)``: a slot the optimizer
-            does not have yet, to ask it for once the objects found have their values.
-        bound: The nodes bound here that were not bound before (named one by one rather
-            than by where the coordinator's ``bound`` stood: objects created on other threads
-            may be binding nodes meanwhile).
-        rebound: ``(node id, reference)`` of nodes bound anew here, the object of that
-            reference having died.
-        undo: Calls putting back the slot bookkeeping the walks changed, in order.
-    """
-
-    __slots__ = ("assignments", "bound", "deferrals", "new_slots", "rebound", "recorder", "undo")
-
-    def __init__(self, recorder: Recorder = NOT_RECORDING) -> None:
-        self.recorder = recorder
-        self.assignments: list[Assignment] = []
-        self.bound: list[int] = []
-        self.deferrals: list[tuple[Trackable, str, int]] = []
-        self.new_slots: list[tuple[Trackable, Trackable, int, str]] = []
-        self.rebound: list[tuple[int, weakref.ref[Trackable]]] = []
-        self.undo: list[Callable[[], object]] = []
 
 
 class CheckpointPosition:
