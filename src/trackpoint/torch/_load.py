@@ -11,7 +11,8 @@ from torch.nn.parameter import is_lazy
 import trackpoint as tp
 from trackpoint import Trackable
 from trackpoint.errors import InvalidArgumentError, NotFoundError
-from trackpoint.torch._nodes import EXTRA_STATE, VARIABLE_VALUE, extra_state_node, has_extra_state, tensor_node, unwrap
+from trackpoint.protocol import VARIABLE_VALUE
+from trackpoint.torch._nodes import EXTRA_STATE, extra_state_node, has_extra_state, tensor_node, unwrap
 from trackpoint.torch._tensors import describe, dtype_name
 
 __all__ = ["IncompatibleKeys", "load_state_dict"]

@@ -29,8 +29,6 @@ from trackpoint.torch._tensors import as_array, check_value, copy_into, destinat
 
 __all__ = [
     "EXTRA_STATE",
-    "PYTHON_STATE",
-    "VARIABLE_VALUE",
     "ModuleNode",
     "TensorNode",
     "extra_state_node",

@@ -31,8 +31,9 @@ import torch
 
 from trackpoint import Trackable
 from trackpoint.errors import InvalidArgumentError
+from trackpoint.protocol import PYTHON_STATE
 from trackpoint.torch._json import TensorNames, decode, encode, tensor_name
-from trackpoint.torch._nodes import PYTHON_STATE, TensorNode, tensor_node
+from trackpoint.torch._nodes import TensorNode, tensor_node
 from trackpoint.torch._tensors import as_array, destination, new_tensor, torch_dtype
 
 __all__ = ["OptimizerNode"]

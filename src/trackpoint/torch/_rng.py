@@ -11,7 +11,7 @@ import torch
 from trackpoint import Trackable
 from trackpoint._io import bounded_json
 from trackpoint.errors import InvalidArgumentError
-from trackpoint.torch._nodes import PYTHON_STATE
+from trackpoint.protocol import PYTHON_STATE
 
 __all__ = ["RNGState"]
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from trackpoint import Trackable
 from trackpoint.errors import InvalidArgumentError
+from trackpoint.protocol import PYTHON_STATE
 from trackpoint.torch._json import TensorNames, decode, encode, tensor_name
-from trackpoint.torch._nodes import PYTHON_STATE
 from trackpoint.torch._tensors import as_array, new_tensor
 
 __all__ = ["StateDictNode", "has_state_dict"]
