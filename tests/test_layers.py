@@ -35,7 +35,7 @@ FACADES = ("trackpoint._io", "trackpoint._pipeline")
 TOOL_ENTRY_POINTS = {"__init__.py", "average.py", "convert.py", "merge.py", "rewrite.py"}
 
 # Edge modules that still import a core private, by module (path under the package) -> the imports.
-# Helper D moves the torch adapter onto ``trackpoint.protocol``; this must end empty.
+# Empty: the torch adapter reaches the graph through ``trackpoint.protocol`` alone; this must stay empty.
 EDGE_ALLOWANCE: dict[str, set[str]] = {}
 
 # Core modules that still import an edge, by module -> the imports. ``checkpoint.py``'s multi-process save
