@@ -38,17 +38,10 @@ TOOL_ENTRY_POINTS = {"__init__.py", "average.py", "convert.py", "merge.py", "rew
 # Empty: the torch adapter reaches the graph through ``trackpoint.protocol`` alone; this must stay empty.
 EDGE_ALLOWANCE: dict[str, set[str]] = {}
 
-# Core modules that still import an edge, by module -> the imports. ``checkpoint.py``'s multi-process save
-# moves behind a committer seam in ``_saving`` (issue 40, point 4); this must end empty.
-CORE_ALLOWANCE: dict[str, set[str]] = {
-    "checkpoint.py": {
-        "trackpoint.distributed._coordinator.Coordinator",
-        "trackpoint.distributed._resolve.coordinator_for",
-        "trackpoint.distributed._save.plan_save",
-    },
-}
-# What ``import trackpoint`` loads of the edges because of CORE_ALLOWANCE; must end empty with it.
-LOADED_ALLOWANCE = {"trackpoint.distributed", "trackpoint.distributed._coordinator", "trackpoint.distributed._resolve"}
+# Core modules that still import an edge, by module -> the imports. Must stay empty.
+CORE_ALLOWANCE: dict[str, set[str]] = {}
+# What ``import trackpoint`` loads of the edges because of CORE_ALLOWANCE; must stay empty with it.
+LOADED_ALLOWANCE: set[str] = set()
 
 
 def _module_name(path: pathlib.Path) -> str:

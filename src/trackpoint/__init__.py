@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from trackpoint import errors, optimizers, sharding
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus, RestoreReport
+from trackpoint._saving import committer as _committer
 from trackpoint._storage.storage_options import set_storage_options
 from trackpoint._tracking.autotrackable import AutoTrackable, Module
 from trackpoint._tracking.base import NoDependency, Trackable
@@ -148,19 +149,27 @@ _report_public_names(globals(), __all__, __name__)
 _report_public_names(vars(sharding), sharding.__all__, sharding.__name__)
 
 
+# A save of several processes is trackpoint.distributed's: the first save that may coordinate imports
+# it, and it registers its committer then (see trackpoint._saving.committer).
+_committer.load_on_first_need("trackpoint.distributed")
+
 # The tools, each imported from its module ``trackpoint.tools.<name>`` on first use: ``import trackpoint``
 # loads no tool (they import a dozen modules that saving and restoring never need).
 _TOOLS = ("average", "convert", "merge", "rewrite")
 
 
 def __getattr__(name: str) -> object:
-    """A tool (``tp.convert``, ``tp.rewrite``, ``tp.average``, ``tp.merge``), imported on first use,
-    or ``trackpoint.__version__``, read from the installed package's metadata on first use.
+    """A tool (``tp.convert``, ``tp.rewrite``, ``tp.average``, ``tp.merge``) or ``tp.distributed``,
+    imported on first use, or ``trackpoint.__version__``, read from the installed package's metadata on first use.
 
     ``pyproject.toml`` is the version's one source. It is looked up on first use, because
     finding an installed package's metadata searches every entry of ``sys.path``: work that
     every ``import trackpoint`` would pay for a value few programs read.
     """
+    if name == "distributed":  # tp.distributed, as before it was imported on first use (see above)
+        import importlib
+
+        return importlib.import_module("trackpoint.distributed")
     if name in _TOOLS:
         import importlib
 

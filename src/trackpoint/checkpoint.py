@@ -4,79 +4,28 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from trackpoint._format.state_file import point_state_at, require_swappable, resolve_index
-from trackpoint._graph import kept_values
-from trackpoint._graph.gc_pause import gc_paused
+from trackpoint._format.state_file import require_swappable, resolve_index
 from trackpoint._graph.restore import restore_checkpoint
 from trackpoint._graph.restore_record import RestoreRecord
-from trackpoint._graph.save_layout import SaveLayout
-from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
-from trackpoint._saving.async_writer import AsyncWriter
-from trackpoint._saving.device_spec import parse_device
-from trackpoint._saving.write import write_bundle
+from trackpoint._saving.save import SaveSettings, SaveState, save_checkpoint, state_file_record
 from trackpoint._storage import files
 from trackpoint._storage.storage import storage_for
 from trackpoint._storage.storage_options import use_storage_options
+from trackpoint._tracking.attached import Attached, attach, deref
 from trackpoint._tracking.autotrackable import AutoTrackable
 from trackpoint._tracking.base import Trackable
-from trackpoint._tracking.data_structures import wrap_or_unwrap
 from trackpoint._tracking.epoch import structure_changed
 from trackpoint._tracking.variables import Variable
-from trackpoint.distributed._coordinator import Coordinator
-from trackpoint.distributed._resolve import coordinator_for
-from trackpoint.errors import DeadReferenceError, InvalidArgumentError, NotFoundError, WriteError
-from trackpoint.options import CheckpointOptions, run_write_callbacks
+from trackpoint.errors import NotFoundError
+from trackpoint.options import CheckpointOptions
 
 __all__ = ["Checkpoint"]
-
-
-def _deref(held: Trackable | weakref.ref[Trackable]) -> Trackable:
-    """The object itself, or the referent of a weakly held root (raising once it is gone)."""
-    if not isinstance(held, weakref.ref):
-        return held
-    obj = held()
-    if obj is None:
-        raise _dead_root_error()
-    return obj
-
-
-def _dead_root_error() -> DeadReferenceError:
-    return DeadReferenceError(
-        "The root of this Checkpoint was passed as a weak reference (Checkpoint(root=weakref.ref(obj))) and has "
-        "been garbage-collected, so there is nothing to save or restore. Keep a reference to the root for as long as "
-        "the Checkpoint is used, or pass the object itself."
-    )
-
-
-class _Attached(Mapping[str, Trackable]):
-    """The dependencies attached to a ``Checkpoint(root)``'s root, by name.
-
-    A root given as a weak reference is held as that reference, its ``"root"`` self-edge
-    included, and looked up on each use, so the checkpoint never keeps it alive.
-    """
-
-    __slots__ = ("_items",)
-
-    def __init__(self) -> None:
-        self._items: dict[str, Trackable | weakref.ref[Trackable]] = {}
-
-    def __getitem__(self, name: str) -> Trackable:
-        return _deref(self._items[name])
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._items)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __setitem__(self, name: str, value: Trackable | weakref.ref[Trackable]) -> None:
-        self._items[name] = value
 
 
 class Checkpoint(AutoTrackable):
@@ -117,53 +66,23 @@ class Checkpoint(AutoTrackable):
             InvalidArgumentError: An argument is not trackable (a dead weak reference
                 included), or ``root`` already has another child of a keyword's name.
         """
-        attached = _Attached()
-        root_ref: weakref.ref[Trackable] | None = None
-        graph_root: Trackable | None = None
-        if isinstance(root, weakref.ref):
-            root_ref, graph_root = root, root()
-        else:
-            graph_root = root
-        if root is not None:
-            if not isinstance(graph_root, Trackable):
-                dead = " (the weak reference's object is gone)" if root_ref is not None and graph_root is None else ""
-                raise InvalidArgumentError(
-                    f"`Checkpoint` was expecting root to be a trackable object (an object derived from `Trackable`), "
-                    f"got {graph_root!r}{dead}."
-                )
-            kwargs["root"] = graph_root
-        for name in sorted(kwargs):
-            value = wrap_or_unwrap(kwargs[name])  # lists and dicts become container nodes, as in TF
-            if not isinstance(value, Trackable):
-                raise InvalidArgumentError(
-                    f"`Checkpoint` was expecting a trackable object (an object derived from `Trackable`) for "
-                    f"{name!r}, got {value!r}."
-                )
-            if graph_root is not None:
-                held = root_ref if name == "root" and root_ref is not None else value
-                object.__setattr__(self, name, held)
-                existing = graph_root._lookup_dependency(name)
-                if existing is None:
-                    attached[name] = held
-                elif existing is not value:
-                    raise InvalidArgumentError(
-                        f"Cannot create a Checkpoint with keyword argument {name!r} if root.{name} already exists."
-                    )
+        held_root, attached, fields = attach(root, kwargs)
+        for name, value in fields:
+            if held_root is None:
+                setattr(self, name, value)  # tracked: the checkpoint is the root
             else:
-                setattr(self, name, value)
-        # None when the checkpoint is its own root: a reference to itself would be a cycle,
-        # which keeps it and its variables alive until the garbage collector runs.
-        object.__setattr__(self, "_tp_root", root_ref if root_ref is not None else graph_root)
+                object.__setattr__(self, name, value)
+        object.__setattr__(self, "_tp_root", held_root)
         object.__setattr__(self, "_tp_attached", attached)
         object.__setattr__(self, "_tp_save_counter", None)
+        object.__setattr__(self, "_tp_saving", SaveState())
 
     # Set with object.__setattr__ (AutoTrackable would track them as children): in __init__,
-    # and the last three when first needed.
+    # and the last two when first needed.
     _tp_root: Trackable | weakref.ref[Trackable] | None
-    _tp_attached: _Attached
+    _tp_attached: Attached
     _tp_save_counter: Variable | None
-    _tp_writer: AsyncWriter | None = None
-    _tp_save_layout: SaveLayout | None = None  # of the last save, for the next (see _graph/save_layout.py)
+    _tp_saving: SaveState  # what one save leaves for the next: the layout, the writer thread (_saving/save.py)
     _tp_restore_record: RestoreRecord | None = None  # of the last restore, for the next (_graph/restore_record.py)
 
     @property
@@ -174,7 +93,7 @@ class Checkpoint(AutoTrackable):
             DeadReferenceError: The root was given as a weak reference and is gone.
         """
         root = self._tp_root
-        return self if root is None else _deref(root)
+        return self if root is None else deref(root)
 
     def _count_save(self, file_prefix: str | None = None) -> int:
         """Add one to ``save_counter`` for a numbered save and return it; a root that is gone
@@ -226,95 +145,45 @@ class Checkpoint(AutoTrackable):
 
     # -- saving -------------------------------------------------------------------------
 
-    def _async_writer(self) -> AsyncWriter:
-        writer = self._tp_writer
-        if writer is None:
-            writer = AsyncWriter()
-            object.__setattr__(self, "_tp_writer", writer)
-        return writer
+    def _tp_before_write(self) -> None:
+        """Hook: runs first in every ``save`` and ``write`` of this checkpoint, before anything
+        is serialized (step 1 of the save pipeline, :mod:`trackpoint._saving.save`).
 
-    def _write(
+        A subclass overrides it to refuse, by raising, objects it cannot save
+        (``trackpoint.torch.Checkpoint`` refuses tensors that alias each other). The
+        default does nothing.
+        """
+
+    def _save(
         self,
         file_prefix: str,
         options: CheckpointOptions | None,
+        *,
         record: Callable[[], None] | None = None,
         follow: Callable[[], None] | None = None,
     ) -> str:
-        """Serialize now; write (here, or on the background thread), then run the callbacks.
-
-        ``record`` (the state file's update) runs after the write callbacks, as TF appends it
-        to them, but also when a callback raises: the checkpoint is complete either way, and
-        the callback's error is raised after it is recorded.
-        """
+        """Save to ``file_prefix`` exactly through the save pipeline; ``record`` and ``follow``
+        (the state file's update) run where :func:`~trackpoint._saving.save.save_checkpoint`
+        documents. ``write``, ``save`` and ``CheckpointManager.save`` all save through it."""
         options = CheckpointOptions.coerce(options)
-        prefix = os.fspath(file_prefix)
-        with gc_paused():
-            weak_root = isinstance(self._tp_root, weakref.ref)
-            try:
-                serialized, layout = serialize(self._tp_graph_root, self._tp_attached, self._tp_save_layout, weak_root)
-            except InvalidArgumentError as exc:  # an object refused its state: nothing was written
-                raise type(exc)(f"{prefix}: {exc}", path=prefix, key=exc.key) from exc
-        object.__setattr__(self, "_tp_save_layout", layout)
-        callbacks = list(options.experimental_write_callbacks or ())
-        sharding = options.experimental_sharding_callback
-        coordinator = coordinator_for(options.coordinator)
-        if coordinator is not None:
-            return self._write_together(coordinator, prefix, serialized, options, record, follow)
-
-        def write(state: SerializedCheckpoint) -> None:
-            # Encoding the graph and the index entries is the save's burst of allocations
-            # (see gc_pause); on the writer thread too, whose pause is as long as the write.
-            with gc_paused():
-                tensors, owners = state.with_graph()
-                write_bundle(prefix, tensors, sharding, owners)
-            try:
-                run_write_callbacks(callbacks, prefix)
-            finally:
-                if record is not None:
-                    record()
-
-        if options.enable_async:
-            snapshot = serialized.snapshot()
-            self._async_writer().submit(lambda: write(snapshot), prefix)
-        else:
-            self.sync()  # keep saves in order behind any background write
-            write(serialized)
-        return prefix
-
-    def _write_together(
-        self,
-        coordinator: Coordinator,
-        prefix: str,
-        serialized: SerializedCheckpoint,
-        options: CheckpointOptions,
-        record: Callable[[], None] | None,
-        follow: Callable[[], None] | None,
-    ) -> str:
-        """:meth:`_write` on every rank of a job (see :mod:`trackpoint.distributed`): the plan is
-        agreed here, the writes and the commit happen on the writer thread for async saves."""
-        from trackpoint.distributed._save import plan_save
-
-        device = options.experimental_io_device
-        io_rank = parse_device(device).task if device is not None else None
-        callbacks = list(options.experimental_write_callbacks or ())
-        self.sync()  # keep saves in order behind any background write: the ranks' exchanges pair up in order
-        with gc_paused():
-            tensors, _ = serialized.with_graph()
-        planned = plan_save(coordinator, prefix, tensors, io_rank)
-
-        def write(state: SerializedCheckpoint) -> None:
-            kept_values.keep_values_of(prefix)
-            with gc_paused():
-                tensors, owners = state.with_graph()
-                planned.execute(tensors, owners, options.experimental_sharding_callback, record, follow)
-            run_write_callbacks(callbacks, prefix)
-
-        if options.enable_async:
-            snapshot = serialized.snapshot()
-            self._async_writer().submit(lambda: write(snapshot), prefix)
-        else:
-            write(serialized)
-        return prefix
+        settings = SaveSettings(
+            options.enable_async,
+            tuple(options.experimental_write_callbacks or ()),
+            options.experimental_sharding_callback,
+            options.coordinator,
+            options.experimental_io_device,
+        )
+        return save_checkpoint(
+            os.fspath(file_prefix),
+            self._tp_graph_root,
+            self._tp_attached,
+            settings,
+            self._tp_saving,
+            weak_root=isinstance(self._tp_root, weakref.ref),
+            before_write=self._tp_before_write,
+            record=record,
+            follow=follow,
+        )
 
     def write(
         self,
@@ -341,7 +210,7 @@ class Checkpoint(AutoTrackable):
             True
         """
         use_storage_options(file_prefix, storage_options)
-        return self._write(file_prefix, options)
+        return self._save(file_prefix, options)
 
     def save(
         self,
@@ -379,23 +248,11 @@ class Checkpoint(AutoTrackable):
         number = self._count_save(os.fspath(file_prefix))
         path = f"{os.fspath(file_prefix)}-{number}"
 
-        def record_state() -> None:
-            try:
-                point_state_at(directory, path)
-            except OSError as exc:
-                raise WriteError(
-                    f"checkpoint {path} is complete, but the state file {os.path.join(directory, 'checkpoint')} could "
-                    f"not be updated to name it ({exc}); the state file still names what it named before. Restore "
-                    f"{path} by its path, or free space and save again."
-                ) from exc
-
-        return self._write(path, options, record_state)
+        return self._save(path, options, record=state_file_record(directory, path))
 
     def sync(self) -> None:
         """Wait until background saves finish; re-raise the failure of one (unlike TF, which only waits)."""
-        writer = self._tp_writer
-        if writer is not None:
-            writer.sync()
+        self._tp_saving.settle()
 
     # -- restoring ----------------------------------------------------------------------
 

@@ -9,8 +9,6 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
 from trackpoint._format.state_file import (
     STATE_FILENAME,
     SWAP_ATTEMPTS,
@@ -21,6 +19,7 @@ from trackpoint._format.state_file import (
     write_state,
 )
 from trackpoint._graph import kept_values
+from trackpoint._saving.interval import Interval, as_int
 from trackpoint._storage import files, naming, pending_writes
 from trackpoint._storage.storage import storage_for
 from trackpoint._storage.storage_options import use_storage_options
@@ -30,28 +29,6 @@ from trackpoint.options import CheckpointOptions
 from trackpoint.reader import get_checkpoint_state
 
 __all__ = ["CheckpointManager"]
-
-
-def _as_int(value: Any) -> int:
-    """An int from an int, a numpy value or a ``tp.Variable``."""
-    if hasattr(value, "numpy"):
-        value = value.numpy()
-    return int(np.asarray(value))
-
-
-def _as_step(value: Any) -> int:
-    """``last_checkpoint_step`` as an int: an int, a numpy integer or an integer ``tp.Variable``.
-
-    Raises:
-        InvalidArgumentError: Anything else (a float, a string, an array of several values).
-    """
-    array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
-    if array.shape != () or array.dtype.kind not in "iu":
-        raise InvalidArgumentError(
-            f"last_checkpoint_step must be an integer step number (an int or an integer variable), got {value!r}; "
-            "pass the step at which the last checkpoint was saved, or None"
-        )
-    return int(array)
 
 
 def _delete(path: str) -> None:
@@ -127,8 +104,7 @@ class CheckpointManager:
             raise InvalidArgumentError(f"CheckpointManager needs a tp.Checkpoint, got {type(checkpoint).__name__}")
         if max_to_keep is not None and max_to_keep <= 0:
             raise InvalidArgumentError(f"max_to_keep must be positive or None, got {max_to_keep}")
-        if checkpoint_interval is not None and step_counter is None:
-            raise InvalidArgumentError("`step_counter` should be passed if `checkpoint_interval` is not None.")
+        self._interval = Interval(step_counter, checkpoint_interval, last_checkpoint_step)
         self._checkpoint = checkpoint
         self._storage = storage_for(os.fspath(directory))
         self._directory = self._storage.directory(os.fspath(directory))
@@ -136,13 +112,7 @@ class CheckpointManager:
         self._max_to_keep = max_to_keep
         self._keep_every_n_hours = keep_checkpoint_every_n_hours
         self._prefix = os.path.join(self._directory, checkpoint_name)
-        self._step_counter = step_counter
-        self._checkpoint_interval = checkpoint_interval
         self._init_fn = init_fn
-        # TF reads last_checkpoint_step only when there is an interval to count from it.
-        self._last_checkpoint_step: int | None = None
-        if checkpoint_interval is not None and last_checkpoint_step is not None:
-            self._last_checkpoint_step = _as_step(last_checkpoint_step)
         self._maybe_delete: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._latest_checkpoint: str | None = None
         self._last_preserved_timestamp = 0.0
@@ -225,7 +195,7 @@ class CheckpointManager:
 
     @property
     def checkpoint_interval(self) -> int | None:
-        return self._checkpoint_interval
+        return self._interval.every
 
     @property
     def latest_checkpoint(self) -> str | None:
@@ -331,16 +301,10 @@ class CheckpointManager:
         Returns:
             The new prefix, or None when ``checkpoint_interval`` says it is too early.
         """
-        if self._checkpoint_interval is not None:
-            step = _as_int(self._step_counter)
-            if self._last_checkpoint_step is not None:
-                if step == self._last_checkpoint_step:
-                    return None
-                if check_interval and step < self._last_checkpoint_step + self._checkpoint_interval:
-                    return None
-            self._last_checkpoint_step = step
+        if not self._interval.due(check_interval):
+            return None
         count = self._checkpoint._count_save(self._prefix if checkpoint_number is None else None)
-        number = count if checkpoint_number is None else _as_int(checkpoint_number)
+        number = count if checkpoint_number is None else as_int(checkpoint_number)
         path = f"{self._prefix}-{number}"
 
         def record_remote() -> None:
@@ -379,8 +343,11 @@ class CheckpointManager:
 
         # On the other ranks of a save of several processes, the committing rank's state file
         # is what the manager lists once the save is committed.
-        return self._checkpoint._write(
-            path, options, record_remote if self._storage.merges_state else record_and_sweep, follow=self._load_state
+        return self._checkpoint._save(
+            path,
+            options,
+            record=record_remote if self._storage.merges_state else record_and_sweep,
+            follow=self._load_state,
         )
 
     def _unrecorded(
@@ -408,8 +375,7 @@ class CheckpointManager:
         if self._latest_checkpoint is not None:
             # As restore(), noting in the report a latest checkpoint outside the directory.
             self._checkpoint._restore_listed(self._latest_checkpoint, self._directory)
-            if self._checkpoint_interval is not None:
-                self._last_checkpoint_step = _as_int(self._step_counter)
+            self._interval.restored()
             return self._latest_checkpoint
         if self._init_fn is not None:
             self._init_fn()

@@ -59,7 +59,7 @@ def test_every_kind_of_structural_change_is_seen(tmp_path, reuse) -> None:
         said = reuse.saves()
         reused += [step] if said == ["reusing the previous save's layout"] else []
         assert len(said) == 1 and (step in reused or "the structure changed since" in said[0]), said
-        object.__setattr__(reference, "_tp_save_layout", None)
+        reference._tp_saving.layout = None
         reference.write(fresh)
         assert _same_files(ours, fresh), step
     assert reused == [0, 4, 8]  # the three steps that leave the layout as it was

@@ -24,8 +24,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from trackpoint._pipeline import ShardedVariable
+from trackpoint._pipeline import ShardedVariable, register_resolver
 from trackpoint.distributed._coordinator import Coordinator, KeyValueStore, StoreCoordinator
+from trackpoint.distributed._resolve import committer_for
+
+# Every later save asks this package whether it coordinates with other processes. The save layer
+# imports it on first need (see trackpoint._saving.committer), so a save joins an initialized
+# torch.distributed group without its caller importing this package.
+register_resolver(committer_for)
 
 __all__ = ["Coordinator", "KeyValueStore", "ShardedVariable", "StoreCoordinator", "TorchCoordinator"]
 

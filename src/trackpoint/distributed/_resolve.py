@@ -1,13 +1,31 @@
-"""Which ranks a save coordinates with: the option given, or the initialized torch.distributed group."""
+"""Which ranks a save coordinates with: the option given, or the initialized torch.distributed group.
+
+:func:`committer_for` is what this package registers with the save pipeline (see
+:mod:`trackpoint._saving.committer`) when it is imported.
+"""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trackpoint.distributed._coordinator import Coordinator
 
-__all__ = ["coordinator_for"]
+if TYPE_CHECKING:
+    from trackpoint.distributed._save import CoordinatedCommitter
+
+__all__ = ["committer_for", "coordinator_for"]
+
+
+def committer_for(option: Any, io_rank: int | None) -> CoordinatedCommitter | None:
+    """The committer of a save with ``CheckpointOptions(coordinator=option)``, whose
+    ``experimental_io_device`` names task ``io_rank``; None when this process saves alone."""
+    coordinator = coordinator_for(option)
+    if coordinator is None:
+        return None
+    from trackpoint.distributed._save import CoordinatedCommitter  # the writing modules: only once coordinating
+
+    return CoordinatedCommitter(coordinator, io_rank)
 
 
 def coordinator_for(option: Any) -> Coordinator | None:

@@ -21,7 +21,7 @@ committed deletes the objects it put.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,7 @@ from trackpoint.distributed._plan import SHARDED, Description, decide, describe
 from trackpoint.errors import CheckpointError, CoordinationError, InvalidArgumentError, WriteError
 from trackpoint.sharding import Shard, ShardByTaskPolicy, ShardingCallback
 
-__all__ = ["PlannedSave", "plan_save"]
+__all__ = ["CoordinatedCommitter", "PlannedSave", "plan_save"]
 
 _OK, _REFUSED = b"\x00", b"\x01"
 
@@ -89,8 +89,32 @@ def plan_save(
 
 
 @dataclass(frozen=True)
+class CoordinatedCommitter:
+    """The committer (see :mod:`trackpoint._saving.committer`) of a save of several processes."""
+
+    coordinator: Coordinator
+    io_rank: int | None
+
+    def plan(
+        self, prefix: str, tensors: Callable[[], Sequence[tuple[str, Any]]], settle: Callable[[], None]
+    ) -> PlannedSave:
+        """Agree on the plan (see :func:`plan_save`) once this rank's previous save is done."""
+        settle()  # the ranks' exchanges pair up in save order: a background save's come first
+        return plan_save(self.coordinator, prefix, tensors(), self.io_rank)
+
+
+@dataclass
+class _Progress:
+    """What this rank's part of a save did so far, for the cleanup of a failed one."""
+
+    writers: list[ShardWriter] = field(default_factory=list)
+    uploaded: list[str] = field(default_factory=list)
+    published: bool = False
+
+
+@dataclass(frozen=True)
 class PlannedSave:
-    """A save the ranks agreed on; :meth:`execute` writes and commits it."""
+    """A save the ranks agreed on; :meth:`write` writes and commits it (a ``Commit``)."""
 
     coordinator: Coordinator
     tag: str
@@ -99,7 +123,9 @@ class PlannedSave:
     root: int
     io_rank: int | None
 
-    def execute(
+    records = True  # at the commit, on the root (see write)
+
+    def write(
         self,
         tensors: Sequence[tuple[str, Any]],
         trackables: Sequence[Any],
@@ -117,60 +143,86 @@ class PlannedSave:
                 ranks where it did not happen); nothing was committed unless it says so.
         """
         c, tag = self.coordinator, self.tag
-        writers: list[ShardWriter] = []
-        uploaded: list[str] = []
-        published = False
+        progress = _Progress()
         with c.alive(tag):
             try:
-                mine = self._mine(tensors, trackables)
-                shards = _split(mine, sharding_callback)
-                if c.rank == self.root:
-                    storage_for(self.prefix).prepare(
-                        self.prefix
-                    )  # before anyone writes: the others wait for the counts
-                counts = [int(n) for n in c.all_gather(f"{tag}#counts", str(len(shards)).encode())]
-                first, total = sum(counts[: c.rank]), sum(counts)
-                writers = [
-                    ShardWriter(data_filename(self.prefix, first + i, total), first + i) for i in range(len(shards))
-                ]
-                parallel_map(lambda pair: write_shard(*pair), list(zip(writers, shards)), MAX_WRITER_THREADS)
-                if c.rank != self.root:  # puts nothing unless the storage puts data ahead of the index
-                    uploaded = rank_files.upload(self.prefix, writers)
-                report = rank_files.encode(writers)
-                reports = c.gather(f"{tag}#entries", report, self.root)
-                if reports is not None:
-                    files = [f for report in reports for f in rank_files.decode(report)]
-                    rank_files.publish(self.prefix, files, total, {w.path for w in writers})
-                    published = True
-                    if record is not None:
-                        record()
-                    c.broadcast(f"{tag}#verdict", b"", self.root)
-                    # Every rank read the plan and the counts before it sent its entries; the
-                    # verdict, which they may not have read yet, stays (a few bytes).
-                    c.release(f"{tag}#decision")
-                    c.release(f"{tag}#counts")
-                else:
-                    c.broadcast(f"{tag}#verdict", None, self.root)
-                    published = True
-                    if follow is not None:
-                        follow()
+                total = self._write_files(tensors, trackables, sharding_callback, progress)
+                self._commit(total, progress, record, follow)
             except BaseException as exc:
                 if not isinstance(exc, CoordinationError):
                     c.fail(tag, _message(exc))
-                if not published:
-                    for writer in writers:
+                if not progress.published:
+                    for writer in progress.writers:
                         writer.abort()
-                    _withdraw(uploaded)
-                if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
-                    raise WriteError(
-                        f"could not write checkpoint {self.prefix}: {exc}. Nothing of it was published; earlier "
-                        f"checkpoints are untouched. {write_remedy(exc)}",
-                        path=self.prefix,
-                    ) from exc
-                if isinstance(exc, CoordinationError) and exc.path is None:
-                    # Whether the root committed is unknown here: the message says only what failed.
-                    raise _naming(exc, self.prefix) from exc
-                raise
+                    _withdraw(progress.uploaded)
+                translated = self._translated(exc)
+                if translated is None:
+                    raise
+                raise translated from exc
+
+    def _write_files(
+        self,
+        tensors: Sequence[tuple[str, Any]],
+        trackables: Sequence[Any],
+        sharding_callback: ShardingCallback | None,
+        progress: _Progress,
+    ) -> int:
+        """Write this rank's data files (uploaded, at a URL, unless this rank commits); return
+        how many the checkpoint has in all."""
+        c, tag = self.coordinator, self.tag
+        shards = _split(self._mine(tensors, trackables), sharding_callback)
+        if c.rank == self.root:
+            storage_for(self.prefix).prepare(self.prefix)  # before anyone writes: the others wait for the counts
+        counts = [int(n) for n in c.all_gather(f"{tag}#counts", str(len(shards)).encode())]
+        first, total = sum(counts[: c.rank]), sum(counts)
+        progress.writers = [
+            ShardWriter(data_filename(self.prefix, first + i, total), first + i) for i in range(len(shards))
+        ]
+        parallel_map(lambda pair: write_shard(*pair), list(zip(progress.writers, shards)), MAX_WRITER_THREADS)
+        if c.rank != self.root:  # puts nothing unless the storage puts data ahead of the index
+            progress.uploaded = rank_files.upload(self.prefix, progress.writers)
+        return total
+
+    def _commit(
+        self,
+        total: int,
+        progress: _Progress,
+        record: Callable[[], None] | None,
+        follow: Callable[[], None] | None,
+    ) -> None:
+        """Report this rank's files; the root publishes the index and records, then tells
+        the others, which follow."""
+        c, tag = self.coordinator, self.tag
+        reports = c.gather(f"{tag}#entries", rank_files.encode(progress.writers), self.root)
+        if reports is not None:
+            files = [f for report in reports for f in rank_files.decode(report)]
+            rank_files.publish(self.prefix, files, total, {w.path for w in progress.writers})
+            progress.published = True
+            if record is not None:
+                record()
+            c.broadcast(f"{tag}#verdict", b"", self.root)
+            # Every rank read the plan and the counts before it sent its entries; the
+            # verdict, which they may not have read yet, stays (a few bytes).
+            c.release(f"{tag}#decision")
+            c.release(f"{tag}#counts")
+        else:
+            c.broadcast(f"{tag}#verdict", None, self.root)
+            progress.published = True
+            if follow is not None:
+                follow()
+
+    def _translated(self, exc: BaseException) -> BaseException | None:
+        """The error a failed save raises instead of ``exc``, or None to raise ``exc`` itself."""
+        if isinstance(exc, OSError) and not isinstance(exc, CheckpointError):
+            return WriteError(
+                f"could not write checkpoint {self.prefix}: {exc}. Nothing of it was published; earlier "
+                f"checkpoints are untouched. {write_remedy(exc)}",
+                path=self.prefix,
+            )
+        if isinstance(exc, CoordinationError) and exc.path is None:
+            # Whether the root committed is unknown here: the message says only what failed.
+            return _naming(exc, self.prefix)
+        return None
 
     def _mine(self, tensors: Sequence[tuple[str, Any]], trackables: Sequence[Any]) -> list[tuple[str, Any, Any]]:
         """The ``(key, value, owner)`` this rank writes, in key order; at the I/O rank, the

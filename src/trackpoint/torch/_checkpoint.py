@@ -159,6 +159,6 @@ class Checkpoint(tp.Checkpoint):
 
     _tp_torch_modules: dict[str, torch.nn.Module]
 
-    def _write(self, file_prefix: str, options: Any, record: Any = None, follow: Any = None) -> str:
+    def _tp_before_write(self) -> None:
+        """Refuse aliased and meta tensors before a save serializes anything (see :func:`check_aliasing`)."""
         check_aliasing(self._tp_torch_modules)
-        return super()._write(file_prefix, options, record, follow)
