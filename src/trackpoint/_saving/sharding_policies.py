@@ -111,6 +111,29 @@ def _string_sizes(value: Any) -> list[int]:
     return [len(x) for x in np.asarray(value, dtype=object).reshape(-1)]
 
 
+@dataclass(frozen=True)
+class _Region:
+    """The part of a tensor a ``ShardableTensor`` holds: all of it, or the slice it already is.
+
+    Attributes:
+        full_shape: The whole tensor's shape.
+        offset: Where the held part starts in it.
+        shape: The held part's shape (its value's shape).
+    """
+
+    full_shape: tuple[int, ...]
+    offset: list[int]
+    shape: list[int]
+
+    def index(self, offset: list[int], shape: list[int]) -> tuple[slice, ...]:
+        """The slice of the held value at ``offset`` (in the whole tensor) of ``shape``."""
+        return tuple(slice(o - r, o - r + s) for o, r, s in zip(offset, self.offset, shape))
+
+    def rest(self, offset: list[int]) -> list[int]:
+        """The shape of what is left of the held part from ``offset`` on."""
+        return [s - (o - r) for s, o, r in zip(self.shape, offset, self.offset)]
+
+
 class _Partitioner:
     """TF's ``MaxShardSizePartitioner``, over numpy arrays (see :class:`MaxShardSizePolicy`)."""
 
@@ -161,16 +184,24 @@ class _Partitioner:
         # String tensors are never sliced: TF cannot read sliced strings back ("Dtype string not
         # supported" in RestoreV2), so a string tensor is placed whole, like a scalar.
         if not root_shape or t.dtype == np.dtype(object):
-            if total > self.max:
-                self.large.append({key: {t.slice_spec: value}})
-                return
-            if total > self.remaining:
-                self._new_shard()
-            self._put(key, t.slice_spec, value, total)
+            self._add_whole(key, t.slice_spec, value, total)
+        else:
+            self._add_sliced(key, value, _Region(full_shape, root_offset, root_shape), elem)
+
+    def _add_whole(self, key: str, spec: str, value: Any, total: int) -> None:
+        """Place a tensor that is never cut: in the current shard, a new one, or one of its own."""
+        if total > self.max:
+            self.large.append({key: {spec: value}})
             return
-        offset = list(root_offset)
-        shape = list(root_shape)
-        size = total
+        if total > self.remaining:
+            self._new_shard()
+        self._put(key, spec, value, total)
+
+    def _add_sliced(self, key: str, value: Any, region: _Region, elem: int) -> None:
+        """Cut ``value`` (the tensor's ``region``) into slices that fill the shards in turn."""
+        offset = list(region.offset)
+        shape = list(region.shape)
+        size = math.prod(shape) * elem
         while size > self.remaining:
             axis, part = self._next_partition(shape, elem)
             if part == 0:
@@ -181,29 +212,31 @@ class _Partitioner:
                 # the thinnest slice a shard of its own, as it does for oversized scalars.
                 axis = min(range(len(shape)), key=lambda a: math.prod(shape) // shape[a])
                 part = 1
-            relative = [o - r for o, r in zip(offset, root_offset)]
             part_shape = list(shape)
             part_shape[axis] = part
-            part_bytes = math.prod(part_shape) * elem
-            index = tuple(slice(r, r + s) for r, s in zip(relative, part_shape))
-            spec = slices.format_spec(full_shape, tuple(zip(offset, part_shape)))
-            if part_bytes > self.max:
-                self.large.append({key: {spec: value[index]}})
-            else:
-                self._put(key, spec, value[index], part_bytes)
-                if self.remaining == 0:
-                    self._new_shard()
+            self._add_part(key, value, region, offset, part_shape, elem)
             offset[axis] += part
-            shape = [s - (o - r) for s, o, r in zip(root_shape, offset, root_offset)]
+            shape = region.rest(offset)
             size = math.prod(shape) * elem
-        relative = [o - r for o, r in zip(offset, root_offset)]
-        index = tuple(slice(r, r + s) for r, s in zip(relative, shape))
-        if math.prod(shape) > 0 or math.prod(root_shape) == 0:
+        if math.prod(shape) > 0 or math.prod(region.shape) == 0:
             # Unlike TF, an empty tensor is kept (TF silently drops it from the checkpoint).
-            spec = slices.format_spec(full_shape, tuple(zip(offset, shape)))
-            self._put(
-                key, spec, value[index] if relative != [0] * len(relative) or shape != root_shape else value, size
-            )
+            spec = slices.format_spec(region.full_shape, tuple(zip(offset, shape)))
+            whole = offset == region.offset and shape == region.shape
+            self._put(key, spec, value if whole else value[region.index(offset, shape)], size)
+
+    def _add_part(
+        self, key: str, value: Any, region: _Region, offset: list[int], part_shape: list[int], elem: int
+    ) -> None:
+        """Place one slice cut off the tensor: in the current shard, or one of its own if too large."""
+        part_bytes = math.prod(part_shape) * elem
+        spec = slices.format_spec(region.full_shape, tuple(zip(offset, part_shape)))
+        part = value[region.index(offset, part_shape)]
+        if part_bytes > self.max:
+            self.large.append({key: {spec: part}})
+            return
+        self._put(key, spec, part, part_bytes)
+        if self.remaining == 0:
+            self._new_shard()
 
     def result(self) -> list[Shard]:
         return (self.shards if self.shards[0] else []) + self.large
