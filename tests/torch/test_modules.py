@@ -340,3 +340,16 @@ def test_cuda_tensors_go_through_host_memory_in_bounded_chunks(tmp_path, monkeyp
         model.weight.zero_()
     tpt.Checkpoint(model=model).read(path).assert_consumed()
     assert torch.equal(model.weight.cpu(), saved)
+
+
+def test_the_torch_checkpoint_refuses_aliases_through_the_documented_hook_alone(tmp_path) -> None:
+    """``tpt.Checkpoint`` plugs its aliasing check into the save pipeline's ``before_write`` step
+    (``_tp_before_write``); it overrides no other method of ``tp.Checkpoint``."""
+    own = {name for name in vars(tpt.Checkpoint) if callable(vars(tpt.Checkpoint)[name])}
+    assert own & set(dir(tp.Checkpoint)) == {"__init__", "_tp_before_write"}
+    model = torch.nn.Module()
+    model.whole = torch.nn.Parameter(torch.zeros(4))
+    model.part = torch.nn.Parameter(model.whole.data[1:])
+    with pytest.raises(InvalidArgumentError, match="share memory"):
+        tpt.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    assert list(tmp_path.iterdir()) == []
