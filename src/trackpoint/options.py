@@ -70,18 +70,6 @@ def _is_coordinator(value: Any) -> bool:
     return type(value).__module__.startswith("torch") and "ProcessGroup" in type(value).__name__
 
 
-def run_write_callbacks(callbacks: Sequence[WriteCallback], save_path: str) -> None:
-    """Call each callback with the save path when it accepts one, in list order."""
-    for callback in callbacks:
-        try:
-            params = list(inspect.signature(callback).parameters.values())
-        except (TypeError, ValueError):
-            callback(save_path)
-            continue
-        takes_path = any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
-        callback(save_path) if takes_path else callback()
-
-
 class CheckpointOptions:
     """Options for ``save``, ``write``, ``read``, ``restore`` and ``CheckpointManager.save``.
 

@@ -28,12 +28,13 @@ from trackpoint._format.entries import slice_keys
 from trackpoint._format.keys import encode_key
 from trackpoint._format.slices import readable_key
 from trackpoint._format.state_file import CheckpointState, read_state, resolve_index, resolve_prefix
+from trackpoint._saving.save import run_write_callbacks
 from trackpoint._saving.write import write_bundle
 from trackpoint._storage import files, naming, previous
 from trackpoint._storage.storage_options import use_storage_options
 from trackpoint._storage.store_errors import UNANSWERED
 from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, PermissionDeniedError, WriteError
-from trackpoint.options import CheckpointOptions, run_write_callbacks
+from trackpoint.options import CheckpointOptions
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time
