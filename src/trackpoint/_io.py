@@ -22,16 +22,17 @@ from __future__ import annotations
 
 from trackpoint._format import bounded_json, slices
 from trackpoint._format._proto import tensor_bundle_pb2, trackable_object_graph_pb2
-from trackpoint._format.bundle_reader import BundleReader, Entry, check_disjoint
+from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, dtype_of, merge_shards, write_index
-from trackpoint._format.chunked_read import stored_chunks
-from trackpoint._format.crc import crc32c, unmask
+from trackpoint._format.chunked_read import StoredStream, stored_chunks
 from trackpoint._format.dtypes import DTYPES, FLOAT_NAMES, INT_NAMES, DType, enum_name, family, from_numpy
 from trackpoint._format.entries import slice_keys
 from trackpoint._format.entry_rules import MAX_RANK
 from trackpoint._format.index_entries import IndexEntries
 from trackpoint._format.keys import encode_key
+from trackpoint._format.pread import read_bytes, read_into
 from trackpoint._format.read_tuning import DEFAULT_TUNING
+from trackpoint._format.sliced_read import check_disjoint
 from trackpoint._format.slices import readable_key
 from trackpoint._format.state_file import is_directory, resolve_prefix
 from trackpoint._format.tensors import numeric_bytes_view
@@ -72,10 +73,10 @@ __all__ = [
     "Entry",
     "IndexEntries",
     "ShardWriter",
+    "StoredStream",
     "bounded_json",
     "check_disjoint",
     "checkpoint_key",
-    "crc32c",
     "data_filename",
     "dtype_of",
     "encode_key",
@@ -96,6 +97,8 @@ __all__ = [
     "parse_graph",
     "printable",
     "publish_objects",
+    "read_bytes",
+    "read_into",
     "read_object_graph",
     "read_regular",
     "readable_key",
@@ -112,7 +115,6 @@ __all__ = [
     "trackable_object_graph_pb2",
     "unescape",
     "unescape_local_name",
-    "unmask",
     "urls_among",
     "use_storage_options",
     "use_storage_options_for_urls",

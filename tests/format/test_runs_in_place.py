@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint._format import runs_in_place, sstable
+from trackpoint._format import pread, sstable
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.bundle_writer import encode_entry, header_bytes
 from trackpoint._format.crc import crc32c, mask
@@ -73,7 +73,7 @@ def test_without_small_no_small_tensor_is_offered(tmp_path) -> None:
 
 
 def test_a_run_of_more_tensors_than_one_preadv_takes(tmp_path) -> None:
-    count = 3 * runs_in_place._IOV_MAX + 5  # one run of 4 MiB at most: split among several preadv calls
+    count = 3 * pread._IOV_MAX + 5  # one run of 4 MiB at most: split among several preadv calls
     tensors = {f"t{i:05d}": np.full(3, i, np.int32) for i in range(count)}
     prefix = tp.save_tensors(str(tmp_path / "b"), tensors)
     keys = sorted(tensors)

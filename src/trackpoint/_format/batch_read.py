@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,6 +31,7 @@ from trackpoint._format.dtypes import NUMPY_BY_ENUM, DType
 from trackpoint._format.entries import Entry
 from trackpoint._format.entry_columns import distinct
 from trackpoint._format.entry_rules import Rows
+from trackpoint._format.pread import read_bytes
 from trackpoint._format.threads import Background
 
 if TYPE_CHECKING:
@@ -257,13 +257,8 @@ class ReadPlan:
     def _read_run(self, run: Run) -> bytes:
         """A run's bytes, unchecked (see :meth:`_hand_out`)."""
         # Immutable bytes, so the arrays handed out are read-only views from the start.
-        buf = os.pread(run.fd, run.length, run.first)
-        while len(buf) < run.length:  # a short read: only a file shrinking under us ends this
-            more = os.pread(run.fd, run.length - len(buf), run.first + len(buf))
-            if not more:
-                raise self.reader.ended_early(run.shard_id, self.keys[int(run.rows[0])])
-            buf += more
-        return buf
+        ended = functools.partial(self.reader.ended_early, run.shard_id, self.keys[int(run.rows[0])])
+        return read_bytes(run.fd, run.length, run.first, ended)
 
     def finish(self, start: int, stop: int, runs: list[Run], fetched: list[bytes]) -> list[Any]:
         """The values of rows ``start:stop``, in order: the fetched ones checked, the others read now."""

@@ -4,25 +4,30 @@ Nothing in the files is trusted. Before any allocation, every entry passes the r
 :mod:`.entry_rules` (dtype known, dims non-negative, ``size`` equal to the element count
 times the element size, shard id below the shard count, ``offset + size`` inside the
 file); slices must lie inside their tensor, disjoint and complete; and every tensor's
-crc32c is verified against the bytes read. Many tensors at once are read by
-:mod:`.batch_read`.
+crc32c is verified against the bytes read.
+
+The reader's jobs beyond the index live beside it: opening the index file
+(:mod:`.bundle_index`), one tensor's stored bytes (:mod:`.chunked_read`, over :mod:`.pread`),
+tensors stored in slices and regions of tensors (:mod:`.sliced_read`), many tensors at once
+(:mod:`.batch_read`), reads into existing arrays (:mod:`.in_place`), and hints of what will be
+read soon (:mod:`.read_hints`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
-from trackpoint._format import batch_read, entry_rules, slices, sstable
+from trackpoint._format import batch_read, entry_rules, read_hints, sliced_read
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
-from trackpoint._format.crc import crc32c, crc32c_combine, unmask
-from trackpoint._format.dtypes import DType, enum_name
+from trackpoint._format.bundle_index import read_index
+from trackpoint._format.chunked_read import read_stored
+from trackpoint._format.crc import unmask
+from trackpoint._format.dtypes import DType
 from trackpoint._format.entries import Entry, entries_from_columns, parse_entry
 from trackpoint._format.entry_columns import EntryColumns, decode_spans, padded
 from trackpoint._format.in_place import InPlace
@@ -30,8 +35,7 @@ from trackpoint._format.keys import decode_key, lookup_key, lookup_keys
 from trackpoint._format.read_tuning import DEFAULT_TUNING, ReadTuning
 from trackpoint._format.slices import readable_key
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
-from trackpoint._format.threads import parallel_map
-from trackpoint._storage import files, naming
+from trackpoint._storage import naming
 from trackpoint._storage.readahead import start_readahead
 from trackpoint._storage.shard_files import ShardFiles, identity
 from trackpoint._storage.storage import storage_for
@@ -40,7 +44,7 @@ from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentErr
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time
 
-__all__ = ["BundleReader", "Entry", "check_disjoint"]
+__all__ = ["BundleReader", "Entry"]
 
 
 class BundleReader:
@@ -73,47 +77,10 @@ class BundleReader:
         self.prefix = storage_for(prefix).readable_prefix(prefix)
         self.index_path = naming.index_filename(self.prefix)
         self.tuning = tuning
-        try:
-            if index is not None and self.prefix == prefix:
-                data, stat = index
-            else:
-                data, stat = files.read_regular(self.index_path, "checkpoint index", naming.MAX_INDEX_BYTES)
-        except NotFoundError as exc:
-            raise NotFoundError(
-                f"Unsuccessful TensorSliceReader constructor: Failed to find any matching files for {prefix}: "
-                f"{self.index_path} does not exist. Pass the checkpoint prefix (e.g. 'dir/ckpt-1', without "
-                "'.index'), or a directory holding a 'checkpoint' state file.",
-                path=self.index_path,
-            ) from exc
-        try:
-            table = sstable.read_table_spans(data, self.index_path, damaged_blocks)
-        except DataLossError as exc:
-            exc.path = exc.path or self.index_path  # the table's messages name the block, not only the file
-            raise
-        if not table.keys or table.keys[0] != b"":
-            raise DataLossError(
-                f"{self.index_path}: no bundle header entry; not a TensorFlow checkpoint index", path=self.index_path
-            )
-        header = pb.BundleHeaderProto()
-        try:
-            header.ParseFromString(table.value(0))
-        except DecodeError as exc:
-            raise DataLossError(f"{self.index_path}: malformed bundle header: {exc}", path=self.index_path) from exc
-        if header.version.min_consumer > 1 or 1 in header.version.bad_consumers:
-            raise InvalidArgumentError(
-                f"{self.index_path}: written by a newer format (min_consumer={header.version.min_consumer}); "
-                "upgrade trackpoint"
-            )
-        if header.num_shards < 1:
-            raise DataLossError(
-                f"{self.index_path}: header declares {header.num_shards} data shards", path=self.index_path
-            )
+        table, header, stat = read_index(
+            prefix, self.index_path, damaged_blocks, index if index is not None and self.prefix == prefix else None
+        )
         count = len(table.keys) - 1
-        if count < header.num_shards and header.num_shards > 1:
-            # every shard holds at least one entry; this bounds what a hostile header can claim
-            raise DataLossError(
-                f"{self.index_path}: {header.num_shards} shards declared for {count} entries", path=self.index_path
-            )
         self.num_shards = header.num_shards
         self.big_endian = header.endianness == pb.BundleHeaderProto.BIG
         self._table = table
@@ -224,32 +191,13 @@ class BundleReader:
 
     def expect(self, keys: Sequence[str], shard_ids: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> None:
         """Say which stored bytes will be read (rows of ``keys``, checked already): at a URL
-        they are fetched now, neighbours together, instead of one request per tensor."""
-        files = self._files
-        if not files.local_copies or all(files.held_whole(i) for i in range(files.num_shards)):
-            return  # local, or downloaded already: no spans to work out
-        for shard_id in np.unique(shard_ids).tolist():
-            if files.held_whole(int(shard_id)):
-                continue
-            rows = np.flatnonzero((shard_ids == shard_id) & (sizes > 0))
-            if len(rows):
-                starts = offsets[rows]
-                spans = list(zip(starts.tolist(), (starts + sizes[rows]).tolist()))
-                self._files.open(int(shard_id), keys[int(rows[0])], spans)
+        they are fetched now, neighbours together, instead of one request per tensor (see :mod:`.read_hints`)."""
+        read_hints.expect(self._files, keys, shard_ids, offsets, sizes)
 
     def expect_entries(self, entries: Sequence[Entry]) -> None:
         """:meth:`expect` for entries about to be read one by one (a tool's, or every entry for a
         verify); one whose shard cannot be opened is left for its read to report."""
-        if not self._files.local_copies:
-            return
-        plain = [e for e in entries if not e.is_sliced and 0 <= e.shard_id < self._files.num_shards]
-        with contextlib.suppress(CheckpointError):
-            self.expect(
-                [e.key for e in plain],
-                np.array([e.shard_id for e in plain], np.int64),
-                np.array([e.offset for e in plain], np.int64),
-                np.array([max(e.size, 0) for e in plain], np.int64),
-            )
+        read_hints.expect_entries(self._files, entries)
 
     def file_size(self, shard_id: int, key: str) -> int:
         """The size of a data shard, as first opened (at a URL, without fetching any of it)."""
@@ -269,8 +217,12 @@ class BundleReader:
             "damaged. Restore from another checkpoint or re-save",
         )
 
-    def ended_early(self, shard_id: int, key: str) -> CheckpointError:
-        """The error for a data file that ends before a tensor the index places in it."""
+    def ended_early(self, shard_id: int, key: str, at: int | None = None) -> CheckpointError:
+        """The error for a data file that ends (at byte ``at``) before a tensor the index places in it.
+
+        The message names the key, not ``at``; ``partial(reader.ended_early, shard_id, key)`` is
+        the :data:`.pread.Ended` of reads of that key's bytes.
+        """
         path = self.data_path(shard_id)
         return self.damaged(path, key, f"{path}: unexpected end of file reading key {readable_key(key)!r}")
 
@@ -334,7 +286,7 @@ class BundleReader:
         if out is not None:
             self._check_out(entry, dtype, out)
         if entry.is_sliced:
-            return self._read_sliced(entry, dtype, out)
+            return sliced_read.read_sliced(self, entry, dtype, out)
         return self._read_plain(entry, dtype, out)
 
     def read_batches(
@@ -362,59 +314,6 @@ class BundleReader:
                 return outs[0]
         return self.read_checked(entry, dtype)
 
-    def _read_bytes(self, entry: Entry, dest: memoryview | None = None, verify: bool = True) -> memoryview:
-        """Read the stored bytes of an entry that passed :meth:`checked` (into ``dest`` if given) and verify the crc.
-
-        String tensors pass ``verify=False``: their crc is not over the stored bytes but over
-        the lengths as fixed-width integers, so :func:`decode_strings` checks it.
-        """
-        fd = self.entry_fd(entry)
-        size = entry.size
-        buf = dest if dest is not None else memoryview(bytearray(size))
-        if verify and size >= 2 * self.tuning.chunk_bytes:
-            crc = self._read_parallel(fd, entry, buf)
-        else:
-            self._pread(fd, entry, buf, 0, size)
-            crc = crc32c(buf) if verify else 0
-        if verify and crc != unmask(entry.crc32c):
-            raise self.checksum_mismatch(entry.shard_id, entry.key)
-        return buf
-
-    def _pread(self, fd: int, entry: Entry, buf: memoryview, start: int, stop: int) -> None:
-        done = start
-        while done < stop:
-            n = os.preadv(fd, [buf[done:stop]], entry.offset + done)
-            if n <= 0:
-                raise self.ended_early(entry.shard_id, entry.key)
-            done += n
-
-    def _read_parallel(self, fd: int, entry: Entry, buf: memoryview) -> int:
-        """Read a large tensor with several threads, each checksumming its own part; return the crc.
-
-        File reads and crc32c both release the GIL, so the parts proceed at once on several
-        cores; each thread works in cache-sized chunks, checksumming what it has just read.
-        The parts' crcs are then combined. No memory is used beyond the destination.
-        """
-        size, chunk_bytes = entry.size, self.tuning.chunk_bytes
-        parts = min(self.tuning.read_threads, max(1, size // chunk_bytes))
-        step = -(-size // parts)
-
-        def read_part(start: int) -> int:
-            stop = min(start + step, size)
-            crc = 0
-            for chunk in range(start, stop, chunk_bytes):
-                end = min(chunk + chunk_bytes, stop)
-                self._pread(fd, entry, buf, chunk, end)
-                crc = crc32c(buf[chunk:end], crc)
-            return crc
-
-        starts = list(range(0, size, step))
-        crcs = parallel_map(read_part, starts, len(starts))
-        crc = crcs[0]
-        for start, part_crc in zip(starts[1:], crcs[1:]):
-            crc = crc32c_combine(crc, part_crc, min(start + step, size) - start)
-        return crc
-
     def _check_out(self, entry: Entry, dtype: DType, out: np.ndarray) -> None:
         if dtype.is_string or out.dtype != dtype.numpy or out.shape != entry.shape:
             raise InvalidArgumentError(
@@ -434,71 +333,17 @@ class BundleReader:
                     "supported"
                 )
             path = self.data_path(entry.shard_id)
-            stored = self._read_bytes(entry, verify=False)
+            stored = read_stored(self, entry, verify=False)
             what = f"{path}: key {readable_key(entry.key)!r}"
             try:
                 return decode_strings(stored, entry.shape, unmask(entry.crc32c), what)
             except DataLossError as exc:
                 raise self.damaged(path, entry.key, str(exc)) from exc
         array = out if out is not None else np.empty(entry.shape, dtype=dtype.numpy)
-        self._read_bytes(entry, numeric_bytes_view(array) if array.size else memoryview(b""))
+        read_stored(self, entry, numeric_bytes_view(array) if array.size else memoryview(b""))
         if self.big_endian:
             array.byteswap(inplace=True)
         return array
-
-    def _read_sliced(self, entry: Entry, dtype: DType, out: np.ndarray | None) -> np.ndarray:
-        result = out if out is not None else np.empty(entry.shape, dtype=dtype.numpy)
-        for part, bounds in self._slice_parts(entry, dtype):
-            result[tuple(slice(start, stop) for start, stop in bounds)] = self._read_plain(part, dtype, None)
-        return result
-
-    def _slice_parts(self, entry: Entry, dtype: DType) -> list[tuple[Entry, tuple[tuple[int, int], ...]]]:
-        """The entry of each stored slice of a sliced ``entry``, with its bounds, all checked.
-
-        The slices are disjoint and their volumes add up to the whole, so they cover it
-        exactly; every part is validated against its file before anything is allocated.
-        """
-        full_shape = entry.shape
-        total = math.prod(full_shape)
-        boxes = []
-        covered = 0
-        for proto in entry.slices:
-            extents = slices.extents_from_proto(proto)
-            try:
-                bounds = slices.resolve(extents, full_shape, f"{self.index_path}: key {readable_key(entry.key)!r}")
-            except InvalidArgumentError as exc:
-                raise DataLossError(str(exc), path=self.index_path, key=entry.key) from exc
-            boxes.append((extents, bounds))
-            covered += slices.volume(bounds)
-        if covered != total:
-            raise DataLossError(
-                f"{self.index_path}: slices of key {readable_key(entry.key)!r} cover {covered} of its {total} elements "
-                "(overlapping or incomplete); the checkpoint is damaged or a shard's index was lost",
-                path=self.index_path,
-                key=entry.key,
-            )
-        check_disjoint([b for _, b in boxes], entry.key, self.index_path)
-        parts = []
-        for extents, bounds in boxes:
-            part_key = slices.encode_slice_key(entry.key, extents)
-            if part_key not in self._rows:
-                raise DataLossError(
-                    f"{self.index_path}: slice {list(bounds)} of key {readable_key(entry.key)!r} has no entry",
-                    path=self.index_path,
-                    key=entry.key,
-                )
-            part = self.entry(part_key)
-            expected = tuple(stop - start for start, stop in bounds)
-            if part.dtype_enum != entry.dtype_enum or part.shape != expected or part.is_sliced:
-                raise DataLossError(
-                    f"{self.index_path}: slice {list(bounds)} of key {readable_key(entry.key)!r} is stored as "
-                    f"{enum_name(part.dtype_enum)}{list(part.shape)}, expected {dtype.enum_name}{list(expected)}",
-                    path=self.index_path,
-                    key=entry.key,
-                )
-            self.checked(part)
-            parts.append((part, bounds))
-        return parts
 
     def read_region(
         self, key: str | bytes, bounds: Sequence[tuple[int, int]], full_shape: Sequence[int] | None = None
@@ -507,33 +352,14 @@ class BundleReader:
 
         Only the stored slices that overlap the region are read, each whole (a checksum covers
         a stored slice, not part of it); a tensor stored whole is one such slice. A process
-        holding one shard of a tensor saved by several (or by one) reads this way.
+        holding one shard of a tensor saved by several (or by one) reads this way (see
+        :mod:`.sliced_read`).
 
         Raises:
             InvalidArgumentError: The region does not lie inside the tensor, or the tensor's
                 shape is not ``full_shape`` (when given).
         """
-        entry, dtype, bounds = self._region(key, bounds, full_shape)
-        if not entry.is_sliced:
-            whole = self.read_checked(entry, dtype)
-            # The trailing Ellipsis keeps a 0-d tensor a 0-d array (an empty index would give a
-            # scalar, and np.ascontiguousarray makes anything at least 1-d).
-            region = np.asarray(whole)[tuple(slice(a, b) for a, b in bounds) + (Ellipsis,)]
-            return region if region.flags.c_contiguous else np.copy(region, order="C")
-        parts = self._slice_parts(entry, dtype)
-        exact = _slice_of(parts, bounds)
-        if exact is not None:  # one stored slice is the region: no assembly
-            return np.asarray(self._read_plain(exact, dtype, None))
-        result = np.empty(tuple(stop - start for start, stop in bounds), dtype=dtype.numpy)
-        for part, part_bounds in parts:
-            overlap = [(max(a, c), min(b, d)) for (a, b), (c, d) in zip(bounds, part_bounds)]
-            if any(start >= stop for start, stop in overlap):
-                continue
-            data = self._read_plain(part, dtype, None)
-            result[tuple(slice(lo - a, hi - a) for (lo, hi), (a, _) in zip(overlap, bounds))] = np.asarray(data)[
-                tuple(slice(lo - c, hi - c) for (lo, hi), (c, _) in zip(overlap, part_bounds))
-            ]
-        return result
+        return sliced_read.read_region(self, key, bounds, full_shape)
 
     def region_entry(
         self, key: str | bytes, bounds: Sequence[tuple[int, int]], full_shape: Sequence[int] | None = None
@@ -545,35 +371,7 @@ class BundleReader:
         Raises:
             InvalidArgumentError: As :meth:`read_region`.
         """
-        entry, dtype, bounds = self._region(key, bounds, full_shape)
-        if not entry.is_sliced:
-            return entry if all(stop - start == dim for (start, stop), dim in zip(bounds, entry.shape)) else None
-        return _slice_of(self._slice_parts(entry, dtype), bounds)
-
-    def _region(
-        self, key: str | bytes, bounds: Sequence[tuple[int, int]], full_shape: Sequence[int] | None
-    ) -> tuple[Entry, DType, tuple[tuple[int, int], ...]]:
-        """The checked entry of ``key``, its dtype and ``bounds`` as ints, once the region lies in it."""
-        entry = self.entry(key)
-        dtype = self.checked(entry)
-        bounds = tuple((int(start), int(stop)) for start, stop in bounds)
-        if full_shape is not None and tuple(full_shape) != tuple(entry.shape):
-            raise InvalidArgumentError(
-                f"{self.prefix}: key {readable_key(entry.key)!r} is {dtype.name}{list(entry.shape)}, not of the full "
-                f"shape {list(full_shape)} a block of it is to be read for",
-                path=self.prefix,
-                key=readable_key(entry.key),
-            )
-        if len(bounds) != len(entry.shape) or any(
-            not 0 <= start <= stop <= dim for (start, stop), dim in zip(bounds, entry.shape)
-        ):
-            raise InvalidArgumentError(
-                f"{self.prefix}: key {readable_key(entry.key)!r} is {dtype.name}{list(entry.shape)}; the region "
-                f"{[list(b) for b in bounds]} does not lie inside it",
-                path=self.prefix,
-                key=readable_key(entry.key),
-            )
-        return entry, dtype, bounds
+        return sliced_read.region_entry(self, key, bounds, full_shape)
 
     # -- lifetime -----------------------------------------------------------------------
 
@@ -593,27 +391,3 @@ class BundleReader:
         # Half-built, or at interpreter exit: nothing left to close.
         with contextlib.suppress(Exception):
             self.close()
-
-
-def check_disjoint(boxes: list[tuple[tuple[int, int], ...]], key: str, path: str) -> None:
-    """Raise if any two slices overlap (sweep along the first dimension)."""
-    if not boxes or not boxes[0]:
-        if len(boxes) > 1:
-            raise DataLossError(f"{path}: scalar key {readable_key(key)!r} has {len(boxes)} slices", path=path, key=key)
-        return
-    ordered = sorted(boxes)
-    for i, a in enumerate(ordered):
-        for b in ordered[i + 1 :]:
-            if b[0][0] >= a[0][1]:
-                break
-            if all(bs < ae and as_ < be for (as_, ae), (bs, be) in zip(a, b)):
-                raise DataLossError(
-                    f"{path}: slices {list(a)} and {list(b)} of key {readable_key(key)!r} overlap", path=path, key=key
-                )
-
-
-def _slice_of(
-    parts: Sequence[tuple[Entry, tuple[tuple[int, int], ...]]], bounds: tuple[tuple[int, int], ...]
-) -> Entry | None:
-    """The stored slice among ``parts`` whose bounds are exactly ``bounds``, if one is."""
-    return next((part for part, part_bounds in parts if part_bounds == bounds), None)

@@ -33,6 +33,7 @@ hold what the file held, and must be restored again.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -41,6 +42,7 @@ import numpy as np
 
 from trackpoint._format.crc import crc32c, crc32c_combine, unmask
 from trackpoint._format.entries import Entry
+from trackpoint._format.pread import read_into
 from trackpoint._format.runs_in_place import RunsInPlace
 from trackpoint._format.slices import readable_key
 from trackpoint._format.tensors import numeric_bytes_view
@@ -194,6 +196,7 @@ class InPlace:
         fds = [reader.entry_fd(entry) for entry in entries]
         for entry, fd in zip(entries, fds):
             self._seen[entry.shard_id] = _state(fd)
+        ended = [functools.partial(reader.ended_early, entry.shard_id, entry.key) for entry in entries]
         chunk_bytes = reader.tuning.chunk_bytes
 
         def checksum(share: list[_Piece]) -> list[int]:
@@ -206,7 +209,7 @@ class InPlace:
                 for start in range(lo, hi, chunk_bytes):
                     stop = min(start + chunk_bytes, hi)
                     buf = scratch[: stop - start]
-                    _pread(reader, fds[index], entry, buf, start)
+                    read_into(fds[index], buf, entry.offset + start, ended[index])
                     crc = crc32c(buf, crc)
                 crcs.append(crc)
             return crcs
@@ -234,30 +237,35 @@ class InPlace:
             return
         runs, self._runs = self._runs, None  # and with it, the last reference to their destinations
         if runs is not None:
-            count = len(runs) + len(outs)
-            try:
-                runs.copy()
-            except CheckpointError as exc:  # the file ended early: it was cut short since verify
-                raise _changed(reader, exc.key or "", count) from exc
-            for shard_id, (fd, key) in runs.files.items():
-                if _state(fd) != self._seen.get(shard_id):
-                    raise _changed(reader, key, count)
-        if not outs:
-            return
+            self._copy_runs(reader, runs, len(runs) + len(outs))
+        if outs:
+            self._copy_large(reader, outs)
+
+    def _copy_runs(self, reader: BundleReader, runs: RunsInPlace, count: int) -> None:
+        """The second pass of the small tensors claimed (``count`` tensors in this call in all)."""
+        try:
+            runs.copy()
+        except CheckpointError as exc:  # the file ended early: it was cut short since verify
+            raise _changed(reader, exc.key or "", count) from exc
+        for shard_id, (fd, key) in runs.files.items():
+            if _state(fd) != self._seen.get(shard_id):
+                raise _changed(reader, key, count)
+
+    def _copy_large(self, reader: BundleReader, outs: dict[int, np.ndarray]) -> None:
+        """The second pass of the large tensors of ``outs``."""
         rows = list(outs)
         entries = [self.entries[row] for row in rows]
         fds = [reader.entry_fd(entry) for entry in entries]
+        ended = [functools.partial(reader.ended_early, entry.shard_id, entry.key) for entry in entries]
         arrays = [outs[row] for row in rows]
-        views = []
         frozen = [array for array in arrays if not array.flags.writeable]  # a variable's, read-only again after
         for array in frozen:
             array.flags.writeable = True  # allowed: its memory was offered for this (see fits)
-        for array in arrays:
-            views.append(numeric_bytes_view(array))
+        views = [numeric_bytes_view(array) for array in arrays]
 
         def read(share: list[_Piece]) -> None:
             for index, lo, hi in share:
-                _pread(reader, fds[index], entries[index], views[index][lo:hi], lo)
+                read_into(fds[index], views[index][lo:hi], entries[index].offset + lo, ended[index])
 
         shares = self._pieces(reader, entries)
         try:
@@ -301,13 +309,3 @@ def _changed(reader: BundleReader, key: str, count: int) -> DataLossError:
         path=path,
         key=key,
     )
-
-
-def _pread(reader: BundleReader, fd: int, entry: Entry, buf: memoryview, start: int) -> None:
-    """Fill ``buf`` with the entry's bytes from ``start`` on; a file ending early raises DataLossError."""
-    done, size = 0, len(buf)
-    while done < size:
-        n = os.preadv(fd, [buf[done:]], entry.offset + start + done)
-        if n <= 0:
-            raise reader.ended_early(entry.shard_id, entry.key)
-        done += n

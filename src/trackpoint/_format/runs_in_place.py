@@ -22,13 +22,14 @@ modification time) and raises :class:`~trackpoint.errors.DataLossError`.
 
 from __future__ import annotations
 
-import os
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from trackpoint._format.crc import crc32c
+from trackpoint._format.pread import read_into_all
 from trackpoint._format.tensors import numeric_bytes_view
 
 if TYPE_CHECKING:
@@ -36,9 +37,6 @@ if TYPE_CHECKING:
     from trackpoint._format.bundle_reader import BundleReader
 
 __all__ = ["RunsInPlace"]
-
-# Buffers one preadv call takes at most (Linux's IOV_MAX; the call fails with more).
-_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 
 
 class RunsInPlace:
@@ -137,24 +135,9 @@ class RunsInPlace:
         Raises:
             DataLossError: The file ends before the run does.
         """
-        offset = run.first
-        for i in range(0, len(buffers), _IOV_MAX):
-            part = buffers[i : i + _IOV_MAX]
-            wanted = sum(len(buffer) for buffer in part)
-            done = os.preadv(run.fd, part, offset)
-            while done < wanted:  # a short read: only a file shrinking under us ends this
-                rest = _after(part, done)
-                more = os.preadv(run.fd, rest, offset + done) if rest else 0
-                if more <= 0:
-                    raise self._reader.ended_early(run.shard_id, self._keys[int(run.rows[0])])
-                done += more
-            offset += wanted
-
-
-def _after(buffers: list[memoryview], done: int) -> list[memoryview]:
-    """What of ``buffers`` lies past their first ``done`` bytes."""
-    for i, buffer in enumerate(buffers):
-        if done < len(buffer):
-            return [buffer[done:], *buffers[i + 1 :]]
-        done -= len(buffer)
-    return []
+        read_into_all(
+            run.fd,
+            buffers,
+            run.first,
+            functools.partial(self._reader.ended_early, run.shard_id, self._keys[int(run.rows[0])]),
+        )

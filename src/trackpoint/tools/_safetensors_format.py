@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import ml_dtypes
 import numpy as np
 
-from trackpoint._io import bounded_json, open_regular, start_readahead
+from trackpoint._io import bounded_json, open_regular, read_bytes, read_into, start_readahead
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
@@ -186,10 +186,7 @@ class SafetensorsFile:
 
     def _pread(self, size: int, offset: int) -> bytes:
         assert self._fd is not None
-        data = os.pread(self._fd, size, offset)
-        if len(data) != size:
-            raise self._damaged(f"unexpected end of file at byte {offset + len(data)}")
-        return data
+        return read_bytes(self._fd, size, offset, lambda at: self._damaged(f"unexpected end of file at byte {at}"))
 
     def _parse_header(self) -> tuple[dict[str, str], dict[str, TensorInfo]]:
         if self.size < 8:
@@ -336,12 +333,7 @@ class SafetensorsFile:
             return
         assert self._fd is not None
         view = out.reshape(-1).view(np.uint8).data
-        done = 0
-        while done < size:
-            n = os.preadv(self._fd, [view[done:size]], offset + done)
-            if n <= 0:
-                raise self._damaged(f"tensor {name!r} is cut short", name)
-            done += n
+        read_into(self._fd, view[:size], offset, lambda _: self._damaged(f"tensor {name!r} is cut short", name))
 
     def close(self) -> None:
         """Close the file."""

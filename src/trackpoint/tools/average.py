@@ -39,8 +39,8 @@ from trackpoint._io import (
     BundleReader,
     DType,
     Entry,
+    StoredStream,
     check_disjoint,
-    crc32c,
     encode_key,
     enum_name,
     family,
@@ -48,7 +48,6 @@ from trackpoint._io import (
     readable_key,
     slice_keys,
     slices,
-    unmask,
     use_storage_options_for_urls,
 )
 from trackpoint.errors import DataLossError, InvalidArgumentError
@@ -342,31 +341,21 @@ class _Stream:
     """One input tensor read in element ranges, in order, its checksum verified at the end."""
 
     def __init__(self, bundle: BundleReader, entry: Entry, dtype: DType, whole: bool = False) -> None:
-        self.bundle, self.entry, self.dtype = bundle, entry, dtype
+        self.entry, self.dtype = entry, dtype
         self.whole: np.ndarray | None = None
         if whole and (entry.is_sliced or bundle.big_endian):
             self.whole = np.asarray(bundle.read(entry.key)).reshape(-1)  # assembled, byte order fixed
             return
         bundle.checked(entry)  # offset and size inside the file, before anything is read
-        self.fd = bundle.entry_fd(entry)
-        self.crc = 0
+        self.stream = StoredStream(bundle, entry)
 
     def chunk(self, start: int, stop: int, out: np.ndarray) -> np.ndarray:
-        """Elements ``start:stop``, read into ``out`` (unless the tensor was read whole)."""
+        """Elements ``start:stop`` (following the last chunk's) read into ``out``, unless read whole."""
         if self.whole is not None:
             return self.whole[start:stop]
-        itemsize = self.dtype.itemsize
-        view = numeric_bytes_view(out) if out.size else memoryview(b"")
-        done, size = 0, (stop - start) * itemsize
-        while done < size:
-            n = os.preadv(self.fd, [view[done:]], self.entry.offset + start * itemsize + done)
-            if n <= 0:
-                path = self.bundle.data_path(self.entry.shard_id)
-                raise DataLossError(f"{path}: unexpected end of file reading {self.entry.key!r}", key=self.entry.key)
-            done += n
-        self.crc = crc32c(view, self.crc)
+        self.stream.read_into(numeric_bytes_view(out) if out.size else memoryview(b""))
         return out
 
     def done(self) -> None:
-        if self.whole is None and self.crc != unmask(self.entry.crc32c):
-            raise self.bundle.checksum_mismatch(self.entry.shard_id, self.entry.key)
+        if self.whole is None:
+            self.stream.verify()
