@@ -23,12 +23,13 @@ from __future__ import annotations
 from trackpoint._format import bounded_json, slices
 from trackpoint._format._proto import tensor_bundle_pb2, trackable_object_graph_pb2
 from trackpoint._format.bundle_reader import BundleReader, Entry
-from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, dtype_of, merge_shards, write_index
+from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, dtype_of
 from trackpoint._format.chunked_read import StoredStream, stored_chunks
 from trackpoint._format.dtypes import DTYPES, FLOAT_NAMES, INT_NAMES, DType, enum_name, family, from_numpy
 from trackpoint._format.entries import slice_keys
 from trackpoint._format.entry_rules import MAX_RANK
 from trackpoint._format.index_entries import IndexEntries
+from trackpoint._format.index_write import merge_shards, write_index
 from trackpoint._format.keys import encode_key
 from trackpoint._format.pread import read_bytes, read_into
 from trackpoint._format.read_tuning import DEFAULT_TUNING

@@ -20,8 +20,9 @@ import trackpoint as tp
 from trackpoint._format import slices, sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format._proto import trackable_object_graph_pb2 as gpb
-from trackpoint._format.bundle_writer import encode_entry, header_bytes
+from trackpoint._format.bundle_writer import encode_entry
 from trackpoint._format.crc import crc32c, mask
+from trackpoint._format.index_write import header_bytes
 from trackpoint._storage import naming
 
 HERE = pathlib.Path(__file__).resolve().parent / "corpus"

@@ -15,7 +15,7 @@ import trackpoint as tp
 from tests.helpers import GOLDEN
 from trackpoint._format import slices, sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
-from trackpoint._format.bundle_writer import header_bytes
+from trackpoint._format.index_write import header_bytes
 from trackpoint._storage import naming
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 

@@ -15,8 +15,8 @@ import numpy as np
 from trackpoint._format import sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
-from trackpoint._format.bundle_writer import write_index
 from trackpoint._format.entry_columns import EntryColumns, decode_spans, padded
+from trackpoint._format.index_write import write_index
 from trackpoint._storage import naming
 from trackpoint.errors import DataLossError, InvalidArgumentError
 

@@ -196,7 +196,8 @@ def test_save_tensors_with_options(tmp_path) -> None:
 @given(tensor_dicts)
 def test_add_many_writes_what_add_writes(tmp_path_factory, tensors: dict[str, object]) -> None:
     """The batched fast path is byte for byte the per-tensor path, whatever the tensors."""
-    from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_index
+    from trackpoint._format.bundle_writer import ShardWriter
+    from trackpoint._format.index_write import merge_shards, write_index
 
     directory = tmp_path_factory.mktemp("many")
     extra = {

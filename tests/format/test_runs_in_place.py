@@ -13,9 +13,10 @@ import pytest
 import trackpoint as tp
 from trackpoint._format import pread, sstable
 from trackpoint._format.bundle_reader import BundleReader
-from trackpoint._format.bundle_writer import encode_entry, header_bytes
+from trackpoint._format.bundle_writer import encode_entry
 from trackpoint._format.crc import crc32c, mask
 from trackpoint._format.in_place import InPlace
+from trackpoint._format.index_write import header_bytes
 from trackpoint._storage import naming
 
 

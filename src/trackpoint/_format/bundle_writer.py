@@ -10,17 +10,17 @@ from __future__ import annotations
 import functools
 import io
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from trackpoint._format import chunked_write, slices, sstable, varint, wire
-from trackpoint._format._proto import tensor_bundle_pb2 as pb
+from trackpoint._format import chunked_write, slices, varint, wire
 from trackpoint._format.crc import crc32c, mask
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
 from trackpoint._format.index_entries import IndexEntries, entry_head, entry_heads
-from trackpoint._format.keys import decode_key, encode_key
+from trackpoint._format.index_write import merge_shards, write_index
+from trackpoint._format.keys import encode_key
 from trackpoint._format.tensors import as_numeric_buffer, encode_strings, numeric_bytes_view
 from trackpoint._format.threads import Background
 from trackpoint._storage import atomic, naming
@@ -28,9 +28,8 @@ from trackpoint._storage.storage import storage_for
 from trackpoint._storage.writeback import WRITEBACK_BYTES, start_writeback
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["BundleWriter", "ShardEntries", "ShardWriter", "dtype_of", "header_bytes", "merge_shards", "write_index"]
+__all__ = ["BundleWriter", "ShardWriter", "dtype_of", "encode_entry"]
 
-TENSOR_BUNDLE_VERSION = 1
 # numpy dtype -> DType for the numeric dtypes stored as they are (native byte order).
 _NUMPY_DTYPES = {d.numpy: d for d in DTYPES.values() if not d.is_string}
 _WRITE_BUFFER = 1 << 20
@@ -48,13 +47,6 @@ def dtype_of(array: Any, key: str) -> DType:
             "cast it to a supported dtype (float16/32/64, bfloat16, int8-64, uint8-64, bool, complex, string)"
         )
     return dtype
-
-
-def _shape_proto(shape: Sequence[int]) -> pb.TensorShapeProto:
-    proto = pb.TensorShapeProto()
-    for dim in shape:
-        proto.dim.add().size = int(dim)
-    return proto
 
 
 # One-byte tags of the fields written here (see trackpoint._format.wire).
@@ -79,57 +71,6 @@ def encode_entry(dtype: int, shape: Sequence[int], shard_id: int, offset: int, s
     if crc:
         out += [_CRC32C, crc.to_bytes(4, "little")]
     return b"".join(out)
-
-
-def header_bytes(num_shards: int) -> bytes:
-    header = pb.BundleHeaderProto(num_shards=num_shards)
-    header.version.producer = TENSOR_BUNDLE_VERSION
-    return header.SerializeToString()
-
-
-def write_index(
-    prefix: str,
-    entries: IndexEntries | Mapping[bytes, bytes | pb.BundleEntryProto],
-    num_shards: int,
-    data_files: Sequence[tuple[str, str]] = (),
-    data_synced: Callable[[], None] | None = None,
-    others: Sequence[str] = (),
-    uploaded: Sequence[tuple[str, str]] = (),
-) -> None:
-    """Write ``prefix.index`` and publish it together with ``data_files`` (``(temp, final)`` pairs).
-
-    At a URL, ``others`` are data objects of the bundle that other processes put in place
-    already, and ``uploaded`` the pairs of ``data_files`` this process put ahead (see
-    :meth:`trackpoint._storage.storage.Storage.put_data`), which may be filled as late as the
-    return of ``data_synced``.
-
-    The index is written under a temporary name and fsynced; then the data files and the
-    index are put in place, the index last (see :meth:`trackpoint._storage.storage.Storage.publish`).
-    ``data_synced``, if given, is called before anything is published and must return only
-    once the data files are durable (or raise).
-    """
-    if not isinstance(entries, IndexEntries):
-        given = entries
-        entries = IndexEntries()
-        for key, entry in given.items():
-            entries.encoded[key] = entry if isinstance(entry, bytes) else entry.SerializeToString()
-    entries.encoded[b""] = header_bytes(num_shards)
-    keys, values = entries.sorted_columns()
-    entries.clear()  # its columns are in ``values`` now; the memory goes before the table is built
-    try:
-        table = sstable.build_table_columns(keys, values)
-    except InvalidArgumentError as exc:  # a key given twice
-        raise InvalidArgumentError(f"{prefix}: {exc}", path=prefix, key=exc.key) from None
-    path = naming.index_filename(prefix)
-    storage = storage_for(path)
-
-    def commit(temp: str) -> None:
-        if data_synced is not None:
-            data_synced()
-        rest = [pair for pair in data_files if pair not in uploaded]
-        storage.publish(rest, temp, path, num_shards, others, uploaded)
-
-    atomic.write_file(path, table, commit, temp=storage.temp_path(path), durable=not storage.local_copies)
 
 
 class ShardWriter:
@@ -328,73 +269,6 @@ class ShardWriter:
             pass  # the descriptor is released either way (close(2) frees it even on error)
         finally:
             atomic.remove_quietly(self.temp_path)
-
-
-class ShardEntries(Protocol):
-    """What :func:`merge_shards` reads of a shard: a :class:`ShardWriter`, or one written elsewhere."""
-
-    @property
-    def path(self) -> str: ...
-    @property
-    def shard_id(self) -> int: ...
-    @property
-    def entries(self) -> IndexEntries: ...
-    @property
-    def sliced(self) -> dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]]: ...
-
-
-def merge_shards(shards: Sequence[ShardEntries], whole_remedy: str | None = None) -> IndexEntries:
-    """All entries of the shards, in shard order; slices of one key gathered into its full entry.
-
-    The full entry of a sliced tensor takes the shard id of its first slice and lists the
-    slices shard by shard, as TF's merge leaves them. The slices of a key never overlap; they
-    may cover part of it (one worker's part of a checkpoint, merged later) unless
-    ``whole_remedy`` is given: then they must tile it, and the error says that remedy.
-
-    Raises:
-        InvalidArgumentError: A key is stored whole twice, or whole and sliced, or its slices
-            disagree in dtype or shape, overlap, or (with ``whole_remedy``) leave part of it out.
-    """
-    if len(shards) == 1 and not shards[0].sliced:
-        return shards[0].entries
-    entries = IndexEntries()
-    merged: dict[bytes, pb.BundleEntryProto] = {}
-    full: dict[bytes, tuple[DType, tuple[int, ...]]] = {}
-    whole: set[bytes] = (
-        set()
-    )  # keys stored whole, to tell a slice of one apart (a key stored whole twice is found later)
-    for shard in shards:
-        entries.extend(shard.entries)
-        whole.update(shard.entries.encoded)
-        if shard.sliced:
-            whole.update(map(encode_key, shard.entries.names))
-    for shard in shards:
-        for key, (name, dtype, shape, parts) in shard.sliced.items():
-            entry = merged.get(key)
-            if entry is None and key not in whole:
-                entry = merged[key] = pb.BundleEntryProto(dtype=dtype.enum, shard_id=shard.shard_id)
-                entry.shape.CopyFrom(_shape_proto(shape))
-                full[key] = (dtype, shape)
-            elif entry is None or full.get(key) != (dtype, shape):
-                raise InvalidArgumentError(
-                    f"{shard.path}: slices of {name!r} disagree with another shard's in "
-                    "dtype or shape, or the key is also stored whole"
-                )
-            entry.slices.extend(slices.extents_to_proto(e) for e in parts)
-    for key, entry in merged.items():
-        dtype, shape = full[key]
-        # Whether the slices of a distributed save tile the tensor is the plan's check.
-        parts = [slices.extents_from_proto(p) for p in entry.slices]
-        problem = slices.cover_problem(shape, parts, complete=whole_remedy is not None)
-        if problem is not None:
-            name = decode_key(key)
-            raise InvalidArgumentError(
-                f"{shards[0].path}: tensor {name!r} of shape {list(shape)} is saved in slices, and {problem}. "
-                f"{whole_remedy or 'Save each block once'}",
-                key=name,
-            )
-        entries.encoded[key] = entry.SerializeToString()
-    return entries
 
 
 class BundleWriter:

@@ -12,9 +12,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from trackpoint._format import slices
-from trackpoint._format.bundle_writer import ShardWriter, merge_shards, write_index
+from trackpoint._format.bundle_writer import ShardWriter
 from trackpoint._format.dtypes import DTYPES, DType
 from trackpoint._format.index_entries import IndexEntries
+from trackpoint._format.index_write import merge_shards, write_index
 from trackpoint._format.keys import encode_key
 from trackpoint._saving import wire
 from trackpoint._storage import atomic
