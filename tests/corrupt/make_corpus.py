@@ -23,6 +23,7 @@ from trackpoint._format._proto import trackable_object_graph_pb2 as gpb
 from trackpoint._format.bundle_writer import encode_entry
 from trackpoint._format.crc import crc32c, mask
 from trackpoint._format.index_write import header_bytes
+from trackpoint._format.sstable_read import read_table_spans
 from trackpoint._storage import naming
 
 HERE = pathlib.Path(__file__).resolve().parent / "corpus"
@@ -168,7 +169,7 @@ def main() -> None:
     header = pb.BundleHeaderProto(num_shards=1)
     header.version.producer = 5
     header.version.min_consumer = 3
-    table = sstable.read_table_spans(pathlib.Path(naming.index_filename(p)).read_bytes(), "x")
+    table = read_table_spans(pathlib.Path(naming.index_filename(p)).read_bytes(), "x")
     items = [(key, table.data[a:b]) for key, a, b in zip(table.keys, table.starts, table.ends)]
     pathlib.Path(naming.index_filename(p)).write_bytes(
         sstable.build_table([(b"", header.SerializeToString())] + items[1:])

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from trackpoint._format import sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._format.entry_columns import EntryColumns, decode_spans, padded
 from trackpoint._format.index_write import write_index
+from trackpoint._format.sstable_read import read_table_spans
 from trackpoint._storage import naming
 from trackpoint.errors import DataLossError, InvalidArgumentError
 
@@ -24,8 +24,8 @@ __all__ = ["decode_entries", "index_items", "merge_bundles", "read_many", "read_
 
 
 def read_table(data: bytes, what: str, damaged: list[str] | None = None) -> list[tuple[bytes, bytes]]:
-    """Parse a whole SSTable into its ``(key, value)`` pairs in key order (see ``sstable.read_table_spans``)."""
-    table = sstable.read_table_spans(data, what, damaged)
+    """Parse a whole SSTable into its ``(key, value)`` pairs in key order (see ``read_table_spans``)."""
+    table = read_table_spans(data, what, damaged)
     return [(key, table.data[a:b]) for key, a, b in zip(table.keys, table.starts, table.ends)]
 
 

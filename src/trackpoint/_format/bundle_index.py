@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
 
-from trackpoint._format import sstable
 from trackpoint._format._proto import tensor_bundle_pb2 as pb
+from trackpoint._format.sstable_read import TableSpans, read_table_spans
 from trackpoint._storage import files, naming
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
 
@@ -32,7 +32,7 @@ __all__ = ["Index", "read_index"]
 class Index(NamedTuple):
     """An index file read and checked: its table, its header, and its stat (to tell it from a later one)."""
 
-    table: sstable.TableSpans
+    table: TableSpans
     header: pb.BundleHeaderProto
     stat: os.stat_result
 
@@ -70,7 +70,7 @@ def read_index(
             path=index_path,
         ) from exc
     try:
-        table = sstable.read_table_spans(data, index_path, damaged_blocks)
+        table = read_table_spans(data, index_path, damaged_blocks)
     except DataLossError as exc:
         exc.path = exc.path or index_path  # the table's messages name the block, not only the file
         raise
