@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,14 +25,13 @@ from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.dtypes import enum_name
 from trackpoint._format.entries import slice_keys
 from trackpoint._format.keys import encode_key
-from trackpoint._format.slices import readable_key
-from trackpoint._format.state_file import CheckpointState, read_state, resolve_index, resolve_prefix
+from trackpoint._format.state_file import CheckpointState, read_state, resolve_index
 from trackpoint._saving.save import run_write_callbacks
 from trackpoint._saving.write import write_bundle
-from trackpoint._storage import files, naming, previous
+from trackpoint._storage import files, naming
 from trackpoint._storage.storage_options import use_storage_options
-from trackpoint._storage.store_errors import UNANSWERED
-from trackpoint.errors import CheckpointError, InvalidArgumentError, NotFoundError, PermissionDeniedError, WriteError
+from trackpoint._verify import Damage, repair_checkpoint, verify_checkpoint
+from trackpoint.errors import InvalidArgumentError
 from trackpoint.options import CheckpointOptions
 
 if TYPE_CHECKING:
@@ -54,20 +52,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger("trackpoint")
-
-
-@dataclass(frozen=True)
-class Damage:
-    """One problem :meth:`CheckpointReader.verify` found.
-
-    Attributes:
-        key: The affected checkpoint key, or None for a damaged index block; the key of one
-            slice of a partitioned tensor reads ``name[0:4,:]`` (its index key is binary).
-        message: What is wrong, naming the file.
-    """
-
-    key: str | None
-    message: str
 
 
 class CheckpointReader:
@@ -243,122 +227,6 @@ def latest_checkpoint(checkpoint_dir: str, *, storage_options: Mapping[str, Any]
         return path
     _log.error("Couldn't match files for checkpoint %s named by %s/checkpoint", path, checkpoint_dir)
     return None
-
-
-def verify_checkpoint(
-    ckpt_dir_or_file: str,
-    progress: Callable[[int, int], None] | None = None,
-    *,
-    storage_options: Mapping[str, Any] | None = None,
-) -> list[Damage]:
-    """Read every index block and every tensor, checking every checksum; report all damage.
-
-    Unlike reading, this does not stop at the first problem: a damaged index block is
-    reported and skipped, and every damaged or missing tensor is listed.
-
-    Args:
-        ckpt_dir_or_file: A checkpoint prefix, or a directory with a ``checkpoint`` file.
-        progress: Called as ``progress(bytes_done, bytes_total)`` after each tensor.
-        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
-            ``secret``...), kept process-wide for the URLs beside it (see
-            :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
-
-    Returns:
-        Every problem found; empty when the checkpoint is intact.
-
-    Raises:
-        NotFoundError: There is no checkpoint at ``ckpt_dir_or_file``.
-        PermissionDeniedError: Its index or state file may not be read.
-        InvalidArgumentError: Bad ``storage_options`` (not a mapping with ``str`` keys, or for a
-            local path).
-
-    Example:
-        >>> import numpy as np, tempfile, os
-        >>> import trackpoint as tp
-        >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
-        >>> _ = tp.save_tensors(prefix, {"w": np.ones(3)})
-        >>> tp.verify_checkpoint(prefix)
-        []
-    """
-    use_storage_options(ckpt_dir_or_file, storage_options)
-    prefix = resolve_prefix(ckpt_dir_or_file)
-    damaged_blocks: list[str] = []
-    try:
-        bundle = BundleReader(prefix, damaged_blocks)
-    except UNANSWERED + (NotFoundError, PermissionDeniedError):  # nothing to report on
-        raise
-    except CheckpointError as exc:
-        return [Damage(None, str(exc))]
-    found = [Damage(None, message) for message in damaged_blocks]
-    if previous.inspect(prefix).interrupted:  # reading the version an interrupted overwrite kept
-        message = (
-            f"{prefix}: an overwrite of this checkpoint was interrupted, so its data files mix two versions, which "
-            f"TensorFlow cannot read. trackpoint reads the previous version, kept whole at {bundle.prefix} (checked "
-            f"here). Repair it with `trackpoint verify --repair {prefix}` or tp.repair_checkpoint(); the next save to "
-            "it repairs it too."
-        )
-        found.insert(0, Damage(None, message))
-    malformed: dict[bytes, CheckpointError] = {}
-    entries = bundle.entries(malformed)
-    found += [Damage(readable_key(raw), str(exc)) for raw, exc in malformed.items()]
-    hidden = slice_keys(entries)
-    keys = [(e.key, e.size) for e in entries if encode_key(e.key) not in hidden]
-    total = sum(max(size, 0) for _, size in keys)
-    done = 0
-    with bundle:
-        bundle.expect_entries(entries)  # at a URL: fetched together, not one request per tensor
-        for key, size in keys:
-            try:
-                bundle.read(key)
-            except UNANSWERED:
-                raise  # a store not answering (or not reached) damaged nothing, and every key would wait as long
-            except CheckpointError as exc:
-                found.append(Damage(readable_key(key), str(exc)))
-            done += max(size, 0)
-            if progress is not None:
-                progress(done, total)
-    return found
-
-
-def repair_checkpoint(ckpt_dir_or_file: str, *, storage_options: Mapping[str, Any] | None = None) -> bool:
-    """Finish an interrupted in-place overwrite: put the previous version's files back.
-
-    A save killed while it replaced the data files of an existing checkpoint leaves them
-    mixing two versions, which TensorFlow cannot read (trackpoint reads the whole previous
-    version it kept). This puts that version back under the prefix and removes the kept
-    copies; the next save to the prefix does the same first.
-
-    Args:
-        ckpt_dir_or_file: A checkpoint prefix, or a directory with a ``checkpoint`` file.
-        storage_options: For a URL, options of its fsspec filesystem (``endpoint_url``, ``key``,
-            ``secret``...), kept process-wide for the URLs beside it (see
-            :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
-
-    Returns:
-        True when the previous version was put back; False when there was nothing to repair.
-
-    Raises:
-        NotFoundError: There is no checkpoint at ``ckpt_dir_or_file``.
-        WriteError: A file could not be restored; the kept version stays, and is still read.
-
-    Example:
-        >>> import numpy as np, tempfile, os
-        >>> import trackpoint as tp
-        >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
-        >>> _ = tp.save_tensors(prefix, {"w": np.ones(3)})
-        >>> tp.repair_checkpoint(prefix)
-        False
-    """
-    use_storage_options(ckpt_dir_or_file, storage_options)
-    prefix = resolve_prefix(ckpt_dir_or_file)
-    try:
-        return previous.settle(prefix)
-    except OSError as exc:
-        raise WriteError(
-            f"could not repair {prefix}: {exc}. Its previous version is still kept whole at "
-            f"{previous.previous_prefix(prefix)}, and trackpoint reads it; fix the cause and repair "
-            "again."
-        ) from exc
 
 
 def load_checkpoint(ckpt_dir_or_file: str, *, storage_options: Mapping[str, Any] | None = None) -> CheckpointReader:
