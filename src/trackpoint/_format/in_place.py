@@ -21,7 +21,9 @@ an I/O error of a network file system, raises SIGBUS, which kills the process, w
 raises (:class:`~trackpoint.errors.DataLossError` for a file cut short). No way of copying measured faster than one
 ``preadv`` per piece (see PERFORMANCE.md, "Restoring in place", for the alternatives and numbers).
 Which arrays may be overwritten (nothing else holds them) is for the caller to say: this module
-only knows bytes and arrays.
+only knows bytes and arrays. An array offered that :meth:`InPlace.claim` declines (a big-endian
+checkpoint, an array of another dtype, shape or layout, one array offered twice) is logged with
+the reason at DEBUG on the ``trackpoint.reuse`` logger; its tensor is read into new memory.
 
 The second pass trusts the file not to change after the first: the bytes copied are the bytes
 verified unless another process rewrites the data file in place during the restore (trackpoint
@@ -34,6 +36,7 @@ hold what the file held, and must be restored again.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -54,6 +57,9 @@ if TYPE_CHECKING:
     from trackpoint._format.bundle_reader import BundleReader
 
 __all__ = ["Destinations", "InPlace", "fits"]
+
+# Why a tensor offered is not read in place, at DEBUG, beside the caches' refusals (PERFORMANCE.md).
+_log = logging.getLogger("trackpoint.reuse")
 
 #: Asked with the rows (positions in the keys read) of tensors large enough to read in place,
 #: then those of small ones read in runs (see :mod:`.runs_in_place`): the arrays that may be
@@ -131,7 +137,15 @@ class InPlace:
         (another dtype or shape: the usual read and check then raise the precise error) is
         left to the usual read, as is an array offered for two rows.
         """
-        if reader.big_endian or not (offered or small):
+        if not (offered or small):
+            return {}
+        if reader.big_endian:
+            _log.debug(
+                "in place: %s is big-endian, so its %d tensors offered are read into new memory (their bytes are "
+                "swapped after the read)",
+                reader.prefix,
+                len(offered) + len(small),
+            )
             return {}
         outs = self._destinations(list(offered), small)
         counts: dict[int, int] = {}
@@ -149,6 +163,13 @@ class InPlace:
                     self.entries[row] = entry
             elif plan is not None and plan.fits(row, out):
                 taken[row] = runs[row] = out
+        if len(taken) < len(outs):
+            _log.debug(
+                "in place: %d of the %d arrays offered are not read into but replaced by new memory: each is offered "
+                "for two tensors, or is not of its tensor's dtype, shape or layout (see fits)",
+                len(outs) - len(taken),
+                len(outs),
+            )
         if taken:
             self._reader = reader
         if runs and plan is not None:
