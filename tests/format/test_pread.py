@@ -18,8 +18,8 @@ import trackpoint as tp
 from trackpoint._format import pread
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint.errors import DataLossError
-from trackpoint.tools.safetensors_format import SafetensorsFile
-from trackpoint.tools.safetensors_writer import SafetensorsWriter
+from trackpoint.tools._safetensors_format import SafetensorsFile
+from trackpoint.tools._safetensors_writer import SafetensorsWriter
 
 SRC = pathlib.Path(tp.__file__).parent
 
