@@ -1,8 +1,9 @@
 """Fixtures and hooks only; helpers that test modules import live in tests/helpers.py.
 
 Markers (registered in pyproject.toml): ``interop`` for tests that run real TensorFlow, ``slow`` for the
-crash, kill and fuzz tests and anything else that takes seconds. ``python -m pytest -m "not interop and not
-slow"`` is the inner loop; plain ``python -m pytest`` (CI) runs everything.
+crash, kill and fuzz tests and anything else that takes seconds. The tests carry them (a decorator, a module
+``pytestmark``, or ``pytest.param(..., marks=...)``), nothing here adds one. ``python -m pytest -m "not
+interop and not slow"`` is the inner loop; plain ``python -m pytest`` (CI) runs everything, both on every core.
 """
 
 from __future__ import annotations
@@ -20,21 +21,25 @@ from tests.helpers import ReuseLog, reuse_log
 collect_ignore = ["golden/make_golden.py"]
 
 TESTS = pathlib.Path(__file__).resolve().parent
+# Its modules import TensorFlow when collected; each carries ``pytestmark = pytest.mark.interop``.
+INTEROP = TESTS / "interop"
 
-# Every test under these directories (relative to tests/) runs real TensorFlow.
-INTEROP_DIRS = ("interop",)
-# Tests elsewhere that run TensorFlow, by node id prefix relative to tests/, where their module cannot carry
-# the marker itself (other tests carry ``@pytest.mark.interop``).
-INTEROP_TESTS = ("corrupt/test_overwrite_crash.py::test_sigkill_during_in_place_overwrites_never_leaves_the_prefix",)
 
-# Slow tests in modules that cannot carry the marker themselves (the others carry ``@pytest.mark.slow``
-# or a module ``pytestmark``): each takes seconds.
-SLOW_TESTS = (
-    "corrupt/test_api_walk.py::test_every_reading_path_on_every_bad_file_raises_only_trackpoint_errors",
-    "corrupt/test_corpus.py::test_corpus_case[graph_deep_chain]",
-    "corrupt/test_corpus.py::test_every_path_fails_cleanly[graph_deep_chain]",
-    "format/test_bundle.py::test_round_trip_random_tensors",
-)
+@pytest.hookimpl(wrapper=True)
+def pytest_cmdline_main(config: pytest.Config) -> Iterator[int | pytest.ExitCode]:
+    """Run on every core (pytest-xdist's ``-n auto``) unless ``-n`` says otherwise.
+
+    A default here rather than ``-n auto`` in ``addopts``: ``-p no:xdist`` (or pytest without xdist)
+    would refuse an ``-n`` there. ``-n 0`` runs in this process, for ``--pdb`` (which ``-n auto`` also
+    falls back to) and print debugging. ``worksteal``: the slow tests take seconds to minutes each, and
+    an idle worker takes queued tests from a busy one instead of waiting at the end.
+    """
+    workers = getattr(config.option, "numprocesses", 0)
+    if workers is None and not hasattr(config, "workerinput"):  # xdist there, no -n, not a worker
+        config.option.numprocesses = "auto"
+        if config.option.dist == "no":
+            config.option.dist = "worksteal"
+    return (yield)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -48,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_ignore_collect(collection_path: pathlib.Path, config: pytest.Config) -> bool | None:
     """Leave tests/interop uncollected when ``-m`` deselects its tests anyway: collecting it imports
     TensorFlow, which alone takes longer than a third of the inner loop."""
-    if collection_path.name not in INTEROP_DIRS or collection_path.parent != TESTS:
+    if collection_path != INTEROP:
         return None
     expression = config.getoption("markexpr")
     if not expression:
@@ -59,24 +64,14 @@ def pytest_ignore_collect(collection_path: pathlib.Path, config: pytest.Config) 
     return True
 
 
-def _relative(item: pytest.Item) -> str | None:
-    try:
-        path = pathlib.Path(str(item.path)).resolve().relative_to(TESTS)
-    except ValueError:  # a doctest under src/
-        return None
-    return path.as_posix() + item.nodeid.partition("::")[1] + item.nodeid.partition("::")[2]
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the TensorFlow tests ``interop`` (by directory or by name) and the slow ones named in SLOW_TESTS."""
-    for item in items:
-        relative = _relative(item)
-        if relative is None:
-            continue
-        if relative.split("/", 1)[0] in INTEROP_DIRS or relative.startswith(INTEROP_TESTS):
-            item.add_marker(pytest.mark.interop)
-        if relative.startswith(SLOW_TESTS):
-            item.add_marker(pytest.mark.slow)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Refuse a test in tests/interop without the ``interop`` marker: ``-m "not interop"`` skips the
+    directory unseen (above), so an unmarked test there would silently leave the inner loop."""
+    unmarked = [
+        item.nodeid for item in items if INTEROP in item.path.parents and item.get_closest_marker("interop") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(f"tests in {INTEROP} must be marked interop: {unmarked}")
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from tests.corrupt.test_special_files import KINDS, replace_with_special, run_wo
 CORPUS = pathlib.Path(__file__).resolve().parent / "corpus"
 
 
+@pytest.mark.slow  # every reading path on every corpus file, and a worker process per special file: seconds
 def test_every_reading_path_on_every_bad_file_raises_only_trackpoint_errors(tmp_path) -> None:
     corpus = tmp_path / "corpus"  # a copy: a manager may tidy the directory it is given
     shutil.copytree(CORPUS, corpus)

@@ -15,9 +15,13 @@ from trackpoint._format.keys import decode_key
 
 CORPUS = pathlib.Path(__file__).resolve().parent / "corpus"
 MANIFEST = json.loads((CORPUS / "manifest.json").read_text())
+# A 50,000-deep object graph: every reading path over it takes seconds.
+SLOW_CASES = {"graph_deep_chain"}
+assert SLOW_CASES <= MANIFEST.keys(), "a slow case was renamed: it would lose its marker"
+CASES = [pytest.param(name, marks=pytest.mark.slow) if name in SLOW_CASES else name for name in sorted(MANIFEST)]
 
 
-@pytest.mark.parametrize("name", sorted(MANIFEST))
+@pytest.mark.parametrize("name", CASES)
 def test_corpus_case(name: str) -> None:
     case = MANIFEST[name]
     prefix = str(CORPUS / name / "ckpt")
@@ -32,7 +36,7 @@ def test_corpus_case(name: str) -> None:
     assert time.monotonic() - start < 10, f"{name} took too long"
 
 
-@pytest.mark.parametrize("name", sorted(MANIFEST))
+@pytest.mark.parametrize("name", CASES)
 def test_every_path_fails_cleanly(name: str) -> None:
     everything(str(CORPUS / name / "ckpt"))
 

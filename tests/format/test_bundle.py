@@ -19,6 +19,7 @@ from trackpoint._format.bundle_writer import BundleWriter
 from trackpoint._storage import naming
 
 
+@pytest.mark.slow  # 80 random bundles written and read: seconds
 @settings(max_examples=80, deadline=None)
 @given(tensor_dicts)
 def test_round_trip_random_tensors(tmp_path_factory, tensors: dict[str, object]) -> None:

@@ -111,6 +111,7 @@ def test_a_rename_failing_part_way_puts_the_previous_version_back(tmp_path, monk
     assert _restored(prefix) == 1.0
 
 
+@pytest.mark.slow  # a child process killed inside the overwrite: seconds
 def test_a_save_killed_inside_the_window_leaves_the_previous_version_readable(tmp_path) -> None:
     prefix = str(tmp_path / "weights")
     kill_inside_the_window(prefix)
@@ -132,6 +133,7 @@ def test_a_save_killed_inside_the_window_leaves_the_previous_version_readable(tm
     assert {name: (tmp_path / name).read_bytes() for name in _files(tmp_path)} == before
 
 
+@pytest.mark.slow  # a child process killed inside the overwrite: seconds
 def test_trackpoint_verify_reports_an_interrupted_overwrite_and_repairs_it(tmp_path, capsys) -> None:
     prefix = str(tmp_path / "weights")
     kill_inside_the_window(prefix)
@@ -145,6 +147,7 @@ def test_trackpoint_verify_reports_an_interrupted_overwrite_and_repairs_it(tmp_p
     assert tp.repair_checkpoint(prefix) is False
 
 
+@pytest.mark.slow  # a child process killed inside the overwrite: seconds
 def test_the_next_save_repairs_an_interrupted_overwrite_before_it_writes(tmp_path, monkeypatch) -> None:
     prefix = str(tmp_path / "weights")
     kill_inside_the_window(prefix)
@@ -162,6 +165,7 @@ def test_the_next_save_repairs_an_interrupted_overwrite_before_it_writes(tmp_pat
     assert _restored(prefix) == 3.0
 
 
+@pytest.mark.slow  # a child process killed inside the overwrite: seconds
 def test_settle_restores_the_previous_version_and_reports_it(tmp_path) -> None:
     prefix = str(tmp_path / "weights")
     kill_inside_the_window(prefix)
@@ -174,6 +178,7 @@ def test_settle_restores_the_previous_version_and_reports_it(tmp_path) -> None:
     assert _restored(prefix) == 1.0
 
 
+@pytest.mark.slow  # a child process (an interpreter start): seconds
 def test_a_fifo_in_place_of_the_index_beside_a_kept_version_fails_at_once(tmp_path) -> None:
     prefix = str(tmp_path / "weights")
     ckpt, _ = overwrite_checkpoint(1.0)
@@ -189,6 +194,7 @@ def test_a_fifo_in_place_of_the_index_beside_a_kept_version_fails_at_once(tmp_pa
     assert child.stdout.startswith("InvalidArgumentError") and "not a regular file" in child.stdout, child.stderr
 
 
+@pytest.mark.slow  # a child process killed inside the overwrite: seconds
 def test_a_save_killed_before_it_replaced_a_data_file_leaves_the_prefix_whole(tmp_path) -> None:
     prefix = str(tmp_path / "weights")
     kill_inside_the_window(prefix, at=".data-00000-of-00006")  # the previous version is kept, nothing replaced
