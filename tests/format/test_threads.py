@@ -11,10 +11,13 @@ from trackpoint._format.threads import Background, parallel_map
 
 
 def test_parallel_map_runs_on_several_threads_in_order() -> None:
-    seen: set[int] = set()
+    # The thread objects, held: a thread's ident can be reused once it has ended, and on a loaded
+    # machine one helper may end before the last starts.
+    seen: dict[int, threading.Thread] = {}
 
     def work(x: int) -> int:
-        seen.add(threading.get_ident())
+        thread = threading.current_thread()
+        seen[id(thread)] = thread
         time.sleep(0.01)
         return x * 10
 

@@ -13,16 +13,9 @@ from __future__ import annotations
 import http.client
 import json
 import logging
-import socket
 import urllib.parse
 
 from tests.storage.proxy import Proxy
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class FakeGCS:
@@ -32,9 +25,11 @@ class FakeGCS:
         from gcp_storage_emulator.server import create_server
 
         logging.getLogger("gcp_storage_emulator").setLevel(logging.CRITICAL)
-        self.port = _free_port()
-        self._server = create_server("127.0.0.1", self.port, in_memory=True)
+        # Port 0: the kernel picks a free one as the server binds it. A port probed first and bound
+        # later could be taken in between (by another pytest-xdist worker's servers).
+        self._server = create_server("127.0.0.1", 0, in_memory=True)
         self._server.start()
+        self.port = int(self._server._api._httpd.server_address[1])
         # A client closing a connection the emulator still writes to (a ranged read done) is no
         # error of the test; its server would print a traceback for each.
         self._server._api._httpd.handle_error = lambda request, address: None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -39,33 +40,43 @@ def _forget(bucket: str) -> None:
         tp.set_storage_options(prefix)
 
 
+# moto reads INITIAL_NO_AUTH_ACTION_COUNT when imported, hence a process of its own. The server binds
+# port 0 and prints the port it got: a port probed here and bound there could be taken in between (by
+# another pytest-xdist worker's servers). It stops when its stdin closes.
+_SERVE = """
+import sys
+from moto.server import ThreadedMotoServer
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+server.start()
+print(server.get_host_and_port()[1], flush=True)
+sys.stdin.read()
+server.stop()
+"""
+
+
 @pytest.fixture(scope="module")
 def refusing() -> Iterator[str]:
     """The endpoint of a moto server that enforces authentication on every request."""
     pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "0"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-c", _SERVE],
         env=env,
-        stdout=subprocess.DEVNULL,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto's server did not start on port {port}") from None
-                time.sleep(0.1)
+        assert server.stdout is not None and server.stdin is not None
+        ready, _, _ = select.select([server.stdout], [], [], 60)
+        port = server.stdout.readline().strip() if ready else ""
+        if not port.isdigit():
+            raise RuntimeError(f"moto's server did not start (exit code {server.poll()})")
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.terminate()
+        if server.stdin is not None:
+            server.stdin.close()
         try:
             server.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -139,13 +150,13 @@ def test_an_option_the_backend_does_not_take_is_an_invalid_argument_naming_it(
 
 
 @pytest.fixture()
-def closed_port() -> str:
-    """The endpoint of a port on 127.0.0.1 that nothing listens on (bound, its number taken,
-    closed again): every connection to it is refused."""
+def closed_port() -> Iterator[str]:
+    """The endpoint of a port on 127.0.0.1 that nothing listens on: every connection to it is
+    refused. The port stays bound here, not listening, for the test: closed at once, it could be
+    given to a server another process (a pytest-xdist worker) starts meanwhile."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{probe.getsockname()[1]}"
 
 
 def _s3fs_refused(options: dict[str, Any], path: str) -> float:

@@ -32,6 +32,14 @@ def _objects(s3, url_prefix: str) -> dict[str, bytes]:
     }
 
 
+@pytest.fixture(autouse=True)
+def _own_stage(tmp_path, monkeypatch) -> None:
+    """Each test stages local copies (in ``tempfile.gettempdir()``) in a directory of its own, so
+    that :func:`_stage_leftovers` sees no other test's (another pytest-xdist worker's) files."""
+    (tmp_path / "stage").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "stage"))
+
+
 def _stage_leftovers() -> list[str]:
     return [name for name in os.listdir(tempfile.gettempdir()) if TEMP_MARKER in name and name.startswith("ckpt-")]
 
