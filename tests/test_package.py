@@ -21,6 +21,7 @@ import pytest
 import trackpoint as tp
 
 
+@pytest.mark.slow  # a fresh interpreter in a child process: seconds
 def test_import_pulls_in_no_framework() -> None:
     code = (
         "import sys, trackpoint, trackpoint.cli, trackpoint.cli._demo, trackpoint.reader, trackpoint.tools.convert\n"
@@ -42,6 +43,7 @@ def test_the_tools_package_is_not_hidden_by_the_functions_it_exports() -> None:
         assert callable(getattr(tp, name))
 
 
+@pytest.mark.slow  # a fresh interpreter in a child process: seconds
 def test_a_first_save_and_restore_import_nothing_more(tmp_path) -> None:
     """What a job's first restore needs is imported with trackpoint, not on first use (``np.unique``
     imports ``numpy.ma``, about 6 ms; building protobuf classes at run time imports ``descriptor_pb2``)."""

@@ -271,6 +271,7 @@ def test_skip_nothing_report_lists_unused_attributes(tmp_path) -> None:
 # -- random graphs -------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # random object graphs (hypothesis): seconds
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     st.dictionaries(names.filter(lambda n: n.isidentifier() and n != "root"), graph_specs(3), min_size=1, max_size=4)

@@ -90,6 +90,7 @@ def test_a_view_that_cannot_be_made_leaves_no_file_open(tmp_path) -> None:
     assert _open_files_under(tmp_path) == []  # ... but not its open data file
 
 
+@pytest.mark.slow  # a 100,000-deep chain, measured: seconds
 def test_a_deep_chain_costs_linear_memory_in_descendants_and_paths() -> None:
     """A hostile 50,000-deep chain: the breadth-first walks keep paths short instead of building ~2.5 GB of
     ever longer path strings (which took 10 s and gigabytes of fresh pages)."""

@@ -218,6 +218,7 @@ def test_background_failure_surfaces_on_sync_and_next_save(tmp_path) -> None:
     assert tp.latest_checkpoint(str(tmp_path)) is not None
 
 
+@pytest.mark.slow  # a child process per case: seconds
 @pytest.mark.parametrize("sharding", ["", "experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(1 << 20)"])
 def test_pending_async_write_finishes_at_interpreter_exit(tmp_path, sharding: str) -> None:
     """Helper threads (checksums, shards written in parallel) still run while the interpreter exits."""

@@ -15,6 +15,8 @@ import trackpoint as tp
 from tests.helpers import EXAMPLES
 from trackpoint.cli import main
 
+pytestmark = pytest.mark.slow  # every test runs the CLI in a child process: seconds each
+
 MODEL = str(EXAMPLES / "tf_model")
 
 

@@ -42,6 +42,7 @@ def test_the_cli_refuses_a_tolerance_that_is_not_finite_and_non_negative(
     assert len(named) == 1 and f"argument {option}:" in named[0] and "finite" in named[0], err
 
 
+@pytest.mark.slow  # the CLI in a child process: seconds
 def test_the_refusal_is_one_line_without_a_warning(tmp_path) -> None:
     a, b = _pair(tmp_path)
     result = subprocess.run(

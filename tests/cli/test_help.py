@@ -19,6 +19,7 @@ def _commands() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
+@pytest.mark.slow  # the CLI in a child process: seconds
 def test_version() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "trackpoint", "--version"], check=False, capture_output=True, text=True

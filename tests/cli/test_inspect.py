@@ -54,6 +54,7 @@ def test_all_tensors_json(capsys) -> None:
     )
 
 
+@pytest.mark.slow  # the CLI in a child process: seconds
 def test_damaged_checkpoint_exits_1_without_traceback(tmp_path) -> None:
     shutil.copytree(EXAMPLES / "tf_model", tmp_path / "m")
     data = tmp_path / "m" / "ckpt-1.data-00000-of-00001"
@@ -78,6 +79,7 @@ def test_bad_usage_exits_2(argv: list[str]) -> None:
     assert info.value.code == 2
 
 
+@pytest.mark.slow  # the console script in a child process: seconds
 def test_console_script_is_installed() -> None:
     script = shutil.which("trackpoint")
     assert script is not None and os.access(script, os.X_OK)

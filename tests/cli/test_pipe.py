@@ -7,12 +7,14 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import trackpoint as tp
 from tests.helpers import EXAMPLES
 from trackpoint.cli import main
 
 
+@pytest.mark.slow  # the CLI in a child process: seconds
 def test_a_closed_pipe_ends_quietly_with_the_sigpipe_status(tmp_path) -> None:
     # Far more output than a pipe buffers (64 KiB), so the writer meets the closed pipe mid-listing.
     prefix = tp.save_tensors(
@@ -30,6 +32,7 @@ def test_a_closed_pipe_ends_quietly_with_the_sigpipe_status(tmp_path) -> None:
     assert err == b""
 
 
+@pytest.mark.slow  # a shell pipeline of child processes: seconds
 def test_a_shell_pipeline_into_head(tmp_path) -> None:
     prefix = tp.save_tensors(str(tmp_path / "many"), {f"k{i:05d}": np.zeros(1) for i in range(5000)})
     result = subprocess.run(

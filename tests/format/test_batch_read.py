@@ -22,6 +22,7 @@ ALWAYS_AHEAD = ReadTuning(read_ahead_rows=0)
 NEVER_AHEAD = ReadTuning(read_ahead_rows=1 << 60)
 
 
+@pytest.mark.slow  # a differential test over random bundles (hypothesis): seconds
 @settings(max_examples=80, deadline=None)
 @given(
     tensor_dicts,

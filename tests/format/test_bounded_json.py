@@ -42,6 +42,7 @@ def _wrapped(value: Any, levels: int, keys: list[str]) -> Any:
     return value
 
 
+@pytest.mark.slow  # random nested values (hypothesis): seconds
 @settings(max_examples=300, deadline=None)
 @given(value=_VALUES, levels=st.integers(0, MAX_JSON_DEPTH + 20), keys=st.lists(_TRICKY, max_size=3))
 def test_the_text_measure_agrees_with_the_depth_of_the_value(value: Any, levels: int, keys: list[str]) -> None:

@@ -127,6 +127,7 @@ def test_big_endian_bundle_is_byte_swapped(tmp_path) -> None:
     assert got.dtype == np.float32 and got.tolist() == [1.5, -2.0, 3.25]
 
 
+@pytest.mark.slow  # a differential test against protobuf (hypothesis): about a second
 @settings(max_examples=300, deadline=None)
 @given(
     st.integers(0, 200),

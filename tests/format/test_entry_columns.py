@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,6 +37,7 @@ def _row(columns, i: int, shapes) -> tuple:
     )
 
 
+@pytest.mark.slow  # a differential test against protobuf (hypothesis): seconds
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(
@@ -81,6 +83,7 @@ def test_our_encoder_and_unusual_entries() -> None:
     assert shapes[10] == (0, 5)
 
 
+@pytest.mark.slow  # a differential test against protobuf (hypothesis): seconds
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=20))
 def test_arbitrary_bytes_never_raise_and_plain_rows_match_protobuf(values) -> None:
@@ -91,6 +94,7 @@ def test_arbitrary_bytes_never_raise_and_plain_rows_match_protobuf(values) -> No
             assert _row(columns, i, shapes) == _fields(pb.BundleEntryProto.FromString(value))
 
 
+@pytest.mark.slow  # a differential test against protobuf (hypothesis): seconds
 @settings(max_examples=500, deadline=None)
 @given(st.integers(0, 30), st.lists(st.integers(0, 2**40), max_size=4), st.integers(0, 2**40), st.data())
 def test_mutated_entries_are_flagged_or_decoded_like_protobuf(dtype, dims, offset, data) -> None:

@@ -87,6 +87,7 @@ def test_the_scalar_form_raises_the_rules_error_and_message(rule: Rule) -> None:
     assert "'k'" in str(caught.value)
 
 
+@pytest.mark.slow  # a differential test over random entries (hypothesis): seconds
 @settings(max_examples=300, deadline=None)
 @given(
     st.sampled_from([1, 2, 3, 7, 9, 14, 19, 21, 99]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ rows = st.tuples(
 )
 
 
+@pytest.mark.slow  # a differential test against protobuf (hypothesis): seconds
 @settings(max_examples=200, deadline=None)
 @given(
     st.dictionaries(st.binary(max_size=6), rows, max_size=30),

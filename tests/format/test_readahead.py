@@ -113,6 +113,7 @@ def page_cache(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow  # a 48 MiB tensor through the page cache: about a second
 def test_a_bundle_entry_prefetched_is_cached_before_it_is_read(page_cache) -> None:
     # 48 MiB: longer than one readahead window anywhere, so every piece has to be asked for
     prefix = tp.save_tensors(str(page_cache / "ckpt"), {"large": np.arange(12 * MiB, dtype=np.float32)})

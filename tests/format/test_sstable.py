@@ -26,6 +26,7 @@ def test_round_trip(sorted_keys: list[bytes], data: st.DataObject) -> None:
     assert table == reference_table.build_table(items)
 
 
+@pytest.mark.slow  # random tables (hypothesis): about a second
 @settings(max_examples=40, deadline=None)
 @given(
     st.integers(1, 6000),
@@ -101,6 +102,7 @@ def test_shared_prefix_is_the_longest_common_prefix(a: bytes, b: bytes) -> None:
     assert n == min(len(a), len(b)) or a[n] != b[n]
 
 
+@pytest.mark.slow  # random key lists (hypothesis): about a second
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.one_of(st.binary(max_size=12), st.binary(min_size=250, max_size=300)), max_size=30, unique=True).map(

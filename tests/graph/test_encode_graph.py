@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,6 +71,7 @@ def _with_protobuf(references: list, attributes: list, slots: list) -> bytes:
     return graph.SerializeToString()
 
 
+@pytest.mark.slow  # a differential test against protobuf (hypothesis): several seconds
 @settings(max_examples=300, deadline=None)
 @given(graphs())
 def test_encoded_graph_is_protobufs_encoding(graph: tuple[list, list, list]) -> None:

@@ -161,6 +161,7 @@ def test_a_list_changed_behind_its_wrapper_after_the_restore_still_raises(tmp_pa
 _names = names.filter(lambda n: n.isidentifier() and n != "root")
 
 
+@pytest.mark.slow  # a differential test over random graphs (hypothesis): seconds
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     source=st.dictionaries(_names, graph_specs(3), max_size=3),

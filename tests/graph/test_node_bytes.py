@@ -50,6 +50,7 @@ def nodes(draw: st.DrawFn) -> pb.TrackableObjectGraph.TrackableObject:
     return node
 
 
+@pytest.mark.slow  # a differential test against protobuf (hypothesis): about a second
 @settings(max_examples=400, deadline=None)
 @given(nodes())
 def test_a_key_read_from_the_bytes_is_what_protobuf_reads(node: pb.TrackableObjectGraph.TrackableObject) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
+import pytest
 
 import trackpoint as tp
 
@@ -26,6 +27,7 @@ def _trained(tmp_path) -> str:
     return tp.Checkpoint(m=m, opt=opt).write(str(tmp_path / "ckpt"))
 
 
+@pytest.mark.slow  # large slot values restored under tracemalloc: about a second
 def test_slots_created_by_a_restore_hold_the_values_read_with_no_copy(tmp_path) -> None:
     prefix = _trained(tmp_path)
     m = tp.Module()

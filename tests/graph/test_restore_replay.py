@@ -440,6 +440,7 @@ def test_a_plan_whose_object_died_binds_nothing(tmp_path) -> None:
     coordinator.silence()
 
 
+@pytest.mark.slow  # a differential test over random graphs (hypothesis): seconds
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     spec=st.dictionaries(

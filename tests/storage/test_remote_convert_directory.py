@@ -13,6 +13,8 @@ import pytest
 
 import trackpoint as tp
 
+pytestmark = pytest.mark.slow  # conversions to and from the S3 server: about a second each
+
 safetensors_numpy = pytest.importorskip("safetensors.numpy", reason="safetensors is in the test extra")
 
 TENSORS = {

@@ -13,6 +13,8 @@ import pytest
 
 import trackpoint as tp
 
+pytestmark = pytest.mark.slow  # uploads through the proxy with injected faults and retries: seconds each
+
 KEY = "model/big/.ATTRIBUTES/VARIABLE_VALUE"
 
 

@@ -70,6 +70,7 @@ def test_max_to_keep_un_commits_a_checkpoint_before_deleting_its_data(bucket, s3
     assert deleted == ["ckpt-1.index", "ckpt-1.data-00000-of-00001"], proxy.requests
 
 
+@pytest.mark.slow  # two managers' saves through the S3 server: seconds
 def test_two_managers_swapping_one_state_object_lose_neither_update(bucket, s3, proxy) -> None:
     """Two managers in one directory (a job and its zombie, say), saving in turns and at once:
     the state object lists every checkpoint either committed, none that is gone. The proxy passes
@@ -85,6 +86,7 @@ def test_two_managers_swapping_one_state_object_lose_neither_update(bucket, s3, 
     assert set(listed) == expected
 
 
+@pytest.mark.slow  # two managers' saves through the S3 server: seconds
 def test_a_conflicting_manager_does_not_revive_a_checkpoint_the_other_deleted(bucket, s3) -> None:
     a = tp.CheckpointManager(tp.Checkpoint(model=_model(1.0)), f"{bucket}/run", max_to_keep=1, checkpoint_name="a")
     a.save()

@@ -10,6 +10,8 @@ import pytest
 
 import trackpoint as tp
 
+pytestmark = pytest.mark.slow  # 103 MiB uploads in parts through the proxy: seconds each
+
 KEY = "model/big/.ATTRIBUTES/VARIABLE_VALUE"
 SIZE = 13_500_000  # float64: 103 MiB, three parts of s3fs's 50 MiB
 

@@ -13,6 +13,10 @@ import pytest
 import trackpoint as tp
 from trackpoint._storage import ranged
 
+pytestmark = (
+    pytest.mark.slow
+)  # a restore through the S3 server and its proxy per test, counting requests: about a second each
+
 
 def _model(value: float = 1.0, small: range = range(2000)) -> tp.Module:
     m = tp.Module()

@@ -53,6 +53,7 @@ def test_a_missing_object_is_not_found_naming_the_url(bucket) -> None:
         tp.load_checkpoint(f"{bucket}/nothing/ckpt-1")
 
 
+@pytest.mark.slow  # s3fs's retries of a missing object: about a second
 def test_a_missing_data_object_is_not_found_naming_it(tmp_path, bucket, s3) -> None:
     local = tp.Checkpoint(model=_model()).write(str(tmp_path / "ckpt-1"))
     url = f"{bucket}/run/ckpt-1"

@@ -26,6 +26,8 @@ import pytest
 import trackpoint as tp
 from trackpoint._storage import storage_options as registry
 
+pytestmark = pytest.mark.slow  # a second moto server, and s3fs giving up on a closed port: seconds each
+
 KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
 
 

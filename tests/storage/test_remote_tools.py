@@ -14,6 +14,8 @@ import pytest
 import trackpoint as tp
 from trackpoint.cli import main
 
+pytestmark = pytest.mark.slow  # the tools and the CLI on URLs, torch objects through the S3 server: seconds each
+
 KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 

@@ -12,6 +12,8 @@ import pytest
 import trackpoint as tp
 from trackpoint._storage.temps import TEMP_MARKER
 
+pytestmark = pytest.mark.slow  # each test uploads a 16 MB checkpoint to the S3 server: about a second each
+
 
 def _model(seed: int = 0) -> tp.Module:
     rng = np.random.default_rng(seed)

@@ -18,6 +18,7 @@ def _model(value: float) -> tp.Module:
     return m
 
 
+@pytest.mark.slow  # async saves to two prefixes through the S3 server: about a second
 def test_each_prefix_uses_its_own_options_on_writer_threads_too(bare, bucket, s3, s3_endpoint, proxy) -> None:
     other = f"s3://{bucket[5:]}-b"
     s3.mkdir(other[5:])

@@ -17,6 +17,8 @@ import trackpoint as tp
 from trackpoint._storage import storage_options as registry
 from trackpoint.cli import main
 
+pytestmark = pytest.mark.slow  # saves and restores through the S3 server, the CLI in child processes: seconds each
+
 KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 

@@ -73,6 +73,7 @@ def test_convert_tf_to_safetensors_holds_no_whole_tensor(tmp_path) -> None:
         np.testing.assert_array_equal(loaded[f"model.{key}"], value)
 
 
+@pytest.mark.slow  # large tensors averaged under tracemalloc: about a second
 def test_average_holds_no_whole_tensor(tmp_path) -> None:
     first, second = _values(3), _values(4)
     paths = [_checkpoint(tmp_path / name / "ckpt", v) for name, v in (("a", first), ("b", second))]

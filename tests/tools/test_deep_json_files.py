@@ -38,6 +38,7 @@ def test_hostile_string_tensors_in_safetensors_metadata_are_data_loss_naming_the
     assert not (tmp_path / "back").exists()
 
 
+@pytest.mark.slow  # the CLI in a child process: seconds
 def test_a_deep_value_given_to_rewrite_add_is_one_line(tmp_path) -> None:
     src = tp.save_tensors(str(tmp_path / "src"), {"a": np.zeros(1)})
     result = subprocess.run(

@@ -7,6 +7,7 @@ import tempfile
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,6 +57,7 @@ def _key(path: tuple[str, ...]) -> str:
     return "/".join(["model", *map(escape_local_name, path)])
 
 
+@pytest.mark.slow  # 40 random rewrites (hypothesis): about a second
 @settings(max_examples=40, deadline=None)
 @given(tree=trees(), data=st.data())
 def test_any_move_or_drop_restores_into_the_same_edit(tree: Tree, data: st.DataObject) -> None:
@@ -99,6 +101,7 @@ def _edit_and_restore(directory: str, tree: Tree, data: st.DataObject) -> None:
     check({name: getattr(fresh, name) for name in expected}, expected)
 
 
+@pytest.mark.slow  # runs the 40 random rewrites again: about a second
 def test_the_property_test_leaves_no_directories_behind(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     test_any_move_or_drop_restores_into_the_same_edit()  # about a second for its 40 examples

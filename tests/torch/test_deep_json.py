@@ -58,6 +58,7 @@ def _cycle() -> list[Any]:
     return value
 
 
+@pytest.mark.slow  # 100,000-deep values: about a second
 @pytest.mark.parametrize("make", [lambda: _nested(100_000), _cycle], ids=["100000-deep", "contains-itself"])
 @pytest.mark.parametrize("where", sorted(_DEEP))
 def test_saving_too_deep_a_state_names_the_checkpoint_and_the_object(tmp_path, where: str, make) -> None:
@@ -80,6 +81,7 @@ def test_a_deep_state_within_the_bound_round_trips(tmp_path) -> None:
     assert fresh["model"].extra == {"deep": _nested(MAX_JSON_DEPTH - 1)}
 
 
+@pytest.mark.slow  # 100,000-deep values saved twice: about a second
 def test_a_second_save_reusing_its_layout_names_them_too(tmp_path) -> None:
     objects = _training()
     checkpoint = tpt.Checkpoint(**objects)

@@ -152,6 +152,7 @@ def test_views_of_one_storage_at_different_offsets_are_refused_with_both_names(t
     assert not os.listdir(tmp_path)
 
 
+@pytest.mark.slow  # torch.compile's wrapper: seconds
 def test_data_parallel_and_compile_wrappers_add_nothing_to_the_keys(tmp_path) -> None:
     model = Net()
     _randomize(model, 6)

@@ -21,6 +21,8 @@ import torch
 import trackpoint.torch as tpt
 from trackpoint.errors import DataLossError
 
+pytestmark = pytest.mark.slow  # tensors of tens of MiB saved and restored under tracemalloc: about a second each
+
 MiB = 1 << 20
 _TENSOR = 16 * MiB  # each large parameter; a full-size numpy buffer of one is this much
 _BOUND = 8 * MiB  # what numpy may hold at once: the bounded read chunks and batches, with room
