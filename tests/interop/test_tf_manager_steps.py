@@ -16,8 +16,6 @@ pytestmark = pytest.mark.interop
 
 tf_manager = tf_side("manager")
 
-pytestmark = pytest.mark.interop  # runs real TensorFlow
-
 # (checkpoint_interval, last_checkpoint_step, check_interval, steps)
 SCENARIOS = {
     "from_last": (2, 1, True, [1, 2, 3, 4, 5, 6, 7]),

@@ -14,8 +14,6 @@ pytestmark = pytest.mark.interop
 
 tf_files = tf_side("files")
 
-pytestmark = pytest.mark.interop  # runs real TensorFlow
-
 PHRASE = "incompatible tensor with shape"
 
 

@@ -19,8 +19,6 @@ pytestmark = pytest.mark.interop
 
 tf_files, tf_objects, tf_manager = tf_side("files"), tf_side("objects"), tf_side("manager")
 
-pytestmark = pytest.mark.interop  # runs real TensorFlow
-
 STRUCTURES = os.path.join(os.path.dirname(__file__), "structures.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 

@@ -16,8 +16,6 @@ pytestmark = pytest.mark.interop
 
 tf_partial = tf_side("partial")
 
-pytestmark = pytest.mark.interop  # runs real TensorFlow
-
 
 @pytest.fixture(scope="module")
 def tf_checkpoint(tmp_path_factory) -> str:

@@ -14,8 +14,6 @@ pytestmark = pytest.mark.interop
 
 tf_view = tf_side("view")
 
-pytestmark = pytest.mark.interop  # runs real TensorFlow
-
 PHRASE = "Inconsistent references when matching the checkpoint into this object graph."
 
 
