@@ -9,20 +9,14 @@ interop and not slow"`` is the inner loop; plain ``python -m pytest`` (CI) runs 
 from __future__ import annotations
 
 import gc
-import pathlib
 from collections.abc import Iterator
 
 import pytest
-from _pytest.mark.expression import Expression
 
 from tests.helpers import ReuseLog, reuse_log
 
 # The generator needs TensorFlow and writes files; --doctest-modules must not import it.
 collect_ignore = ["golden/make_golden.py"]
-
-TESTS = pathlib.Path(__file__).resolve().parent
-# Its modules import TensorFlow when collected; each carries ``pytestmark = pytest.mark.interop``.
-INTEROP = TESTS / "interop"
 
 
 @pytest.hookimpl(wrapper=True)
@@ -48,30 +42,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.import_plugin("tests.doctest_fixtures")
     # No test process holds TensorFlow (with torch's triton it segfaults): it runs in a child of its own.
     config.pluginmanager.import_plugin("tests.interop.tf_guard")
-
-
-def pytest_ignore_collect(collection_path: pathlib.Path, config: pytest.Config) -> bool | None:
-    """Leave tests/interop uncollected when ``-m`` deselects its tests anyway: collecting it imports
-    TensorFlow, which alone takes longer than a third of the inner loop."""
-    if collection_path != INTEROP:
-        return None
-    expression = config.getoption("markexpr")
-    if not expression:
-        return None
-    matches = Expression.compile(expression).evaluate
-    if any(matches(lambda name, have=have: name in have) for have in ({"interop"}, {"interop", "slow"})):
-        return None
-    return True
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Refuse a test in tests/interop without the ``interop`` marker: ``-m "not interop"`` skips the
-    directory unseen (above), so an unmarked test there would silently leave the inner loop."""
-    unmarked = [
-        item.nodeid for item in items if INTEROP in item.path.parents and item.get_closest_marker("interop") is None
-    ]
-    if unmarked:
-        raise pytest.UsageError(f"tests in {INTEROP} must be marked interop: {unmarked}")
 
 
 @pytest.fixture
