@@ -31,7 +31,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.interop]
 SERVER = os.path.join(os.path.dirname(__file__), "overwrite_server.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 KILLS = int(os.environ.get("TP_CRASH_KILLS", "200"))
-TF_SAMPLES = 24  # whole states TensorFlow must read, spread over the run
+# The kills run as independent parts, each a writer history of its own, so that pytest-xdist spreads them
+# over the cores: one run of 200 kills was a sixth of the suite on one worker. The parts add up to KILLS.
+PARTS = 4
+TF_SAMPLES = 24  # whole states TensorFlow must read, spread over the parts
 MAX_WINDOW = 3.0  # seconds: a writer that cannot save in this fails the test rather than stall it
 
 
@@ -57,7 +60,12 @@ def _tensorflow_reads(prefixes: list[str]) -> list[list]:
     return tf_side("overwrite").read_each(prefixes, COUNT, timeout=600)
 
 
-def test_sigkill_during_in_place_overwrites_never_leaves_the_prefix_without_a_checkpoint(tmp_path) -> None:
+def _kills_in(part: int) -> int:
+    return KILLS // PARTS + (1 if part < KILLS % PARTS else 0)
+
+
+@pytest.mark.parametrize("part", range(PARTS))
+def test_sigkill_during_in_place_overwrites_never_leaves_the_prefix_without_a_checkpoint(tmp_path, part) -> None:
     if importlib.util.find_spec("tensorflow") is None:  # not imported here: TensorFlow runs in its own process
         pytest.skip("tensorflow is not installed")
     # Kill times are drawn from [0, window). A fixed window let a slow phase of the machine
@@ -67,7 +75,8 @@ def test_sigkill_during_in_place_overwrites_never_leaves_the_prefix_without_a_ch
     directory = str(tmp_path / "run")
     os.makedirs(directory)
     prefix = os.path.join(directory, "weights")
-    rng = random.Random(f"overwrite-{KILLS}")
+    kills = _kills_in(part)
+    rng = random.Random(f"overwrite-{KILLS}-{part}")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
     server = subprocess.Popen(
         [sys.executable, SERVER, prefix], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
@@ -75,9 +84,9 @@ def test_sigkill_during_in_place_overwrites_never_leaves_the_prefix_without_a_ch
     whole, windows = [], []  # (snapshot prefix, step) for TensorFlow
     last = 0.0
     stalled = 0  # kills in a row that saw no new version
-    sample_every = max(1, KILLS // TF_SAMPLES)
+    sample_every = max(1, kills // (TF_SAMPLES // PARTS))
     try:
-        for kill in range(KILLS):
+        for kill in range(kills):
             server.stdin.write(f"{int(last) + 1}\n")
             server.stdin.flush()
             pid = int(server.stdout.readline())
