@@ -8,11 +8,11 @@ interop and not slow"`` is the inner loop; plain ``python -m pytest`` (CI) runs 
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator
 
 import pytest
 
+from tests import helpers
 from tests.helpers import ReuseLog, reuse_log
 
 # The generator needs TensorFlow and writes files; --doctest-modules must not import it.
@@ -47,12 +47,8 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def no_gc() -> Iterator[None]:
     """The cyclic garbage collector off: what a test frees, reference counting alone must free."""
-    gc.collect()
-    gc.disable()
-    try:
+    with helpers.no_gc():
         yield
-    finally:
-        gc.enable()
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ one another.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import pathlib
@@ -348,3 +349,14 @@ def mounted_tmpfs(directory: pathlib.Path, size: str) -> Iterator[pathlib.Path]:
         yield directory
     finally:
         subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector off: what runs inside, reference counting alone must free."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

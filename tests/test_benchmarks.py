@@ -19,7 +19,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.mark.parametrize("workload", ["large", "many", "mixed"])
 def test_compare_quick_runs_every_contender(workload: str) -> None:
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "benchmarks", "compare.py"), "--quick", "--workload", workload],
+        [
+            sys.executable,
+            os.path.join(ROOT, "benchmarks", "compare.py"),
+            "--quick",
+            "--repeats",
+            "1",
+            "--workload",
+            workload,
+        ],
         check=False,
         capture_output=True,
         text=True,

@@ -5,17 +5,7 @@ checkpoint, the objects only in the live graph. Against another checkpoint, a
 :class:`CheckpointDiff` of structure, dtypes, shapes and values at the same object paths,
 values compared as ``numpy.isclose`` does (wide floats, NaN equal to NaN).
 
-Example:
-    >>> import tempfile
-    >>> import trackpoint as tp
-    >>> root = tp.Module()
-    >>> root.w = tp.Variable([1.0, 2.0])
-    >>> directory = tempfile.mkdtemp()
-    >>> before = tp.Checkpoint(root).write(directory + "/before")
-    >>> _ = root.w.assign([1.0, 4.0])
-    >>> with tp.CheckpointView(before) as view:
-    ...     print(view.diff(tp.Checkpoint(root).write(directory + "/after")).changed[0].max_abs_diff)
-    2.0
+The example is :class:`ValueChange`'s.
 """
 
 from __future__ import annotations

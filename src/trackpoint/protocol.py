@@ -20,45 +20,9 @@ Example:
 
 from trackpoint import _report_public_names
 from trackpoint._tracking import protocol as _protocol
-from trackpoint._tracking.protocol import (
-    PYTHON_STATE,
-    VARIABLE_VALUE,
-    AfterSave,
-    BulkSlots,
-    Parent,
-    PendingRestore,
-    Region,
-    Saveable,
-    SlotOwner,
-    TensorOwner,
-    ValueOwner,
-    VariableValue,
-    create_from_pending,
-    restore_pending,
-    structure_changed,
-    trust_children,
-    trust_slots,
-)
+from trackpoint._tracking.protocol import *
 
-__all__ = [
-    "PYTHON_STATE",
-    "VARIABLE_VALUE",
-    "AfterSave",
-    "BulkSlots",
-    "Parent",
-    "PendingRestore",
-    "Region",
-    "Saveable",
-    "SlotOwner",
-    "TensorOwner",
-    "ValueOwner",
-    "VariableValue",
-    "create_from_pending",
-    "restore_pending",
-    "structure_changed",
-    "trust_children",
-    "trust_slots",
-]
+__all__ = list(_protocol.__all__)  # every name of the protocol module, and nothing else
 __doc__ = f"{__doc__}\n{_protocol.__doc__}"
 
 _report_public_names(globals(), __all__, __name__)

@@ -6,10 +6,10 @@ import os
 import time
 import warnings
 
-import numpy as np
 import pytest
 
 import trackpoint as tp
+from tests.interop.manager_steps import run_steps
 from tests.interop.tf_process import tf_side
 
 pytestmark = pytest.mark.interop
@@ -27,33 +27,12 @@ SCENARIOS = {
 }
 
 
-def _run(
-    directory: str, interval: int | None, last: int | None, check: bool, steps: list[int]
-) -> tuple[list[int], list[str]]:
-    """The steps at which ``save()`` wrote a checkpoint, and the checkpoints kept (base names); as
-    ``tf_side/manager.py``'s ``run_steps`` does in TensorFlow."""
-    step = tp.Variable(0, dtype=np.int64)
-    manager = tp.CheckpointManager(
-        tp.Checkpoint(step=step),
-        directory,
-        max_to_keep=None,
-        step_counter=step if interval else None,
-        checkpoint_interval=interval,
-        last_checkpoint_step=last,
-    )
-    saved = []
-    for value in steps:
-        step.assign(value)
-        if manager.save(check_interval=check) is not None:
-            saved.append(value)
-    return saved, [os.path.basename(path) for path in manager.checkpoints]
-
-
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_last_checkpoint_step_saves_at_the_steps_tf_saves_at(tmp_path, scenario: str) -> None:
     interval, last, check, steps = SCENARIOS[scenario]
     theirs = tf_manager.run_steps(str(tmp_path / "tf"), interval, last, check, steps)
-    ours = _run(str(tmp_path / "tp"), interval, last, check, steps)
+    classes = (tp.Variable, tp.Checkpoint, tp.CheckpointManager)
+    ours = run_steps(classes, str(tmp_path / "tp"), interval, last, check, steps)
     assert ours == theirs
 
 

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import gc
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 
 def tf_log_lines(run: Callable[[], object]) -> list[str]:
@@ -20,14 +18,3 @@ def tf_log_lines(run: Callable[[], object]) -> list[str]:
     finally:
         logger.removeHandler(handler)
     return lines
-
-
-@contextmanager
-def no_gc() -> Iterator[None]:
-    """The cyclic garbage collector off, as the test's ``no_gc`` fixture has it in the pytest process."""
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import tensorflow as tf
 
+from tests.interop import manager_steps
 from tests.interop.tf_side.log import tf_log_lines
 
 # Variables a test's later call uses again, by the name the test gives (per TensorFlow child).
@@ -15,22 +14,9 @@ KEPT: dict[str, tf.Variable] = {}
 def run_steps(
     directory: str, interval: int | None, last: int | None, check: bool, steps: list[int]
 ) -> tuple[list[int], list[str]]:
-    """The steps at which ``save()`` wrote a checkpoint, and the checkpoints kept (base names)."""
-    step = tf.Variable(0, dtype=tf.int64)
-    manager = tf.train.CheckpointManager(
-        tf.train.Checkpoint(step=step),
-        directory,
-        max_to_keep=None,
-        step_counter=step if interval else None,
-        checkpoint_interval=interval,
-        last_checkpoint_step=last,
-    )
-    saved = []
-    for value in steps:
-        step.assign(value)
-        if manager.save(check_interval=check) is not None:
-            saved.append(value)
-    return saved, [os.path.basename(path) for path in manager.checkpoints]
+    """:func:`tests.interop.manager_steps.run_steps` with TensorFlow's classes."""
+    classes = (tf.Variable, tf.train.Checkpoint, tf.train.CheckpointManager)
+    return manager_steps.run_steps(classes, directory, interval, last, check, steps)
 
 
 def open_manager(directory: str) -> tuple[list[str], list[str], str | None]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tests.interop.tf_side.log import no_gc, tf_log_lines
+from tests.helpers import no_gc
+from tests.interop.tf_side.log import tf_log_lines
 
 
 def write_checkpoint(prefix: str) -> str:
