@@ -58,6 +58,36 @@ def test_trackpoint_distributed_is_imported_by_the_first_save_it_could_claim(tmp
     assert tp.load_variable(str(tmp_path / "b"), "w/.ATTRIBUTES/VARIABLE_VALUE") == 1.0
 
 
+def test_two_first_saves_at_once_import_a_plug_in_once_and_both_proceed(tmp_path, monkeypatch) -> None:
+    """Two threads whose first saves both could be claimed by a plug-in not imported yet: the
+    plug-in is imported once, struck from the list once, and neither save raises."""
+    (tmp_path / "slow_plug_in.py").write_text(
+        "import time\n"
+        "from trackpoint._saving import committer\n"
+        "time.sleep(0.3)  # both threads are inside committer_for by now\n"
+        "committer.register_resolver(lambda coordinator, task: None)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(committer_module, "_plug_ins", ["slow_plug_in"])
+    monkeypatch.setattr(committer_module, "_resolvers", [])
+    results: list[object] = []
+    threads = [threading.Thread(target=lambda: results.append(_first_claimable(committer_module))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert results == [None, None]  # each asked the plug-in's resolver, which declined; nothing raised
+    assert committer_module._plug_ins == [] and len(committer_module._resolvers) == 1
+    monkeypatch.delitem(sys.modules, "slow_plug_in")
+
+
+def _first_claimable(module: Any) -> object:
+    try:
+        return module.committer_for(object(), None)  # a coordinator given: a plug-in may claim it
+    except Exception as exc:  # the race this test is about
+        return exc
+
+
 def test_checkpoint_has_one_write_path() -> None:
     """The write skeleton exists once, in the pipeline: ``Checkpoint`` has no write path of its own."""
     for name in ("_write", "_write_together", "_async_writer"):

@@ -204,8 +204,23 @@ def test_dtypes_round_trip_bit_for_bit(tmp_path, dtype, numpy_dtype) -> None:
 def test_a_dtype_tensorflow_lacks_is_refused_with_its_name(tmp_path) -> None:
     model = torch.nn.Module()
     model.register_buffer("q", torch.zeros(2, dtype=torch.complex32))
-    with pytest.raises(InvalidArgumentError, match=r"complex32 has no TensorFlow checkpoint dtype"):
+    with pytest.raises(InvalidArgumentError, match=r"complex32 has no TensorFlow checkpoint dtype") as raised:
         tpt.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    assert raised.value.key == "model/q" and "cannot save model/q" in str(raised.value)
+
+
+def test_a_repeat_save_names_the_tensor_that_became_unsaveable(tmp_path) -> None:
+    """The second save reuses the first's layout (no walk): its refusal names the object by its
+    path in the checkpoint all the same."""
+    model = torch.nn.Module()
+    model.register_buffer("q", torch.zeros(2))
+    ckpt = tpt.Checkpoint(model=model)
+    ckpt.write(str(tmp_path / "first"))
+    model.q.data = torch.zeros(2, dtype=torch.complex32)
+    with pytest.raises(InvalidArgumentError, match=r"complex32 has no TensorFlow checkpoint dtype") as raised:
+        ckpt.write(str(tmp_path / "second"))
+    assert raised.value.key == "model/q" and "cannot save model/q" in str(raised.value)
+    assert not (tmp_path / "second.index").exists()
 
 
 class WithExtra(torch.nn.Module):

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from trackpoint._format.crc import crc32c, crc32c_combine, unmask
 from trackpoint._format.entries import Entry
-from trackpoint._format.pread import read_into
+from trackpoint._format.pread import Ended, read_into
 from trackpoint._format.threads import parallel_map
 from trackpoint.errors import InvalidArgumentError
 
@@ -54,7 +54,7 @@ def read_stored(reader: BundleReader, entry: Entry, dest: memoryview | None = No
     buf = dest if dest is not None else memoryview(bytearray(size))
     ended = functools.partial(reader.ended_early, entry.shard_id, entry.key)
     if verify and size >= 2 * reader.tuning.chunk_bytes:
-        crc = _read_parallel(reader, fd, entry, buf)
+        crc = _read_parallel(reader, fd, entry, buf, ended)
     else:
         read_into(fd, buf[:size], entry.offset, ended)
         crc = crc32c(buf) if verify else 0
@@ -63,12 +63,11 @@ def read_stored(reader: BundleReader, entry: Entry, dest: memoryview | None = No
     return buf
 
 
-def _read_parallel(reader: BundleReader, fd: int, entry: Entry, buf: memoryview) -> int:
+def _read_parallel(reader: BundleReader, fd: int, entry: Entry, buf: memoryview, ended: Ended) -> int:
     """Read a large tensor with several threads, each checksumming its own part; return the crc."""
     size, chunk_bytes = entry.size, reader.tuning.chunk_bytes
     parts = min(reader.tuning.read_threads, max(1, size // chunk_bytes))
     step = -(-size // parts)
-    ended = functools.partial(reader.ended_early, entry.shard_id, entry.key)
 
     def read_part(start: int) -> int:
         stop = min(start + step, size)

@@ -25,7 +25,7 @@ from trackpoint._tracking.epoch import structure_epoch, untracked_reason
 from trackpoint._tracking.protocol import VariableValue
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["Entry", "SaveLayout", "make_layout", "reuse", "tensors_of"]
+__all__ = ["Entry", "SaveLayout", "cannot_save", "make_layout", "reuse", "tensors_of", "variable_value"]
 
 log = logging.getLogger("trackpoint.reuse")
 
@@ -102,15 +102,23 @@ def reuse(layout: SaveLayout) -> list[Any] | None:
     the layout no longer holds and the objects must be walked again."""
     reason = _stale(layout)
     if reason is None and layout.variables is not None and layout.value_of is not None:
-        log.debug("reusing the previous save's layout")
-        return list(map(layout.value_of, layout.variables))
+        try:
+            values = list(map(layout.value_of, layout.variables))
+        except InvalidArgumentError:
+            pass  # the loop below asks again, one by one, to name the object that refused
+        else:
+            log.debug("reusing the previous save's layout")
+            return values
     arrays: list[Any] = []
     if reason is None:
+        at = 0  # the position in layout.keys of the entry's first key
         for entry in layout.entries:
             if not isinstance(entry, tuple):
-                arrays.append(cast(VariableValue, entry)._tp_variable_value())
+                arrays.append(variable_value(cast(VariableValue, entry), layout.keys[at]))
+                at += 1
                 continue
             obj, names, keys = entry
+            at += len(keys)
             tensors = tensors_of(obj, keys[0].partition(f"/{OBJECT_ATTRIBUTES}/")[0] if keys else None)
             if len(tensors) != len(names) or list(tensors) != names:
                 reason = f"a {type(obj).__name__} now names its tensors {list(tensors)}, not {names}"
@@ -132,8 +140,22 @@ def tensors_of(obj: Trackable, path: str | None) -> dict[str, Any]:
     try:
         return obj._serialize_to_tensors()
     except InvalidArgumentError as exc:
-        where = path if path is not None else f"a {type(obj).__name__}"
-        raise type(exc)(f"cannot save {where or '(root)'}: {exc}", key=path) from exc
+        raise cannot_save(exc, obj, path) from exc
+
+
+def variable_value(obj: VariableValue, key: str) -> Any:
+    """``obj._tp_variable_value()``; an :class:`InvalidArgumentError` it raises names the object by
+    its path in the checkpoint, as :func:`tensors_of` does (``key`` is its value's key)."""
+    try:
+        return obj._tp_variable_value()
+    except InvalidArgumentError as exc:
+        raise cannot_save(exc, obj, key.partition(f"/{OBJECT_ATTRIBUTES}/")[0]) from exc
+
+
+def cannot_save(exc: InvalidArgumentError, obj: object, path: str | None) -> InvalidArgumentError:
+    """``exc``, which ``obj`` raised offering its tensors, as the error that names it by its ``path``."""
+    where = path if path is not None else f"a {type(obj).__name__}"
+    return type(exc)(f"cannot save {where or '(root)'}: {exc}", key=path)
 
 
 def _stale(layout: SaveLayout) -> str | None:

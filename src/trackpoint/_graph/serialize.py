@@ -18,7 +18,7 @@ from trackpoint._format.staging import copy_values
 from trackpoint._graph.encode_graph import GraphColumns, encode_graph
 from trackpoint._graph.keys import OBJECT_GRAPH_KEY, checkpoint_key, escape_local_name, slot_variable_key
 from trackpoint._graph.live import breadth_first
-from trackpoint._graph.save_layout import Entry, SaveLayout, log, make_layout, reuse, tensors_of
+from trackpoint._graph.save_layout import Entry, SaveLayout, cannot_save, log, make_layout, reuse, tensors_of
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch
 from trackpoint._tracking.protocol import VARIABLE_VALUE, AfterSave
@@ -261,7 +261,10 @@ class _Gathered:
             full_names.append(obj._checkpoint_full_name())
             attribute_keys.append(key)
             keys.append(key)
-            values.append(value_of(obj))
+            try:
+                values.append(value_of(obj))
+            except InvalidArgumentError as exc:
+                raise cannot_save(exc, obj, path_strings[node_id]) from exc
             owners.append(obj)
             entries.append(obj)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -91,6 +92,7 @@ Resolver = Callable[[Any, "int | None"], "Committer | None"]
 
 _resolvers: list[Resolver] = []
 _plug_ins: list[str] = []  # modules that register a resolver once imported, not imported yet
+_importing = threading.Lock()
 
 
 def register_resolver(resolver: Resolver) -> None:
@@ -117,9 +119,10 @@ def committer_for(coordinator: Any, io_device: str | None) -> Committer | None:
     # A coordinator given, or the default (None): torch.distributed's default group, which
     # exists only once torch.distributed is imported (see CheckpointOptions.coordinator).
     if _plug_ins and (coordinator is not None or "torch.distributed" in sys.modules):
-        for module in list(_plug_ins):
-            importlib.import_module(module)
-            _plug_ins.remove(module)
+        with _importing:  # two threads' first saves at once: each plug-in is imported and struck once
+            for module in list(_plug_ins):
+                importlib.import_module(module)
+                _plug_ins.remove(module)
     io_task = parse_device(io_device).task if io_device is not None else None
     for resolver in _resolvers:
         committer = resolver(coordinator, io_task)

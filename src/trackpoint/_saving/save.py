@@ -97,7 +97,7 @@ class _AloneCommit:
         record: Callable[[], None] | None,
         follow: Callable[[], None] | None,
     ) -> None:
-        write_bundle(self.prefix, tensors, sharding, owners)
+        write_bundle(self.prefix, tensors, sharding, owners, keep_values=False)  # the pipeline kept them
 
 
 class _Alone:

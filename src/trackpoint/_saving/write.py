@@ -76,6 +76,7 @@ def write_bundle(
     tensors: Sequence[tuple[str, Any]],
     sharding_callback: ShardingCallback | None = None,
     trackables: Sequence[Any] | None = None,
+    keep_values: bool = True,
 ) -> str:
     """Write ``(key, value)`` tensors under ``prefix``; return ``prefix``.
 
@@ -85,9 +86,12 @@ def write_bundle(
         sharding_callback: Splits tensors over data files; None (or ``ShardByTaskPolicy``)
             writes one file without building the sharding inputs.
         trackables: The owner of each tensor, offered to the callback.
+        keep_values: Keep the values a restore of ``prefix`` still waits to hand out (an
+            overwrite); False where the caller did (the save pipeline, for every committer).
     """
     prefix = os.fspath(prefix)
-    kept_values.keep_values_of(prefix)  # an overwrite: values a restore of it still waits to hand out
+    if keep_values:
+        kept_values.keep_values_of(prefix)
     try:
         _write(prefix, tensors, sharding_callback, trackables)
     except CheckpointError:

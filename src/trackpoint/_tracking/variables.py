@@ -270,8 +270,7 @@ class Variable(Trackable):
     def _tp_check_restored(self, tensors: dict[str, Any]) -> np.ndarray:
         return self._tp_check_value(tensors[VARIABLE_VALUE])
 
-    def _tp_take_restored(self, checked: np.ndarray) -> None:
-        self._value = checked
+    _tp_take_restored = _tp_take_value
 
 
 def _value_and_refs(variable: Variable) -> tuple[np.ndarray, int]:
