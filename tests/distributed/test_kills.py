@@ -52,7 +52,9 @@ def _rank(rank: int, world: int, port: int, directory: str, ready: object, out: 
                 v.assign(np.full(v.shape, step + i, np.float64))
             manager.save(options=options)
     except tp.errors.CoordinationError as exc:
-        with open(out, "w") as f:
+        # Beside the restore's report, not over it: on a loaded machine a peer may outlast the
+        # timeout before the parent has read that report (a save that then fails, as it must).
+        with open(out + ".error", "w") as f:
             json.dump({"error": str(exc), "at": time.monotonic()}, f)
 
 
@@ -88,9 +90,8 @@ def test_ranks_killed_mid_save_commit_nothing_and_the_survivors_fail_fast(tmp_pa
         for r, out in enumerate(outs):
             if r == victim:
                 continue
-            with open(out) as f:
+            with open(out + ".error") as f:  # every survivor raised CoordinationError (none hangs)
                 state = json.load(f)
-            assert "error" in state, (kill, r, state)
             assert state["at"] - killed_at < 4 * TIMEOUT + 3, "a survivor took too long to notice"
         latest = tp.latest_checkpoint(directory)
         if latest is not None:
