@@ -114,3 +114,28 @@ def test_an_owner_with_a_variable_value_saves_the_same_files_as_through_serializ
     for suffix in (".index", ".data-00000-of-00001"):
         assert Path(fast + suffix).read_bytes() == Path(general + suffix).read_bytes()
     assert tp.list_variables(fast)[-1][0] == "w/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def test_a_variable_subclass_that_overrides_its_name_or_value_is_saved_through_its_methods(tmp_path) -> None:
+    """``tp.Variable`` names the attributes a save may read for its full name and value
+    (``_tp_value_fields``); a subclass overriding either method is saved through the methods, on
+    the first save and on a later one that reuses the layout."""
+
+    class Renamed(tp.Variable):
+        def _checkpoint_full_name(self) -> str:
+            return "renamed"
+
+    class Doubled(tp.Variable):
+        def _tp_variable_value(self) -> Any:
+            return self._value * 2
+
+    value = np.arange(6, dtype=np.float32)
+    ours = tp.Checkpoint(w=Renamed(value, name="original")).write(str(tmp_path / "ours" / "ckpt"))
+    plain = tp.Checkpoint(w=tp.Variable(value, name="renamed")).write(str(tmp_path / "plain" / "ckpt"))
+    for suffix in (".index", ".data-00000-of-00001"):
+        assert Path(ours + suffix).read_bytes() == Path(plain + suffix).read_bytes()
+
+    ckpt = tp.Checkpoint(w=Doubled(value))
+    for name in ("first", "second"):  # the second save reuses the first's layout
+        prefix = ckpt.write(str(tmp_path / name))
+        np.testing.assert_array_equal(tp.load_variable(prefix, "w/.ATTRIBUTES/VARIABLE_VALUE"), value * 2)

@@ -14,6 +14,7 @@ Anything else walks again, with the reason logged at DEBUG on the ``trackpoint.r
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -46,7 +47,8 @@ class SaveLayout:
         keys: The key of each value, in order.
         variables: Every entry's object when all offer their variable value alone, through one
             class's ``_tp_variable_value`` (the common case: a model of ``tp.Variable``\\ s), else None.
-        value_of: That ``_tp_variable_value``, called for each of ``variables``.
+        value_of: That ``_tp_variable_value``, or a getter of the attribute its class names in
+            ``_tp_value_fields``, called for each of ``variables``.
         copy_on_write: Whether every owner's class is copy-on-write (``protocol.Saveable``):
             an async save then takes the values as they are.
         hooks: Objects with an after-save check, run on every save.
@@ -87,14 +89,24 @@ def make_layout(
         return None
     # Asked of the few distinct classes rather than of every entry.
     classes = set(map(type, entries))
-    getters = {getattr(cls, "_tp_variable_value", None) for cls in classes}
-    value_of = getters.pop() if len(getters) == 1 and tuple not in classes and not hooks else None
+    getters = {_value_getter(cls) for cls in classes}
+    getter = getters.pop() if len(getters) == 1 and tuple not in classes and not hooks else None
+    # The value field read in C (protocol.VariableValue._tp_value_fields), else the method.
+    value_of = operator.attrgetter(getter) if isinstance(getter, str) else getter
     # All one kind: the entries are the variables (one list for both).
     variables = cast(list[Trackable], entries) if value_of is not None else None
     owner_classes: set[type[Trackable]] = set(map(type, owners))
     copy_on_write = all(cls._tp_copy_on_write for cls in owner_classes)
     containers = [obj for obj in objects if isinstance(obj, (ListWrapper, DictWrapper))]
     return SaveLayout(epoch, entries, graph, list(owners), keys, variables, value_of, copy_on_write, hooks, containers)
+
+
+def _value_getter(cls: type) -> str | Callable[[Any], Any] | None:
+    """The name of the attribute holding a ``cls`` object's variable value, or its
+    ``_tp_variable_value``, or None (see ``protocol.VariableValue``)."""
+    method = getattr(cls, "_tp_variable_value", None)
+    fields = getattr(cls, "_tp_value_fields", None) if method is not None else None
+    return fields[1] if fields is not None else method
 
 
 def reuse(layout: SaveLayout) -> list[Any] | None:

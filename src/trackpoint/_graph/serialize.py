@@ -9,8 +9,9 @@ tensor names. The graph message is encoded by :mod:`~trackpoint._graph.encode_gr
 
 from __future__ import annotations
 
+import operator
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast, overload
 
@@ -243,28 +244,30 @@ class _Gathered:
             graph.attribute_keys,
         )
         keys, values, owners, entries = self.keys, self.values, self.owners, self.entries
-        single: dict[type, Any] = {}  # each class's _tp_variable_value (protocol.VariableValue) or None
+        # Each class's way to its full name and variable value (protocol.VariableValue), or None.
+        single: dict[type, Callable[[Any], tuple[str, Any]] | None] = {}
         for node_id, obj in enumerate(objects):
             cls = type(obj)
             try:
-                value_of = single[cls]
+                name_and_value = single[cls]
             except KeyError:
-                value_of = single[cls] = getattr(cls, "_tp_variable_value", None)
-            if value_of is None:
+                name_and_value = single[cls] = _name_and_value(cls)
+            if name_and_value is None:
                 self._add_tensors(obj, path_strings[node_id])
                 continue
             # One variable value under a name that needs no escaping, so its key is the path and
             # a fixed suffix (_add_tensors gives the same key) and no dict is built.
             key = path_strings[node_id] + _VARIABLE_KEY_SUFFIX
-            counts.append(1)
-            attribute_names.append(_VARIABLE_ATTRIBUTE)
-            full_names.append(obj._checkpoint_full_name())
-            attribute_keys.append(key)
-            keys.append(key)
             try:
-                values.append(value_of(obj))
+                full_name, value = name_and_value(obj)
             except InvalidArgumentError as exc:
                 raise cannot_save(exc, obj, path_strings[node_id]) from exc
+            counts.append(1)
+            attribute_names.append(_VARIABLE_ATTRIBUTE)
+            full_names.append(full_name)
+            attribute_keys.append(key)
+            keys.append(key)
+            values.append(value)
             owners.append(obj)
             entries.append(obj)
 
@@ -301,6 +304,19 @@ class _Gathered:
         values.extend(value for _, value in self.python_tensors)
         owners.extend(self.python_owners)
         return keys, values, owners, self.entries + self.python_entries
+
+
+def _name_and_value(cls: type) -> Callable[[Any], tuple[str, Any]] | None:
+    """How the save gets an object's full name and variable value, for a class that offers its
+    value alone (``protocol.VariableValue``): its attributes read in C when it names them
+    (``_tp_value_fields``: no method call per variable), else its two methods; else None."""
+    value_of = getattr(cls, "_tp_variable_value", None)
+    if value_of is None:
+        return None
+    fields = getattr(cls, "_tp_value_fields", None)
+    if fields is not None:
+        return operator.attrgetter(*fields)
+    return lambda obj: (obj._checkpoint_full_name(), value_of(obj))
 
 
 def _hooks(objects: list[Trackable]) -> list[Trackable]:

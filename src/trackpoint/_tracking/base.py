@@ -68,6 +68,8 @@ class Trackable:
     _tp_copy_on_write: ClassVar[bool] = False
     #: See ``protocol.ValueOwner``: restored through the dict of ``TensorOwner`` or ``_restore_from_tensors``.
     _tp_takes_value: ClassVar[bool] = False
+    #: See ``protocol.VariableValue``: no attributes the save may read for the methods.
+    _tp_value_fields: ClassVar[tuple[str, str] | None] = None
 
     #: The restore that last assigned this object's values (a later restore wins).
     _tp_update_uid: int = -1

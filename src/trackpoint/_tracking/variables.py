@@ -211,6 +211,8 @@ class Variable(Trackable):
     _tp_copy_on_write: ClassVar[bool] = True
     #: Restored value by value (protocol.ValueOwner), not through a dict.
     _tp_takes_value: ClassVar[bool] = True
+    #: What _checkpoint_full_name() and _tp_variable_value() return (protocol.VariableValue).
+    _tp_value_fields: ClassVar[tuple[str, str] | None] = ("_name", "_value")
 
     def _serialize_to_tensors(self) -> dict[str, Any]:
         return {VARIABLE_VALUE: self._value}
