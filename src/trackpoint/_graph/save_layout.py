@@ -26,7 +26,7 @@ from trackpoint._tracking.epoch import structure_epoch, untracked_reason
 from trackpoint._tracking.protocol import VariableValue
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["Entry", "SaveLayout", "cannot_save", "make_layout", "reuse", "tensors_of", "variable_value"]
+__all__ = ["Entry", "SaveLayout", "cannot_save", "make_layout", "reuse", "tensors_of"]
 
 log = logging.getLogger("trackpoint.reuse")
 
@@ -126,7 +126,7 @@ def reuse(layout: SaveLayout) -> list[Any] | None:
         at = 0  # the position in layout.keys of the entry's first key
         for entry in layout.entries:
             if not isinstance(entry, tuple):
-                arrays.append(variable_value(cast(VariableValue, entry), layout.keys[at]))
+                arrays.append(_variable_value(cast(VariableValue, entry), layout.keys[at]))
                 at += 1
                 continue
             obj, names, keys = entry
@@ -155,7 +155,7 @@ def tensors_of(obj: Trackable, path: str | None) -> dict[str, Any]:
         raise cannot_save(exc, obj, path) from exc
 
 
-def variable_value(obj: VariableValue, key: str) -> Any:
+def _variable_value(obj: VariableValue, key: str) -> Any:
     """``obj._tp_variable_value()``; an :class:`InvalidArgumentError` it raises names the object by
     its path in the checkpoint, as :func:`tensors_of` does (``key`` is its value's key)."""
     try:
