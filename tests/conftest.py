@@ -16,8 +16,9 @@ import pytest
 from tests import helpers
 from tests.helpers import ReuseLog, reuse_log
 
-# The generator needs TensorFlow and writes files; --doctest-modules must not import it.
-collect_ignore = ["golden/make_golden.py"]
+# Scripts that import TensorFlow (the golden files' generator, a script the compat tests run with
+# TensorFlow and without it): --doctest-modules must not import them.
+collect_ignore = ["golden/make_golden.py", "compat/dump_weights.py"]
 
 
 @pytest.hookimpl(wrapper=True)
