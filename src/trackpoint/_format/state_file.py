@@ -205,6 +205,10 @@ def _resolve(ckpt_dir_or_file: str, look_up: Callable[[str], _T]) -> tuple[str, 
     if is_prefix:
         return path, index
     state = read_state(path)
+    if state is None and path.endswith(("/", os.sep)) and files.exists(naming.index_filename(path)):
+        # A prefix that ends in a separator: its files are `<dir>/.index` and `<dir>/.data-...`
+        # (a TF1 Saver given "model/"), and no state file says otherwise.
+        return path, None
     if state is None:
         raise NotFoundError(
             f"Couldn't find 'checkpoint' file or checkpoints in given directory {path}: pass a checkpoint "
