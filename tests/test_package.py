@@ -76,6 +76,7 @@ def test_public_names_are_pinned_and_sorted() -> None:
         "Damage",
         "InitializationOnlyStatus",
         "Module",
+        "NameBasedSaverStatus",
         "NoDependency",
         "PythonState",
         "RestoreReport",

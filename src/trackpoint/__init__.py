@@ -15,7 +15,12 @@ Example:
 from typing import TYPE_CHECKING
 
 from trackpoint import errors, optimizers, sharding
-from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus, RestoreReport
+from trackpoint._graph.status import (
+    CheckpointLoadStatus,
+    InitializationOnlyStatus,
+    NameBasedSaverStatus,
+    RestoreReport,
+)
 from trackpoint._saving import committer as _committer
 from trackpoint._storage.storage_options import set_storage_options
 from trackpoint._tracking.autotrackable import AutoTrackable, Module
@@ -60,6 +65,7 @@ __all__ = [
     "Damage",
     "InitializationOnlyStatus",
     "Module",
+    "NameBasedSaverStatus",
     "NoDependency",
     "PythonState",
     "RestoreReport",

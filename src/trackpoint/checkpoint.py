@@ -10,9 +10,10 @@ from typing import Any
 import numpy as np
 
 from trackpoint._format.state_file import require_swappable, resolve_index
+from trackpoint._graph.name_based import NameBasedRestore
 from trackpoint._graph.restore import restore_checkpoint
 from trackpoint._graph.restore_record import RestoreRecord
-from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus
+from trackpoint._graph.status import CheckpointLoadStatus, InitializationOnlyStatus, NameBasedSaverStatus
 from trackpoint._saving.save import SaveSettings, SaveState, save_checkpoint, state_file_record
 from trackpoint._storage import files
 from trackpoint._storage.storage import storage_for
@@ -26,6 +27,9 @@ from trackpoint.errors import NotFoundError
 from trackpoint.options import CheckpointOptions
 
 __all__ = ["Checkpoint"]
+
+#: What a restore returns: an object-based checkpoint's status, a TF1 checkpoint's, or nothing's.
+Status = CheckpointLoadStatus | NameBasedSaverStatus | InitializationOnlyStatus
 
 
 class Checkpoint(AutoTrackable):
@@ -262,7 +266,7 @@ class Checkpoint(AutoTrackable):
         options: CheckpointOptions | None = None,
         *,
         storage_options: Mapping[str, Any] | None = None,
-    ) -> CheckpointLoadStatus | InitializationOnlyStatus:
+    ) -> Status:
         """Restore from ``save_path`` without creating ``save_counter`` (for ``write()`` checkpoints).
 
         A checkpoint with the same object graph as the previous restore through this
@@ -303,7 +307,7 @@ class Checkpoint(AutoTrackable):
 
     def _read(
         self, save_path: str | None, options: CheckpointOptions | None, with_counter: bool, listed_by: str | None = None
-    ) -> CheckpointLoadStatus | InitializationOnlyStatus:
+    ) -> Status:
         """Restore from a prefix, or a directory's latest; ``listed_by``: the directory whose
         state file named the prefix, if known (the report notes a prefix outside it)."""
         options = CheckpointOptions.coerce(options)
@@ -324,6 +328,11 @@ class Checkpoint(AutoTrackable):
             index,
         )
         object.__setattr__(self, "_tp_restore_record", record)
+        if isinstance(coordinator, NameBasedRestore):
+            status = NameBasedSaverStatus(coordinator, root, self._tp_attached)
+            if with_counter:  # as TF: a TF1 checkpoint holds no save_counter
+                status.add_to_optionally_restored(self.save_counter)
+            return status
         return CheckpointLoadStatus(coordinator, root, self._tp_attached, listed_by)
 
     def restore(
@@ -332,12 +341,14 @@ class Checkpoint(AutoTrackable):
         options: CheckpointOptions | None = None,
         *,
         storage_options: Mapping[str, Any] | None = None,
-    ) -> CheckpointLoadStatus | InitializationOnlyStatus:
+    ) -> Status:
         """Restore from a prefix (or a directory with a ``checkpoint`` file); values arrive now or on creation.
 
         As :meth:`read` does, it assigns the values of all existing objects or none. When
         ``save_path`` is a directory whose state file names a checkpoint elsewhere, the
-        status's ``report().notes`` says where it was read from.
+        status's ``report().notes`` says where it was read from. A checkpoint without an
+        object graph (TF1's ``Saver``) is restored by variable names, as TF does it, and
+        returns a :class:`NameBasedSaverStatus`.
 
         Args:
             save_path: A checkpoint prefix or a directory with a ``checkpoint`` state file (a
@@ -382,9 +393,7 @@ class Checkpoint(AutoTrackable):
             self._maybe_create_save_counter()
         return status
 
-    def _restore_listed(
-        self, prefix: str, directory: str, options: CheckpointOptions | None = None
-    ) -> CheckpointLoadStatus | InitializationOnlyStatus:
+    def _restore_listed(self, prefix: str, directory: str, options: CheckpointOptions | None = None) -> Status:
         """:meth:`restore` ``prefix``, which the state file of ``directory`` named (for
         ``CheckpointManager.restore_or_initialize``): the report notes a prefix outside it."""
         return self._read(prefix, options, with_counter=True, listed_by=os.fspath(directory))

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -103,6 +104,18 @@ class Optimizer(Trackable):
         restore_pending(pending, slot)
         return slot
 
+    #: TF1's slot names, as ``tf.compat.v1.train`` optimizers call their slot variables in a
+    #: fresh graph: slot -> the suffix after ``<var>/<name>`` (Adam's second slot is ``_1``).
+    _tf1_slot_suffixes: ClassVar[Mapping[str, str]] = MappingProxyType({})
+
+    def _tp_slot_global_name(self, variable: Any, slot_name: str) -> str | None:
+        """The name TF1 saved ``variable``'s slot under (``w/Adam_1``), for a name-based restore
+        (``protocol.GlobalSlotNames``): fixed, unlike the slot variable's own name, which counts
+        the optimizers made in this process."""
+        suffix = self._tf1_slot_suffixes.get(slot_name)
+        name = getattr(variable, "name", None)
+        return None if suffix is None or not isinstance(name, str) else f"{name}/{self._name}{suffix}"
+
     def _create_or_restore_slot_variable(
         self, position: PendingRestore, variable: Trackable, slot_name: str
     ) -> Variable | None:
@@ -175,6 +188,8 @@ class SGD(Optimizer):
         self.momentum = momentum
         self.nesterov = nesterov
 
+    _tf1_slot_suffixes = MappingProxyType({"momentum": ""})
+
     def _create_slots(self, var_list: list[Variable]) -> None:
         if self.momentum:
             for var in var_list:
@@ -218,6 +233,8 @@ class Adam(Optimizer):
         self.beta1 = beta1
         self.beta2 = beta2
         self.epsilon = epsilon
+
+    _tf1_slot_suffixes = MappingProxyType({"m": "", "v": "_1"})
 
     def _power(self, name: str, initial: float) -> Variable:
         existing = self._lookup_dependency(name)

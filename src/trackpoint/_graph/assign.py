@@ -23,7 +23,8 @@ from trackpoint._format.in_place import InPlace, fits
 from trackpoint._graph.plan import Assignment, Wanted
 from trackpoint._graph.values import CheckpointValues
 from trackpoint._tracking.base import Trackable
-from trackpoint._tracking.protocol import VARIABLE_VALUE, Region, TensorOwner, ValueOwner, is_tensor_owner_class
+from trackpoint._tracking.protocol import VARIABLE_VALUE, Region, TensorOwner, ValueOwner
+from trackpoint._tracking.shortcuts import is_tensor_owner_class
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["InPlaceWork", "assign", "copy_in_place"]

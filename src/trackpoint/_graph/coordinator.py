@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import logging
 import weakref
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ from trackpoint._graph.assign import assign, copy_in_place
 from trackpoint._graph.coverage import Coverage
 from trackpoint._graph.node_bytes import split_nodes
 from trackpoint._graph.object_graph import check_child, check_slot, unescape
-from trackpoint._graph.plan import RestorePlan, Wanted
+from trackpoint._graph.plan import RestorePlan, Wanted, new_restore_uid
 from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
 from trackpoint._graph.status_queries import RestoreQueries
 from trackpoint._graph.values import CheckpointValues
@@ -42,7 +41,6 @@ from trackpoint.errors import CheckpointError, InvalidArgumentError
 __all__ = ["RestoreCoordinator"]
 
 _log = logging.getLogger("trackpoint")
-_restore_uids = itertools.count(1)
 
 
 class RestoreCoordinator(RestoreQueries):
@@ -80,7 +78,7 @@ class RestoreCoordinator(RestoreQueries):
         self._raw_graph = raw_graph
         self.nodes = graph.nodes
         self.node_count = len(self.nodes)
-        self.restore_uid = next(_restore_uids)
+        self.restore_uid = new_restore_uid()
         self.skip_slot_variables = skip_slot_variables
         # proto id -> weak reference to the bound object: a plain dict of weakref.ref, which
         # binds an object several times faster than a WeakValueDictionary's Python-level

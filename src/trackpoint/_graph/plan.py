@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Callable
 
 from trackpoint._graph.restore_record import NOT_RECORDING, Recorder
 from trackpoint._tracking.base import Trackable
 
-__all__ = ["Assignment", "RestorePlan", "Wanted"]
+__all__ = ["Assignment", "RestorePlan", "Wanted", "new_restore_uid"]
 
 #: What an object is to take: a value owner's value by its key alone, or ``[(tensor name, key)]``.
 Wanted = str | list[tuple[str, str]]
 #: (node id, object, wanted, the object's update uid before the walk).
 Assignment = tuple[int, Trackable, Wanted, int]
+
+_restore_uids = itertools.count(1)
+
+
+def new_restore_uid() -> int:
+    """A uid for a new restore, larger than every earlier one's (a later restore wins)."""
+    return next(_restore_uids)
 
 
 class RestorePlan:

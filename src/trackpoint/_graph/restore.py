@@ -9,21 +9,23 @@ bindings (:mod:`~trackpoint._graph.restore_record`) or walk the graph
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.coordinator import RestoreCoordinator
 from trackpoint._graph.gc_pause import gc_paused
-from trackpoint._graph.keys import OBJECT_GRAPH_KEY
+from trackpoint._graph.name_based import NameBasedRestore
 from trackpoint._graph.object_graph import parse_graph, read_object_graph_bytes
 from trackpoint._graph.restore_record import Recorder, RestoreRecord, log, replay
 from trackpoint._graph.slot_scan import slot_owners
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch
-from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["restore_checkpoint"]
+
+_warned_by_name: set[str] = set()  # the prefixes restored by name so far
 
 
 def restore_checkpoint(
@@ -34,12 +36,13 @@ def restore_checkpoint(
     previous: RestoreRecord | None = None,
     then: Callable[[], object] | None = None,
     index: tuple[bytes, os.stat_result] | None = None,
-) -> tuple[RestoreCoordinator, RestoreRecord | None]:
+) -> tuple[RestoreCoordinator | NameBasedRestore, RestoreRecord | None]:
     """Restore the checkpoint at ``prefix`` into ``root`` and its ``attached`` dependencies.
 
     Node 0 is bound to the root, then each attached dependency to its edge from node 0: one
-    restore, which assigns the values of all or none. No file of the checkpoint stays open
-    once this returns.
+    restore, which assigns the values of all or none. A checkpoint without an object graph
+    (TF1's) is restored by name instead (:mod:`~trackpoint._graph.name_based`). No file of the
+    checkpoint stays open once this returns.
 
     Args:
         prefix: The checkpoint.
@@ -53,11 +56,11 @@ def restore_checkpoint(
         index: The index's bytes and stat, if the caller has just fetched them (see :class:`BundleReader`).
 
     Returns:
-        The coordinator (for the status and restore-on-create), and the record to offer the
-        next restore (None when it could not be repeated).
+        The coordinator, or the name-based restore (for the status and restore-on-create), and
+        the record to offer the next restore (None when it could not be repeated).
 
     Raises:
-        InvalidArgumentError: The checkpoint has no object graph, or a value does not fit its object.
+        InvalidArgumentError: A value does not fit its object.
         DataLossError: The graph or a value is damaged.
         NotFoundError: A file of the checkpoint is missing.
     """
@@ -70,11 +73,8 @@ def restore_checkpoint(
             # may be partial, fetches only what its walk asks for.
             reader.expect_most()
         raw = read_object_graph_bytes(reader)
-        if raw is None:
-            raise InvalidArgumentError(
-                f"{prefix} is not an object-based checkpoint (no {OBJECT_GRAPH_KEY} key); read its tensors with "
-                "tp.load_checkpoint()"
-            )
+        if raw is None:  # a TF1 checkpoint
+            return _restore_by_name(reader, root, attached, skip_slot_variables, then), None
         graph = parse_graph(raw, prefix, validate=False)  # the walk checks references as it follows them
         record = previous
         if record is not None and (reason := record.refusal(raw, skip_slot_variables, root)) is not None:
@@ -105,6 +105,30 @@ def restore_checkpoint(
             coordinator.silence()  # the exception says what went wrong; no second warning
             raise
     return coordinator, record
+
+
+def _restore_by_name(
+    reader: BundleReader,
+    root: Trackable,
+    attached: Mapping[str, Trackable],
+    skip_slot_variables: bool,
+    then: Callable[[], object] | None,
+) -> NameBasedRestore:
+    if reader.prefix not in _warned_by_name:  # once a prefix: TF warns once a process
+        _warned_by_name.add(reader.prefix)
+        logging.getLogger("trackpoint").warning(
+            "%s has no object graph (a TF1 Saver checkpoint): restoring it by name, each variable taking the value "
+            "saved under its global name (tp.Variable(name=...)) and optimizer slots under TF1's slot names. Names "
+            "are a fragile match: check the status (assert_consumed) and save an object-based checkpoint "
+            "(Checkpoint.save) to use from now on.",
+            reader.prefix,
+        )
+    restore = NameBasedRestore(reader, skip_slot_variables)
+    with restore.values.reading(), gc_paused():  # the files close when this ends
+        restore.restore(root, attached)
+        if then is not None:
+            then()
+    return restore
 
 
 def _root_bindings(

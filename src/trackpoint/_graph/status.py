@@ -8,11 +8,12 @@ from typing import Any
 
 from trackpoint._graph.coordinator import RestoreCoordinator
 from trackpoint._graph.live import breadth_first, by_id
+from trackpoint._graph.name_based import NameBasedRestore
 from trackpoint._storage.storage import storage_for
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.slots import slot_variables
 
-__all__ = ["CheckpointLoadStatus", "InitializationOnlyStatus", "RestoreReport"]
+__all__ = ["CheckpointLoadStatus", "InitializationOnlyStatus", "NameBasedSaverStatus", "RestoreReport"]
 
 
 @dataclass(frozen=True)
@@ -237,6 +238,87 @@ def _live_by_id(root: Trackable, attached: Mapping[str, Trackable], with_slots: 
         for _, _, _, slot in slot_variables(list(live.values())):
             live.setdefault(id(slot), slot)
     return live
+
+
+class NameBasedSaverStatus:
+    """The result of restoring a checkpoint without an object graph (TF1's ``Saver``) by name.
+
+    Each variable took the value saved under its global name (``tp.Variable(name=...)``),
+    optimizer slots those under TF1's slot names (``<var>/Adam``, ``<var>/Adam_1``,
+    ``<var>/Momentum``); values no object asked for are left alone. As in TF, the checkpoint
+    says nothing about objects, so the three assertions are one: every live object holding
+    values found them under its name, and was reached by this restore (a slot variable
+    created after it was not). Variables created later under a restored object are looked up
+    by name as they are tracked (restore-on-create).
+
+    Example:
+        ``tf1_prefix`` is a TF1 ``Saver`` checkpoint holding ``w`` = [1, 2] and ``global_step`` = 7:
+
+        >>> import trackpoint as tp
+        >>> w, step = tp.Variable([0.0, 0.0], name="w"), tp.Variable(0, dtype="int64", name="global_step")
+        >>> status = tp.Checkpoint(w=w, step=step).restore(tf1_prefix)
+        >>> type(status).__name__, w.numpy().tolist(), int(step.numpy())
+        ('NameBasedSaverStatus', [1.0, 2.0], 7)
+        >>> status.assert_consumed() is status
+        True
+    """
+
+    def __init__(self, restore: NameBasedRestore, root: Trackable, attached: Mapping[str, Trackable]) -> None:
+        self._restore = restore
+        self._root = root
+        self._attached = attached  # live: save_counter may be attached after the restore
+        self._optional: list[Trackable] = []
+
+    def add_to_optionally_restored(self, var: Trackable) -> None:
+        """Leave ``var`` out of the assertions (``Checkpoint.restore`` does it for its
+        ``save_counter``, which a TF1 checkpoint does not hold)."""
+        self._optional.append(var)
+
+    def assert_consumed(self) -> NameBasedSaverStatus:
+        """Every live object holding values found them under its name and was restored.
+
+        Raises:
+            AssertionError: Naming the objects, the names looked up and the checkpoint.
+        """
+        restore = self._restore
+        unused = restore.unused(self._optional)
+        if unused:
+            lines = "".join(f"\n    {obj!r}: {names}" for obj, names in unused[:10])
+            raise AssertionError(
+                f"Some objects had attributes which were not restored from the name-based checkpoint "
+                f"{restore.prefix} (no value under these names; {len(unused)} objects, showing "
+                f"{min(10, len(unused))}):{lines}\nName each variable as its key in the checkpoint "
+                "(tp.list_variables lists them), or leave these objects out of the Checkpoint"
+            )
+        for obj in restore.not_restored(self._root, self._attached):
+            raise AssertionError(
+                f"Object not restored: {obj!r} (made after the name-based restore of {restore.prefix}, where a "
+                "slot variable or an object outside the restored ones is not looked up by name)"
+            )
+        return self
+
+    #: TF: a name-based checkpoint holds no objects to tell these apart from assert_consumed.
+    assert_existing_objects_matched = assert_nontrivial_match = assert_consumed
+
+    def expect_partial(self) -> NameBasedSaverStatus:
+        """Nothing to silence (a name-based restore warns of no unused value); returns self."""
+        return self
+
+    def run_restore_ops(self, session: Any = None) -> None:
+        """Nothing to run: values were assigned eagerly."""
+        del session
+
+    initialize_or_restore = run_restore_ops
+
+    def report(self) -> RestoreReport:
+        """A structured account that never raises: ``matched`` holds the keys restored,
+        ``missing_from_checkpoint`` the objects that found no value under their names."""
+        restore = self._restore
+        missing = [f"{obj!r}: {', '.join(names)}" for obj, names in restore.unused(self._optional)]
+        missing += [repr(obj) for obj in restore.not_restored(self._root, self._attached)]
+        return RestoreReport(
+            matched=tuple(sorted(restore.restored_keys)), pending={}, missing_from_checkpoint=tuple(missing)
+        )
 
 
 class InitializationOnlyStatus:

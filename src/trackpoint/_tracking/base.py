@@ -6,14 +6,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar, cast
 
 from trackpoint._tracking.epoch import structure_changed, trust_children
-from trackpoint._tracking.protocol import (
-    PendingRestore,
-    TensorOwner,
-    create_from_pending,
-    inherit_shortcuts,
-    is_tensor_owner,
-    restore_pending,
-)
+from trackpoint._tracking.protocol import PendingRestore, TensorOwner, create_from_pending, restore_pending
+from trackpoint._tracking.shortcuts import inherit_shortcuts, is_tensor_owner
 from trackpoint.errors import InvalidArgumentError
 
 __all__ = ["NoDependency", "Trackable"]
@@ -70,6 +64,8 @@ class Trackable:
     _tp_takes_value: ClassVar[bool] = False
     #: See ``protocol.VariableValue``: no attributes the save may read for the methods.
     _tp_value_fields: ClassVar[tuple[str, str] | None] = None
+    #: See ``protocol.Saveable``: no global name for a name-based restore to look up.
+    _tp_global_name: ClassVar[bool] = False
 
     #: The restore that last assigned this object's values (a later restore wins).
     _tp_update_uid: int = -1
@@ -134,32 +130,47 @@ class Trackable:
         if self._tp_state()["children"].pop(name, None) is not None:
             structure_changed()
 
-    def _defer_restore(self, name: str, position: PendingRestore) -> None:
-        """Remember a checkpoint node for the child ``name`` that does not exist yet."""
-        self._tp_state()["deferred"].setdefault(name, []).append(position)
+    def _defer_restore(self, name: str | None, position: PendingRestore) -> None:
+        """Remember a checkpoint node for the child ``name`` that does not exist yet; with
+        ``name=None``, a name-based restore for every child tracked from now on."""
+        state = self._tp_state()
+        if name is None:
+            # Only the latest: as in TF, a name-based restore marks every object it reaches as
+            # restored by it, found in the checkpoint or not, so an earlier one never applies.
+            state["by_name"] = position
+        else:
+            state["deferred"].setdefault(name, []).append(position)
 
     def _tp_has_pending(self, name: str | None = None) -> bool:
         """Whether values wait for the child ``name`` (for any child, when None)."""
         state = self._tp
         if state is None:
             return False
+        if state.get("by_name") is not None:
+            return True
         deferred = state["deferred"]
         return bool(deferred) if name is None else name in deferred
 
     def _handle_deferred_dependencies(self, name: str, trackable: Trackable) -> None:
-        """Restore pending checkpoint values into a newly tracked child, latest restore first.
+        """Restore pending checkpoint values into a newly tracked child, latest restore first,
+        then the latest name-based restore, which skips what a later restore assigned.
 
         Values the child refuses stay pending (see :func:`restore_pending`).
         """
-        deferred = self._tp_state()["deferred"]
-        pending = deferred.pop(name, None)
-        if not pending:
+        state = self._tp
+        if state is None:
             return
-        try:
-            restore_pending(pending, trackable)
-        finally:
-            if pending:
-                deferred.setdefault(name, [])[:0] = pending
+        deferred = state["deferred"]
+        pending = deferred.pop(name, None)
+        if pending:
+            try:
+                restore_pending(pending, trackable)
+            finally:
+                if pending:
+                    deferred.setdefault(name, [])[:0] = pending
+        by_name = state.get("by_name")
+        if by_name is not None:
+            by_name.restore(trackable)
 
     def _add_variable(self, name: str, make: Callable[[Any], _T], default: Any) -> _T:
         """Create and track a variable child; a pending checkpoint value becomes its initial value.

@@ -46,6 +46,12 @@ A restore (``Checkpoint.read``/``restore``), in call order, all or nothing:
    tracks it (:meth:`Parent._handle_deferred_dependencies`, :func:`restore_pending`), through
    the same steps; a node that refuses it leaves the value waiting for the next one.
 
+A checkpoint without an object graph (TF1's ``Saver``) is restored by name instead: every
+live node, slot variables included, is looked up among the checkpoint's keys by its global
+name (:attr:`Saveable._tp_global_name`, :meth:`GlobalSlotNames._tp_slot_global_name`), then
+steps 2-4 run as above. Each node that may gain children is told of the restore with
+``_defer_restore(None, ...)``: every child it tracks from then on is restored by name too.
+
 Example:
     A node with two tensors of its own, restored all or nothing:
 
@@ -92,6 +98,7 @@ __all__ = [
     "VARIABLE_VALUE",
     "AfterSave",
     "BulkSlots",
+    "GlobalSlotNames",
     "Parent",
     "PendingRestore",
     "Region",
@@ -166,8 +173,9 @@ class Parent(Protocol):
         """The child ``name``, or None when there is none now."""
         ...
 
-    def _defer_restore(self, name: str, position: PendingRestore) -> None:
-        """Remember a value waiting for the child ``name``, which does not exist yet."""
+    def _defer_restore(self, name: str | None, position: PendingRestore) -> None:
+        """Remember a value waiting for the child ``name``, which does not exist yet; with
+        ``name=None``, a name-based restore waiting for every child tracked from now on."""
         ...
 
     def _handle_deferred_dependencies(self, name: str, trackable: Trackable) -> None:
@@ -188,9 +196,14 @@ class Saveable(Protocol):
         _tp_copy_on_write: Class-level: True when the arrays it offers are never written in
             place afterwards (it installs new arrays instead), so an async save keeps them
             rather than copying them. False by default.
+        _tp_global_name: Class-level: True when the node holds one ``VARIABLE_VALUE`` and
+            :meth:`_checkpoint_full_name` is its global name (TF1's variable name, as
+            ``tp.Variable(name=...)`` gives it), under which a name-based restore looks it up.
+            False by default: the node's values are then reported as not restored.
     """
 
     _tp_copy_on_write: ClassVar[bool]
+    _tp_global_name: ClassVar[bool]
 
     def _serialize_to_tensors(self) -> dict[str, Any]:
         """``{tensor name: array or bytes}`` to save, without copies."""
@@ -307,6 +320,16 @@ class SlotOwner(Protocol):
 
 
 @runtime_checkable
+class GlobalSlotNames(Protocol):
+    """Optional, for a :class:`SlotOwner` whose slots TF1 saved by name (``<var>/Adam``): what a
+    name-based restore looks each slot up by; without it, by the slot's own global name."""
+
+    def _tp_slot_global_name(self, variable: Any, slot_name: str) -> str | None:
+        """The TF1 name of ``variable``'s slot ``slot_name`` (None: it has none)."""
+        ...
+
+
+@runtime_checkable
 class BulkSlots(Protocol):
     """Optional, for a :class:`SlotOwner` with many variables: its slots in one call, rather than
     ``get_slot`` for every object and slot name."""
@@ -351,47 +374,3 @@ def create_from_pending(pending: Sequence[PendingRestore], make: Callable[[Any],
     made = make(latest.simple_variable_value())
     latest.mark_restored(made)
     return made
-
-
-def inherit_shortcuts(cls: type) -> None:
-    """Drop the shortcuts ``cls`` inherits but would bypass its own TF methods with.
-
-    A subclass (of ``tp.Variable``, say) that overrides ``_serialize_to_tensors`` without its own
-    :meth:`VariableValue._tp_variable_value` and :attr:`Saveable._tp_copy_on_write` is saved
-    through its override, its arrays copied for an async save; one that overrides either method or
-    ``_checkpoint_full_name`` without its own :attr:`VariableValue._tp_value_fields` is saved
-    through its methods; a subclass of a
-    :class:`ValueOwner` that overrides ``_restore_from_tensors`` or ``_checkpoint_tensor_names``
-    without its own :attr:`ValueOwner._tp_takes_value` (and, for the first, its own
-    :meth:`TensorOwner._tp_check_restored`) is restored through those. Called for every subclass of
-    ``tp.Trackable`` as it is made.
-    """
-    own = vars(cls)
-    dropped: dict[str, object] = {}
-    overrides_value = any(
-        name in own for name in ("_serialize_to_tensors", "_tp_variable_value", "_checkpoint_full_name")
-    )
-    if overrides_value and "_tp_value_fields" not in own and getattr(cls, "_tp_value_fields", None) is not None:
-        dropped["_tp_value_fields"] = None  # its methods say what it saves, no longer the fields
-    if "_serialize_to_tensors" in own:
-        if "_tp_variable_value" not in own and getattr(cls, "_tp_variable_value", None) is not None:
-            dropped["_tp_variable_value"] = None  # the core reads None as "not offered"
-        if "_tp_copy_on_write" not in own:
-            dropped["_tp_copy_on_write"] = False
-    inherits_value = "_tp_takes_value" not in own and getattr(cls, "_tp_takes_value", False)
-    if inherits_value and ("_restore_from_tensors" in own or "_checkpoint_tensor_names" in own):
-        dropped["_tp_takes_value"] = False
-        if "_restore_from_tensors" in own and "_tp_check_restored" not in own:
-            dropped["_tp_check_restored"] = None
-    for name, value in dropped.items():
-        setattr(cls, name, value)
-
-
-def is_tensor_owner_class(cls: type) -> bool:
-    """Whether instances of ``cls`` implement :class:`TensorOwner` (asked of the class: one lookup)."""
-    return getattr(cls, "_tp_check_restored", None) is not None
-
-
-def is_tensor_owner(obj: object) -> bool:
-    """Whether ``obj``'s class implements :class:`TensorOwner`."""
-    return is_tensor_owner_class(type(obj))

@@ -213,6 +213,8 @@ class Variable(Trackable):
     _tp_takes_value: ClassVar[bool] = True
     #: What _checkpoint_full_name() and _tp_variable_value() return (protocol.VariableValue).
     _tp_value_fields: ClassVar[tuple[str, str] | None] = ("_name", "_value")
+    #: Its name is TF's global variable name, which a name-based (TF1) restore looks up.
+    _tp_global_name: ClassVar[bool] = True
 
     def _serialize_to_tensors(self) -> dict[str, Any]:
         return {VARIABLE_VALUE: self._value}

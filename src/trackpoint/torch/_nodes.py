@@ -277,7 +277,7 @@ class ModuleNode(Trackable):
         sub = module._modules.get(name)
         return module_node(sub) if sub is not None else None
 
-    def _defer_restore(self, name: str, position: Any) -> None:
+    def _defer_restore(self, name: str | None, position: Any) -> None:
         super()._defer_restore(name, position)
         _hooks.waiting(self.module, self)
 
