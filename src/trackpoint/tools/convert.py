@@ -44,8 +44,9 @@ from trackpoint.tools._to_safetensors import check_destination, write_safetensor
 from trackpoint.tools.rewrite import source_prefix
 
 # parse_rename, parse_size and mapping_table: the forms ``rename=`` and ``max_shard_size=`` take, and
-# the table of a Conversion's mapping, for callers (the command line first) that check or show them.
-__all__ = ["Conversion", "convert", "mapping_table", "parse_rename", "parse_size"]
+# the table of a Conversion's mapping, for callers (the command line first) that check or show them;
+# NameRules and RenameRules: the name rules themselves, for loaders that take them (trackpoint.torch).
+__all__ = ["Conversion", "NameRules", "RenameRules", "convert", "mapping_table", "parse_rename", "parse_size"]
 
 
 @dataclass(frozen=True)
