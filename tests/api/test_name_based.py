@@ -213,3 +213,28 @@ def test_warns_once_for_each_checkpoint(tmp_path, caplog: pytest.LogCaptureFixtu
         tp.Checkpoint(step=tp.Variable(np.int64(0), name="global_step")).restore(prefix)
     warned = [r for r in caplog.records if "no object graph" in r.getMessage()]
     assert len(warned) == 1 and prefix in warned[0].getMessage()
+
+
+def test_a_model_waiting_on_restores_can_be_copied_and_pickled(tmp_path) -> None:
+    """Every container a name-based restore reached waits on it (as does an object-based
+    restore's parent of a missing child); a copy or a pickle leaves those waits behind."""
+    import copy
+    import pickle
+
+    prefix = _tf1(str(tmp_path / "model.ckpt"))
+    saved = tp.Module()
+    saved.lost = tp.Variable(np.float32(9))
+    object_based = tp.Checkpoint(model=saved).write(str(tmp_path / "object_based"))
+    model = tp.Module()
+    model.inner = tp.Module()
+    model.inner.kernel = tp.Variable(np.zeros((2, 3), np.float32), name="dense/kernel")
+    tp.Checkpoint(model=model).restore(prefix)
+    tp.Checkpoint(model=model.inner).read(object_based).expect_partial()  # inner waits for "lost"
+    for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        np.testing.assert_array_equal(twin.inner.kernel.numpy(), W)
+        twin.inner.lost = tp.Variable(np.float32(0))
+        twin.step = tp.Variable(np.int64(0), name="global_step")
+        assert twin.inner.lost.numpy() == 0 and int(twin.step.numpy()) == 0  # a copy is no restored object
+    model.inner.lost = tp.Variable(np.float32(0))
+    model.step = tp.Variable(np.int64(0), name="global_step")
+    assert model.inner.lost.numpy() == 9 and int(model.step.numpy()) == 42

@@ -78,6 +78,21 @@ class Trackable:
         super().__init_subclass__(**kwargs)
         inherit_shortcuts(cls)
 
+    def __getstate__(self) -> Any:
+        """Pickled and deep-copied without the restores waiting on it: they hold a checkpoint's
+        open reader, and a copy is a new object, which no restore reached."""
+        state = self.__dict__.copy()
+        held = state.get("_tp")
+        if held is not None and (held["deferred"] or held.get("by_name") is not None):
+            state["_tp"] = {"children": dict(held["children"]), "deferred": {}}
+        slots = {
+            name: getattr(self, name)
+            for cls in type(self).__mro__
+            for name in getattr(cls, "__slots__", ())
+            if name not in ("__dict__", "__weakref__") and hasattr(self, name)
+        }
+        return (state, slots) if slots else state
+
     def _tp_state(self) -> dict[str, Any]:
         state = self._tp
         if state is None:
