@@ -18,7 +18,13 @@ from tests.helpers import ReuseLog, reuse_log
 
 # Scripts that import TensorFlow (the golden files' generator, a script the compat tests run with
 # TensorFlow and without it): --doctest-modules must not import them.
-collect_ignore = ["golden/make_golden.py", "compat/dump_weights.py", "keras/make_keras2.py", "keras/keras3_side.py"]
+collect_ignore = [
+    "golden/make_golden.py",
+    "compat/dump_weights.py",
+    "keras/make_keras2.py",
+    "keras/keras3_side.py",
+    "keras/keras3_checkpoint.py",
+]
 
 
 @pytest.hookimpl(wrapper=True)

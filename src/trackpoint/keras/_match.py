@@ -22,7 +22,17 @@ from typing import Any
 
 import trackpoint as tp
 
-__all__ = ["Matches", "match_model", "match_optimizer", "model_node", "optimizer_node"]
+__all__ = [
+    "Matches",
+    "layered",
+    "match_model",
+    "match_optimizer",
+    "model_node",
+    "optimizer_node",
+    "own_variables",
+    "renamed_for",
+    "sublayers",
+]
 
 _LAYERED = "layer_with_weights-"
 #: Keras 2's slot names -> Keras 3's (``add_variable_from_reference`` names a slot ``<var path>_<name>``).
@@ -76,21 +86,31 @@ def match_model(view: tp.CheckpointView, model: Any, node_id: int) -> Matches:
     return matches
 
 
+def layered(obj: Any) -> bool:
+    """Whether ``obj`` is a Sequential or Functional model, whose layers Keras 2 numbered."""
+    return any(cls.__name__ in ("Sequential", "Functional") for cls in type(obj).__mro__)
+
+
+def renamed_for(obj: Any) -> dict[str, str]:
+    """Keras 3 attribute -> Keras 2 name, where ``obj``'s class spells one otherwise."""
+    return _RENAMED.get(type(obj).__name__, {})
+
+
 def _walk(view: tp.CheckpointView, obj: Any, node_id: int | None, matches: Matches) -> None:
     children = view.children(node_id) if node_id is not None else {}
     if hasattr(obj, "layers") and any(name.startswith(_LAYERED) for name in children):
         for index, layer in enumerate(layer for layer in obj.layers if layer.weights):
             _walk(view, layer, children.get(f"{_LAYERED}{index}"), matches)
         return
-    renamed = _RENAMED.get(type(obj).__name__, {})
-    for attribute, variable in _own_variables(obj):
+    renamed = renamed_for(obj)
+    for attribute, variable in own_variables(obj):
         names = [renamed.get(attribute), attribute, variable.name]
         child = next((children[n] for n in names if n is not None and n in children), None)
         if child is None or not view.attributes(child):
             matches.missing.append(variable.path)
         else:
             matches.pair(variable, child)
-    for where, layer in _sublayers(obj):
+    for where, layer in sublayers(obj):
         below = _lookup(view, node_id, where) if node_id is not None else None
         if below is None:
             matches.missing.extend(v.path for v in layer.weights)
@@ -121,14 +141,14 @@ def _attributes(obj: Any) -> Iterator[tuple[str, Any]]:
         yield name.lstrip("_") if name.startswith("_") and not name.startswith("__") else name, value
 
 
-def _own_variables(obj: Any) -> list[tuple[str, Any]]:
+def own_variables(obj: Any) -> list[tuple[str, Any]]:
     """``(attribute, variable)`` for the variables ``obj`` made itself (not its sublayers')."""
     own = [*getattr(obj, "_trainable_variables", []), *getattr(obj, "_non_trainable_variables", [])]
     by_id = {id(value): name for name, value in _attributes(obj) if any(value is v for v in own)}
     return [(by_id.get(id(v), v.name), v) for v in own]
 
 
-def _sublayers(obj: Any) -> list[tuple[list[str], Any]]:
+def sublayers(obj: Any) -> list[tuple[list[str], Any]]:
     """``(attribute path, layer)`` of the layers ``obj`` holds directly, in a list too (``blocks/0``)."""
     layer_type = _layer_type(obj)
     found: list[tuple[list[str], Any]] = []
@@ -164,7 +184,7 @@ def match_optimizer(view: tp.CheckpointView, optimizer: Any, node_id: int | None
         return slots.get(f"{variable.path.replace('/', '_')}_{_SLOTS.get(name, name)}")
 
     children = view.children(node_id) if node_id is not None else {}
-    iterations = children.get("_iterations", children.get("iter"))
+    iterations = next((children[n] for n in ("_iterations", "iter", "iterations") if n in children), None)
     if iterations is not None:
         matches.pair(optimizer.iterations, iterations)
     refs = graph.nodes[node_id].slot_variables if node_id is not None else []
