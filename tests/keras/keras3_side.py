@@ -114,6 +114,11 @@ def _strict(root: str) -> dict[str, Any]:
             "lenient": {"missing": lenient.missing, "unexpected": lenient.unexpected, "mismatched": lenient.mismatched},
             "lenient_restored": sorted(lenient.restored),
         }
+    try:
+        tpk.restore(keras.Sequential([layers.Dense(2)]), f"{root}/frozen/sw")
+        out["unbuilt"] = {"message": None}
+    except tp.errors.InvalidArgumentError as exc:
+        out["unbuilt"] = {"message": str(exc)}
     return out
 
 

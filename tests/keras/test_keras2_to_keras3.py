@@ -78,6 +78,7 @@ def test_strict_names_an_extra_and_a_wider_layer_and_changes_nothing(results: di
     assert "missing from the checkpoint" in extra["message"] and extra["message"].count("/dense_") >= 2
     assert len(extra["lenient"]["missing"]) == 2 and len(extra["lenient_restored"]) == 4
     assert "float32[4, 6] here, float32[4, 5] in the checkpoint" in wider["message"]
+    assert "has no weights yet; build it first" in results["strict"]["unbuilt"]["message"]
     assert len(wider["lenient"]["mismatched"]) == 3 and len(wider["lenient_restored"]) == 1
 
 

@@ -76,11 +76,16 @@ def restore(
 
     Raises:
         InvalidArgumentError: With ``strict``, names every missing, unexpected and mismatched
-            value; or the checkpoint has no object graph (a TF1 checkpoint: use
-            ``tp.Checkpoint.restore``).
+            value; the model is not built; or the checkpoint has no object graph (a TF1
+            checkpoint: use ``tp.Checkpoint.restore``).
         NotFoundError: Nothing at ``path``.
         DataLossError: A value is damaged, naming the file and key.
     """
+    if not getattr(model, "built", True) or not model.weights:
+        raise InvalidArgumentError(
+            f"{path}: the Keras 3 model has no weights yet; build it first (call it on a batch, or give it an "
+            "Input), then restore into it"
+        )
     if optimizer is not None and not optimizer.built:
         optimizer.build(model.trainable_variables)
     with tp.CheckpointView(path, storage_options=storage_options) as view:
