@@ -34,19 +34,31 @@ def _state(model: Any) -> list[np.ndarray]:
     return [np.asarray(v.numpy()).copy() for v in [*model.variables, *model.optimizer.variables]]
 
 
+def _rng() -> dict[str, Any]:
+    """On the PyTorch backend, an unseeded Dropout draws from torch's global generator rather than
+    its seed state: an exact resume keeps that generator too (``trackpoint.torch.RNGState``)."""
+    if keras.backend.backend() != "torch":
+        return {}
+    import trackpoint.torch as tpt
+
+    return {"rng": tpt.RNGState()}
+
+
 def _resume(root: str, name: str, enable_async: bool) -> dict[str, Any]:
     directory = os.path.join(root, f"{name}-async" if enable_async else name)
     x, y = zoo.data(name)
     model, optimizer = _fresh(name)
     model.train_on_batch(x, y)
-    manager = tp.CheckpointManager(tpk.Checkpoint(model=model, optimizer=optimizer), directory, max_to_keep=2)
+    manager = tp.CheckpointManager(tpk.Checkpoint(model=model, optimizer=optimizer, **_rng()), directory, max_to_keep=2)
     prefix = manager.save(options=tp.CheckpointOptions(enable_async=enable_async))
     for _ in range(2):
         model.train_on_batch(x, y)  # meanwhile, an async save goes on
     manager.checkpoint.sync()
     uninterrupted = _state(model)
     resumed, _ = _fresh(name)
-    again = tp.CheckpointManager(tpk.Checkpoint(model=resumed, optimizer=resumed.optimizer), directory, max_to_keep=2)
+    again = tp.CheckpointManager(
+        tpk.Checkpoint(model=resumed, optimizer=resumed.optimizer, **_rng()), directory, max_to_keep=2
+    )
     assert again.restore_or_initialize() == prefix
     status = again.checkpoint.restore(prefix)
     status.assert_consumed()
