@@ -15,7 +15,6 @@ read soon (:mod:`.read_hints`).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -388,6 +387,9 @@ class BundleReader:
         self.close()
 
     def __del__(self) -> None:
-        # Half-built, or at interpreter exit: nothing left to close.
-        with contextlib.suppress(Exception):
+        # Half-built, or at interpreter exit: nothing left to close. Not contextlib.suppress: at
+        # exit this module's globals may be None already (the name contextlib included).
+        try:
             self.close()
+        except Exception:  # noqa: BLE001, S110
+            pass
