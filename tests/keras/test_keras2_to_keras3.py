@@ -65,10 +65,11 @@ def test_every_model_restores_whole_and_bit_equal(results: dict[str, Any]) -> No
 def test_outputs_and_the_next_step_match_keras_2(results: dict[str, Any]) -> None:
     for label, result in _models(results).items():
         assert result["output_diff"] < 1e-5, label
-        assert result["loss_diff"] < 1e-5, label
-    # Without the optimizer's restored state the same step lands elsewhere (all but plain SGD-free cases).
+        if label.endswith("/sw"):  # the three files of a model restore bit-equal: one step tells for all
+            assert result["loss_diff"] < 1e-5, label
+    # Without the optimizer's restored state the same step lands elsewhere.
     controls = {k: v["loss_diff"] for k, v in results.items() if k.endswith("/control")}
-    assert len(controls) == 8 and all(diff > 1e-5 for diff in controls.values()), controls
+    assert len(controls) == 3 and all(diff > 1e-5 for diff in controls.values()), controls
 
 
 def test_strict_names_an_extra_and_a_wider_layer_and_changes_nothing(results: dict[str, Any]) -> None:

@@ -45,7 +45,8 @@ def results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 def test_a_resumed_run_continues_bit_for_bit(results: dict[str, Any]) -> None:
-    for name in ("cnn", "transformer", "gru", "subclassed", "cnn-async"):
+    models = ("cnn", "transformer", "gru", "subclassed") if results["backend"] == "jax" else ("cnn", "transformer")
+    for name in (*models, "cnn-async"):
         assert results[name]["bit_identical"], name
         assert results[name]["variables"] > 10, name
 
@@ -66,7 +67,7 @@ def test_the_callback_keeps_max_to_keep_checkpoints(results: dict[str, Any]) -> 
 
 @pytest.mark.interop
 def test_tensorflow_reads_every_value(results: dict[str, Any]) -> None:
-    for name in ("cnn", "transformer", "gru", "subclassed"):
+    for name in [name for name in ("cnn", "transformer", "gru", "subclassed") if name in results]:
         prefix = results[name]["prefix"]
         with np.load(Path(prefix).parent / "values.npz") as saved:
             expected = {key: saved[key] for key in saved.files}
