@@ -21,7 +21,7 @@ import trackpoint as tp
 import trackpoint.keras as tpk
 from tests.keras import zoo
 
-MODELS = ["cnn", "transformer", "gru", "subclassed"]
+MODELS = ["cnn", "transformer"]  # Dropout and BatchNorm; MultiHeadAttention (each a JIT compile or two)
 
 
 def _fresh(name: str) -> tuple[Any, Any]:
@@ -93,8 +93,7 @@ def _callback(root: str) -> dict[str, Any]:
 
 def main(root: str, out: str) -> None:
     results: dict[str, Any] = {"backend": keras.backend.backend()}
-    # On PyTorch, two models (one with Dropout) are enough to show what differs there.
-    for name in MODELS if keras.backend.backend() == "jax" else MODELS[:2]:
+    for name in MODELS:
         results[name] = _resume(root, name, enable_async=False)
     results["cnn-async"] = _resume(root, "cnn", enable_async=True)
     results["callback"] = _callback(root)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.interop.tf_process import tf_side
+from tests.keras import zoo
 
 pytestmark = [
     pytest.mark.slow,
@@ -35,7 +36,7 @@ def results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         pytest.skip(f"{backend} is not installed")
     root = tmp_path_factory.mktemp(f"keras3-{backend}")
     out = root / "results.json"
-    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2")
+    env = dict(os.environ, KERAS_BACKEND=backend, TF_CPP_MIN_LOG_LEVEL="2", XLA_FLAGS=zoo.FAST_XLA)
     command = [sys.executable, "-m", "tests.keras.keras3_checkpoint", str(root), str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -45,8 +46,7 @@ def results(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 def test_a_resumed_run_continues_bit_for_bit(results: dict[str, Any]) -> None:
-    models = ("cnn", "transformer", "gru", "subclassed") if results["backend"] == "jax" else ("cnn", "transformer")
-    for name in (*models, "cnn-async"):
+    for name in ("cnn", "transformer", "cnn-async"):
         assert results[name]["bit_identical"], name
         assert results[name]["variables"] > 10, name
 
@@ -67,14 +67,14 @@ def test_the_callback_keeps_max_to_keep_checkpoints(results: dict[str, Any]) -> 
 
 @pytest.mark.interop
 def test_tensorflow_reads_every_value(results: dict[str, Any]) -> None:
-    for name in [name for name in ("cnn", "transformer", "gru", "subclassed") if name in results]:
+    for name in ("cnn", "transformer"):
         prefix = results[name]["prefix"]
         with np.load(Path(prefix).parent / "values.npz") as saved:
             expected = {key: saved[key] for key in saved.files}
         theirs = tf_files.load(prefix)["tensors"]
         assert set(theirs) - {"_CHECKPOINTABLE_OBJECT_GRAPH"} == set(expected), name
         assert any(".OPTIMIZER_SLOT" in key for key in expected), name
-        assert any("seed_generator" in key for key in expected) == (name in ("cnn", "gru")), name  # Dropout's
+        assert any("seed_generator" in key for key in expected) == (name == "cnn"), name  # Dropout's
         for key, value in expected.items():
             read = theirs[key]
             if isinstance(read, bytes):  # a scalar string (torch's RNG state): bytes from both readers

@@ -11,6 +11,10 @@ from typing import Any
 
 import numpy as np
 
+#: For the Keras 3 processes on JAX: XLA compiles each op of these tiny models on first use, which
+#: takes most of their time; unoptimized, in a third less (their numbers stay within the tolerances).
+FAST_XLA = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+
 #: Each model, and the optimizer it trains with in Keras 2 (``legacy_adam``: Keras 2's legacy optimizer,
 #: which keeps slot variables; Keras 3 has only the one Adam).
 MODELS = {

@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from tests.helpers import GOLDEN
+from tests.keras import zoo
 
 pytestmark = [
     pytest.mark.slow,
@@ -41,7 +42,9 @@ def test_a_keras_2_checkpoint_restores_from_s3(bucket, s3) -> None:
     local = GOLDEN / "keras2" / "cnn" / "sw"
     for name in os.listdir(local):
         s3.put(str(local / name), f"{bucket}/cnn/sw/{name}")
-    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")  # the server's endpoint and keys too
+    env = dict(
+        os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2", XLA_FLAGS=zoo.FAST_XLA
+    )  # the server's endpoint and keys too
     command = [sys.executable, "-c", RESTORE, f"{bucket}/cnn/sw", str(GOLDEN / "keras2" / "cnn" / "expected.npz")]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, env=env)
     assert done.returncode == 0, done.stderr[-4000:]
