@@ -61,6 +61,16 @@ def restore(path: str, target: Any, strict: bool = True, *, storage_options: Map
         InvalidArgumentError: With ``strict``, the target and the checkpoint differ.
         NotFoundError: Nothing at ``path``.
         DataLossError: A value is damaged, naming the file and key.
+
+    Example:
+        >>> import tempfile
+        >>> import jax, jax.numpy as jnp
+        >>> import trackpoint.jax as tpj
+        >>> path = tpj.Checkpoint(params={"w": jnp.ones(2), "step": jnp.int32(3)}).save(tempfile.mkdtemp() + "/c")
+        >>> target = {"params": {"w": jax.ShapeDtypeStruct((2,), jnp.float32), "step": jax.ShapeDtypeStruct((), jnp.int32)}}
+        >>> restored = tpj.restore(path, target)["params"]
+        >>> restored["w"].tolist(), int(restored["step"])
+        ([1.0, 1.0], 3)
     """
     import jax
 

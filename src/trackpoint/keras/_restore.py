@@ -80,6 +80,21 @@ def restore(
             checkpoint: use ``tp.Checkpoint.restore``).
         NotFoundError: Nothing at ``path``.
         DataLossError: A value is damaged, naming the file and key.
+
+    Example:
+        A Keras 2 ``Sequential([Dense(5, relu), Dense(2)])`` with its first layer frozen, trained
+        with the legacy Adam (a fixture of ``tests/keras``), into the same model built with Keras 3:
+
+        >>> import os
+        >>> os.environ.setdefault("KERAS_BACKEND", "jax")
+        'jax'
+        >>> import keras, trackpoint.keras as tpk
+        >>> model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(5, activation="relu"), keras.layers.Dense(2)])
+        >>> model.layers[0].trainable = False
+        >>> optimizer = keras.optimizers.Adam()
+        >>> report = tpk.restore(model, "tests/golden/keras2/frozen/sw", optimizer=optimizer)
+        >>> report.complete, len(report.restored), int(optimizer.iterations.numpy())
+        (True, 9, 4)
     """
     if not getattr(model, "built", True) or not model.weights:
         raise InvalidArgumentError(
