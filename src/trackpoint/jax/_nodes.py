@@ -64,6 +64,11 @@ def path_names(path: Sequence[Any]) -> list[str]:
 class LeafNode(Trackable):
     """One leaf: ``get()`` gives its current value, ``put(new)`` installs a restored one."""
 
+    #: A JAX array never changes in place, and JAX will not donate a buffer to a computation while
+    #: a NumPy view of it (what this node offers a save) is alive: an async save keeps the views
+    #: rather than copying the state (``protocol.Saveable``; ``tests/jax/test_jax_memory.py``).
+    _tp_copy_on_write = True
+
     def __init__(self, get: Callable[[], Any], put: Callable[[Any], None], path: str) -> None:
         self._get = get
         self._put = put
