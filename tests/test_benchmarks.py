@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -109,3 +110,26 @@ def test_remote_floor_runs_every_contender() -> None:
     assert result.returncode == 0, result.stderr[-4000:]
     for row in ("| get |", "| local restore |", "| both, serial |", "| both, overlapped |"):
         assert row in result.stdout, result.stdout
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("orbax") is None or importlib.util.find_spec("jax") is None,
+    reason="needs JAX and orbax-checkpoint",
+)
+def test_jax_benchmark_quick_runs_both_contenders() -> None:
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "jax_compare.py"), "--quick", "--repeats", "1"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    rows = [line.split("|")[1:-1] for line in result.stdout.splitlines() if line.startswith(("| many", "| large"))]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [
+        ("many", "save"),
+        ("many", "restore"),
+        ("large", "save"),
+        ("large", "restore"),
+    ]
+    assert all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows)
