@@ -95,11 +95,13 @@ class NameBasedRestore:
         objects = [obj for obj in objects if obj._tp_update_uid < uid]  # a later restore's stay
         assignments: list[Assignment] = []
         unused: list[tuple[Trackable, list[str]]] = []
+        containers: list[Trackable] = []  # no values of their own
         reader = self.values.reader
         for index, obj in enumerate(objects):
             names = list(obj._checkpoint_tensor_names())
             if not names:
-                continue  # a container: reached, and so marked below, as TF marks it
+                containers.append(obj)  # reached, and so marked below, as TF marks it
+                continue
             key = global_name(obj, slots_of.get(id(obj)))
             if key is None or names != [VARIABLE_VALUE]:
                 unused.append((obj, names))  # TF's "no name= argument": nothing to look up
@@ -117,9 +119,10 @@ class NameBasedRestore:
             self.restored_keys.add(wanted if isinstance(wanted, str) else wanted[0][1])
         for obj, names in unused:
             self._unused[id(obj)] = (weakref.ref(obj), names)
-        for obj in objects:
-            if not is_leaf(obj) or not obj._checkpoint_tensor_names():
-                obj._defer_restore(None, self)  # see the module docstring: restore-on-create
+        waiting = {id(obj): obj for obj in containers}
+        waiting.update((id(obj), obj) for obj in objects if not is_leaf(obj))
+        for obj in waiting.values():
+            obj._defer_restore(None, self)  # see the module docstring: restore-on-create
 
     def _refused(self, obj: Trackable, wanted: Wanted, exc: Exception) -> InvalidArgumentError:
         key = wanted if isinstance(wanted, str) else wanted[0][1]

@@ -133,28 +133,20 @@ def place(value: np.ndarray, like: Any) -> Any:
 
 
 class TreeNode(Trackable):
-    """A directory of a pytree: children by local name (a dict key, an index, an attribute)."""
-
-    def __init__(self) -> None:
-        self.items: dict[str, Trackable] = {}
-
-    def _trackable_children(self) -> dict[str, Trackable]:
-        return dict(self.items)
-
-    def _lookup_dependency(self, name: str) -> Trackable | None:
-        return self.items.get(name)
+    """A directory of a pytree: children by local name (a dict key, an index, an attribute),
+    tracked as any ``Trackable`` tracks its children."""
 
     def add(self, names: list[str], leaf: Trackable) -> None:
         """Put ``leaf`` at the path ``names`` below this node, making directories on the way."""
-        node: TreeNode = self
+        node: Trackable = self
         for name in names[:-1]:
-            below = node.items.get(name)
+            below = node._lookup_dependency(name)
             if not isinstance(below, TreeNode):
-                below = node.items[name] = TreeNode()
+                below = node._track_trackable(TreeNode(), name)
             node = below
-        if names[-1] in node.items:
+        if node._lookup_dependency(names[-1]) is not None:
             raise InvalidArgumentError(f"two leaves of one pytree are both named {'/'.join(names)!r}")
-        node.items[names[-1]] = leaf
+        node._track_trackable(leaf, names[-1])
 
 
 class ArrayNode(LeafNode):
@@ -232,7 +224,7 @@ class NnxNode(Trackable):
 
     def _lookup_dependency(self, name: str) -> Trackable | None:
         tree = self._tree if self._tree is not None else self._build()
-        return tree.items.get(name)
+        return tree._lookup_dependency(name)
 
 
 def is_nnx(value: Any) -> bool:
