@@ -22,7 +22,7 @@ from __future__ import annotations
 from trackpoint._saving import rank_files, wire
 from trackpoint._saving.committer import register_resolver
 from trackpoint._saving.sharding_policies import validate_shards
-from trackpoint._saving.write import MAX_WRITER_THREADS, shardable_tensor, write_remedy, write_shard
+from trackpoint._saving.write import MAX_WRITER_THREADS, shardable_tensors, write_remedy, write_shard
 from trackpoint._tracking.sharded import ShardedVariable
 
 __all__ = [
@@ -30,7 +30,7 @@ __all__ = [
     "ShardedVariable",
     "rank_files",
     "register_resolver",
-    "shardable_tensor",
+    "shardable_tensors",
     "validate_shards",
     "wire",
     "write_remedy",

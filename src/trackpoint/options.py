@@ -56,8 +56,8 @@ def _checked(name: str, value: Any) -> Any:
         if value is None or value is False or _is_coordinator(value):
             return value
         raise InvalidArgumentError(
-            "The coordinator checkpoint option must be None (torch.distributed's default group when it is "
-            "initialized), False (this process saves alone), a torch.distributed process group or a "
+            "The coordinator checkpoint option must be None (torch.distributed's default group or the "
+            "jax.distributed job when one is initialized), False (this process saves alone), a torch.distributed process group or a "
             f"tp.distributed.Coordinator, got {type(value).__name__}"
         )
     return value  # not an option: __slots__ refuses it
@@ -91,7 +91,8 @@ class CheckpointOptions:
         coordinator: For a save of several processes (see :mod:`trackpoint.distributed`):
             a torch.distributed process group or a ``tp.distributed.Coordinator``. None (the
             default) uses torch.distributed's default group when it is initialized with two
-            or more ranks; ``False`` makes this process save alone.
+            or more ranks, else the ``jax.distributed`` job of two or more processes when
+            one is initialized; ``False`` makes this process save alone.
 
     Every attribute is checked when it is assigned, after construction too, so a bad value
     raises where it is set rather than in a later save.

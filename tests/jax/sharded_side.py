@@ -19,7 +19,10 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
+import trackpoint as tp
 import trackpoint.jax as tpj
+from trackpoint._io import BundleReader, slices
+from trackpoint.jax._shards import saved_value
 
 
 def main(root: str, out: str) -> None:
@@ -27,32 +30,87 @@ def main(root: str, out: str) -> None:
     assert len(devices) == 8, devices
     mesh = Mesh(np.array(devices).reshape(2, 4), ("a", "b"))
     full = np.arange(8 * 12, dtype=np.float32).reshape(8, 12)
+    rows = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
+    keys = jax.random.split(jax.random.key(7), 8)
     tree = {
         "x": jax.device_put(full, NamedSharding(mesh, P("a", "b"))),
         "y": jax.device_put(np.arange(5, dtype=np.int32), NamedSharding(mesh, P())),  # replicated
+        "z": jax.device_put(rows, NamedSharding(mesh, P("a"))),  # 2 shards, each on 4 devices
+        "k": jax.device_put(keys, NamedSharding(Mesh(np.array(devices), ("d",)), P("d"))),  # typed keys, 8 shards
     }
+    saved = {name: saved_value(tree[name]) for name in ("x", "z")}
+    shares = all(
+        any(np.shares_memory(part.value, np.asarray(shard.data)) for shard in tree[name].addressable_shards)
+        for name, value in saved.items()
+        for part in value.parts
+    )
     prefix = tpj.Checkpoint(state=tree).save(os.path.join(root, "ckpt"))
-    np.savez(os.path.join(root, "values.npz"), x=full, y=np.arange(5, dtype=np.int32))
+    np.savez(
+        os.path.join(root, "values.npz"),
+        x=full,
+        y=np.arange(5, dtype=np.int32),
+        z=rows,
+        k=np.asarray(jax.random.key_data(keys)),
+    )
     targets = {
         "one device": SingleDeviceSharding(devices[3]),
         "(4, 2) mesh": NamedSharding(Mesh(np.array(devices).reshape(4, 2), ("a", "b")), P("a", "b")),
         "(8,) mesh": NamedSharding(Mesh(np.array(devices), ("d",)), P("d")),
     }
-    results: dict = {"prefix": prefix}
+    with tp.CheckpointView(prefix) as view:
+        layout = {name: view.describe(f"state/{name}/.ATTRIBUTES/VARIABLE_VALUE") for name in ("x", "y", "z", "k")}
+    with BundleReader(prefix) as bundle:
+        stored = {e.key: sorted(slices.extents_from_proto(p) for p in e.slices) for e in bundle.entries() if e.slices}
+    results: dict = {
+        "prefix": prefix,
+        "slices": stored,
+        "layout": {name: list(value[:2]) for name, value in layout.items()},
+        "views": shares,
+        "writers": {name: [str(d) for d in _writers(tree[name])] for name in ("x", "z")},
+    }
     for label, sharding in targets.items():
-        target = {"state": {"x": jax.ShapeDtypeStruct((8, 12), jnp.float32, sharding=sharding), "y": tree["y"]}}
+        target = {
+            "state": {
+                "x": jax.ShapeDtypeStruct((8, 12), jnp.float32, sharding=sharding),
+                "y": tree["y"],
+                "z": jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=sharding),
+                "k": tree["k"],
+            }
+        }
         restored = tpj.restore(prefix, target)["state"]
-        live = tpj.Checkpoint(state={"x": jax.device_put(np.zeros((8, 12), np.float32), sharding), "y": tree["y"]})
+        live = tpj.Checkpoint(
+            state={
+                "x": jax.device_put(np.zeros((8, 12), np.float32), sharding),
+                "y": tree["y"],
+                "z": jax.device_put(np.zeros((8, 4), np.float32), sharding),
+                "k": jax.random.split(jax.random.key(0), 8),
+            }
+        )
         live.restore(prefix).assert_consumed()
+        others = all(
+            np.array_equal(np.asarray(restored["z"]), rows)
+            and np.array_equal(np.asarray(live.state.value["z"]), rows)
+            and np.array_equal(jax.random.key_data(value["k"]), jax.random.key_data(keys))
+            for value in (restored, live.state.value)
+        )
         results[label] = {
             "values": bool(np.array_equal(np.asarray(restored["x"]), full)),
             "sharding": restored["x"].sharding == sharding,
             "live_values": bool(np.array_equal(np.asarray(live.state.value["x"]), full)),
             "live_sharding": live.state.value["x"].sharding == sharding,
             "devices": len(restored["x"].sharding.device_set),
+            "others": bool(others),
         }
     with open(out, "w") as f:
         json.dump(results, f, indent=1)
+
+
+def _writers(array: jax.Array) -> list[jax.Device]:
+    """The device whose shard's memory each stored slice of ``array`` is, in slice order."""
+    return [
+        next(shard.device for shard in array.addressable_shards if np.shares_memory(part.value, np.asarray(shard.data)))
+        for part in saved_value(array).parts
+    ]
 
 
 if __name__ == "__main__":

@@ -186,8 +186,10 @@ class ShardWriter:
                     plain = False
                 if not plain:
                     self._offset = offset
-                    if isinstance(array, slices.SlicedValue):
-                        self.add_slice(name, array.full_shape, array.extents, array.value)
+                    held = slices.held_slices(array)
+                    if held is not None:
+                        for part in held:
+                            self.add_slice(name, part.full_shape, part.extents, part.value)
                     else:
                         self._write(encode_key(name), name, array)  # anything unusual, errors included
                     offset = self._offset

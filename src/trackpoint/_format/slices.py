@@ -18,6 +18,7 @@ from trackpoint.errors import InvalidArgumentError
 
 __all__ = [
     "Extents",
+    "SliceSet",
     "SlicedValue",
     "cover_problem",
     "decode_slice_key",
@@ -25,6 +26,7 @@ __all__ = [
     "extents_from_proto",
     "extents_to_proto",
     "format_spec",
+    "held_slices",
     "is_full",
     "parse_spec",
     "readable_key",
@@ -55,6 +57,41 @@ class SlicedValue:
     def spec(self) -> str:
         """The slice as TF's spec string (``"10 4 0,5:0,4"``)."""
         return format_spec(self.full_shape, self.extents)
+
+
+@dataclass(frozen=True)
+class SliceSet:
+    """Any number of slices of one tensor, all held by one process (a JAX array's shards on its devices).
+
+    A save stores each part as a :class:`SlicedValue`; a save of several processes tiles the
+    tensor with every process's parts. A process may hold none.
+
+    Attributes:
+        parts: The slices, none overlapping.
+        full_shape: The whole tensor's shape.
+        dtype: The tensor's numpy dtype (what a process holding no part still describes).
+    """
+
+    parts: tuple[SlicedValue, ...]
+    full_shape: tuple[int, ...]
+    dtype: Any
+
+
+def held_slices(value: Any) -> tuple[SlicedValue, ...] | None:
+    """The slices ``value`` holds: its parts for a :class:`SliceSet`, itself for a
+    :class:`SlicedValue`, None for a whole tensor.
+
+    Example:
+        >>> held_slices(SlicedValue(0, (4,), ((0, 2),)))[0].spec
+        '4 0,2'
+        >>> held_slices(3.0) is None
+        True
+    """
+    if isinstance(value, SlicedValue):
+        return (value,)
+    if isinstance(value, SliceSet):
+        return value.parts
+    return None
 
 
 def _num_increasing(value: int) -> bytes:

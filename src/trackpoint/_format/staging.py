@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint._format.slices import SlicedValue
+from trackpoint._format.slices import SlicedValue, SliceSet
 from trackpoint._format.threads import default_workers, parallel_map
 
 __all__ = ["PIECE_BYTES", "copy_values"]
@@ -41,6 +41,9 @@ def copy_values(values: list[Any], threads: int | None = None) -> list[Any]:
             continue
         if isinstance(value, SlicedValue):
             out.append(replace(value, value=copy_values([value.value], threads)[0]))
+            continue
+        if isinstance(value, SliceSet):
+            out.append(replace(value, parts=tuple(copy_values(list(value.parts), threads))))
             continue
         array = np.asarray(value)
         if array.nbytes < PIECE_BYTES or array.dtype.hasobject or not array.flags.c_contiguous:

@@ -91,6 +91,7 @@ Resolver = Callable[[Any, "int | None"], "Committer | None"]
 """``(coordinator option, the task experimental_io_device names) ->`` a committer, or None to save alone."""
 
 _resolvers: list[Resolver] = []
+_ENGINES = frozenset({"torch.distributed", "jax"})  # modules whose import may make a default group
 _plug_ins: list[str] = []  # modules that register a resolver once imported, not imported yet
 _importing = threading.Lock()
 
@@ -116,9 +117,10 @@ def committer_for(coordinator: Any, io_device: str | None) -> Committer | None:
     """
     if coordinator is False:  # this process saves alone, whatever runs
         return None
-    # A coordinator given, or the default (None): torch.distributed's default group, which
-    # exists only once torch.distributed is imported (see CheckpointOptions.coordinator).
-    if _plug_ins and (coordinator is not None or "torch.distributed" in sys.modules):
+    # A coordinator given, or the default (None): torch.distributed's default group or a
+    # jax.distributed job, which exist only once torch.distributed or jax is imported (see
+    # CheckpointOptions.coordinator).
+    if _plug_ins and (coordinator is not None or not _ENGINES.isdisjoint(sys.modules)):
         with _importing:  # two threads' first saves at once: each plug-in is imported and struck once
             for module in list(_plug_ins):
                 importlib.import_module(module)

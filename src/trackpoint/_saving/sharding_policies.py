@@ -285,26 +285,29 @@ def validate_shards(shards: Any, tensors: Sequence[ShardableTensor], description
     where = f"sharding callback ({description})"
     if not isinstance(shards, Sequence) or isinstance(shards, (str, bytes)):
         raise ShardingCallbackError(f"{where} must return a list of shards, got {type(shards).__name__}")
-    by_key = {t.checkpoint_key: t for t in tensors}
+    by_key: dict[str, list[ShardableTensor]] = {}  # a key held in several slices is offered once per slice
+    for t in tensors:
+        by_key.setdefault(t.checkpoint_key, []).append(t)
     seen: dict[str, list[tuple[tuple[int, int], ...]]] = {}
     for shard in shards:
         if not isinstance(shard, MutableMapping):
             raise ShardingCallbackError(f"{where} returned a shard of type {type(shard).__name__}, not a dict")
         for key, parts in shard.items():
-            original = by_key.get(key)
-            if original is None:
+            originals = by_key.get(key)
+            if originals is None:
                 raise ShardingCallbackError(f"{where} added {key!r}, a tensor not originally in the object graph")
             if not isinstance(parts, MutableMapping):
                 raise ShardingCallbackError(f"{where}: {key!r} must map slice specs to tensors")
             for spec, value in parts.items():
+                original = next((t for t in originals if t.slice_spec == spec), originals[0])
                 _check_part(where, original, spec, value, seen.setdefault(key, []))
-    for key, t in by_key.items():
+    for key, held in by_key.items():
         boxes = seen.get(key)
         if boxes is None:
             raise ShardingCallbackError(
                 f"{where} dropped {key!r}: tensors in the object graph were not found in the checkpoint shards"
             )
-        if sum(slices.volume(b) for b in boxes) != math.prod(t.shape):
+        if sum(slices.volume(b) for b in boxes) != sum(math.prod(t.shape) for t in held):
             raise ShardingCallbackError(f"{where}: the slices of {key!r} do not cover it exactly once")
     return [shard for shard in shards if shard]
 
@@ -313,13 +316,17 @@ def _check_part(
     where: str, original: ShardableTensor, spec: str, value: Any, boxes: list[tuple[tuple[int, int], ...]]
 ) -> None:
     key = original.checkpoint_key
-    if spec == original.slice_spec or spec == "":
+    # Bounds in the whole tensor's coordinates, so that the slices of a key held in several compare.
+    whole = slices.parse_spec(original.slice_spec)[0] if original.slice_spec else tuple(original.shape)
+    if spec == "":
+        spec = original.slice_spec  # the original as it is
+    if spec == "":
         bounds = tuple((0, d) for d in original.shape)
     else:
         full_shape, extents = slices.parse_spec(spec)
-        if full_shape != tuple(original.shape):
+        if full_shape != whole:
             raise ShardingCallbackError(
-                f"{where}: slice {spec!r} of {key!r} changes its shape {list(original.shape)}: "
+                f"{where}: slice {spec!r} of {key!r} changes its shape {list(whole)}: "
                 "a tensor was found with an altered shape"
             )
         bounds = slices.resolve(extents, full_shape, key)

@@ -30,7 +30,7 @@ from trackpoint._storage import naming
 from trackpoint._storage.storage import storage_for
 from trackpoint.errors import CheckpointError, WriteError
 
-__all__ = ["MAX_WRITER_THREADS", "shardable_tensor", "write_bundle", "write_remedy", "write_shard"]
+__all__ = ["MAX_WRITER_THREADS", "shardable_tensors", "write_bundle", "write_remedy", "write_shard"]
 
 # A process saving alone must hold every block of a tensor saved in blocks (a ShardedVariable's),
 # or the checkpoint could not be read.
@@ -42,17 +42,22 @@ _ALONE = (
 MAX_WRITER_THREADS = 4
 
 
-def shardable_tensor(key: str, value: Any, trackable: Any) -> ShardableTensor:
-    """One tensor of a save as a sharding callback is offered it (a slice of a larger one keeps its spec)."""
-    if isinstance(value, slices.SlicedValue):
-        array = np.asarray(value.value)
-        return ShardableTensor(array, array.dtype, LOCAL_DEVICE, key, array.shape, value.spec, key, trackable)
+def shardable_tensors(key: str, value: Any, trackable: Any) -> list[ShardableTensor]:
+    """One tensor of a save as a sharding callback is offered it: whole, or each slice it holds
+    (with its spec; a :class:`~trackpoint._format.slices.SliceSet` may hold several)."""
+    held = slices.held_slices(value)
+    if held is not None:
+        out = []
+        for part in held:
+            array = np.asarray(part.value)
+            out.append(ShardableTensor(array, array.dtype, LOCAL_DEVICE, key, array.shape, part.spec, key, trackable))
+        return out
     if isinstance(value, bytes):
         dtype, shape = np.dtype(object), ()
     else:
         array = np.asarray(value)
         dtype, shape = array.dtype, array.shape
-    return ShardableTensor(value, dtype, LOCAL_DEVICE, key, tuple(shape), "", key, trackable)
+    return [ShardableTensor(value, dtype, LOCAL_DEVICE, key, tuple(shape), "", key, trackable)]
 
 
 def write_shard(writer: ShardWriter, shard: Shard) -> None:
@@ -135,7 +140,7 @@ def _write(
         writer.finish(_ALONE)
         return
     owners = trackables if trackables is not None else [None] * len(tensors)
-    shardable = [shardable_tensor(key, value, owner) for (key, value), owner in zip(tensors, owners)]
+    shardable = [t for (key, value), owner in zip(tensors, owners) for t in shardable_tensors(key, value, owner)]
     shards = validate_shards(sharding_callback(shardable), shardable, sharding_callback.description)
     storage_for(prefix).prepare(prefix)
     count = len(shards)

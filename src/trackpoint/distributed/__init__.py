@@ -4,7 +4,7 @@ Call ``save``/``write`` (or ``CheckpointManager.save``) on every rank of a job; 
 agree on the objects, write every replicated tensor once (balanced by bytes) and every
 :class:`ShardedVariable` block by its holder, each rank into data files of its own, and one
 rank commits the index last. The group is ``CheckpointOptions(coordinator=...)``, or the
-initialized default torch.distributed group. Restores need no coordination: each rank
+initialized default torch.distributed group, or the initialized ``jax.distributed`` job. Restores need no coordination: each rank
 reads what its objects hold, whatever the number of ranks that saved.
 
 Names:
@@ -12,6 +12,7 @@ Names:
     Coordinator: the protocol a save coordinates through (gather, broadcast, barrier, key-value).
     KeyValueStore, StoreCoordinator: a Coordinator built on a store that sets and waits for keys.
     TorchCoordinator: the torch.distributed engine (imports torch).
+    JaxCoordinator: the jax.distributed engine (imports jax).
 
 Example:
     >>> import numpy as np
@@ -33,7 +34,7 @@ from trackpoint.distributed._resolve import committer_for
 # torch.distributed group without its caller importing this package.
 register_resolver(committer_for)
 
-__all__ = ["Coordinator", "KeyValueStore", "ShardedVariable", "StoreCoordinator", "TorchCoordinator"]
+__all__ = ["Coordinator", "JaxCoordinator", "KeyValueStore", "ShardedVariable", "StoreCoordinator", "TorchCoordinator"]
 
 
 def __getattr__(name: str) -> Any:
@@ -41,4 +42,8 @@ def __getattr__(name: str) -> Any:
         from trackpoint.distributed._torch import TorchCoordinator
 
         return TorchCoordinator
+    if name == "JaxCoordinator":  # imports jax: only when asked for
+        from trackpoint.distributed._jax import JaxCoordinator
+
+        return JaxCoordinator
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

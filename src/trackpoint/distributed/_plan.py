@@ -34,8 +34,8 @@ class Description:
     Attributes:
         prefix: Where the rank saves.
         keys: The checkpoint keys, in write order.
-        meta: Per key: dtype name, shape (the full shape for a slice), the slice's extents or
-            None for a whole tensor, and the bytes this rank holds of it.
+        meta: Per key: dtype name, shape (the full shape for a slice), the extents of each slice
+            the rank holds or None for a whole tensor, and the bytes this rank holds of it.
         graph: A digest of the rank's object graph.
     """
 
@@ -54,9 +54,11 @@ class Description:
 
 
 def _meta(value: Any) -> list[Any]:
-    if isinstance(value, slices.SlicedValue):
-        array = np.asarray(value.value)
-        return [array.dtype.str, list(value.full_shape), [list(e) for e in value.extents], array.nbytes]
+    held = slices.held_slices(value)
+    if held is not None:  # every slice this rank holds (a SliceSet: any number, none included)
+        dtype = np.dtype(value.dtype) if isinstance(value, slices.SliceSet) else np.asarray(value.value).dtype
+        parts = [[list(e) for e in part.extents] for part in held]
+        return [dtype.str, list(value.full_shape), parts, sum(np.asarray(p.value).nbytes for p in held)]
     if isinstance(value, bytes):
         return ["bytes", [], None, len(value)]
     array = np.asarray(value)
@@ -81,7 +83,7 @@ def describe(prefix: str, tensors: Sequence[tuple[str, Any]]) -> Description:
 def _what(meta: list[Any]) -> str:
     dtype, shape, extents, _ = meta
     name = "string" if dtype in ("bytes", "|O") else np.dtype(dtype).name
-    held = "" if extents is None else f", slice {[[s, s + n] for s, n in extents]}"
+    held = "" if extents is None else f", slices {[[[s, s + n] for s, n in part] for part in extents]}"
     return f"{name}{shape}{held}"
 
 
@@ -199,7 +201,7 @@ def decide(views: Sequence[Description], io_rank: int | None) -> np.ndarray:
                     f"{first.prefix}: {first.keys[index]} is a string tensor held in slices; save strings whole",
                     key=first.keys[index],
                 )
-            problem = slices.cover_problem(tuple(metas[0][1]), [tuple(map(tuple, m[2])) for m in metas])
+            problem = slices.cover_problem(tuple(metas[0][1]), [tuple(map(tuple, e)) for m in metas for e in m[2]])
             if problem is not None:
                 raise InvalidArgumentError(
                     f"{first.prefix}: {first.keys[index]} of shape {metas[0][1]} is held in slices by the ranks, and "

@@ -30,7 +30,7 @@ from trackpoint._io import ShardWriter, data_filename, parallel_map, slices, sto
 from trackpoint._pipeline import (
     MAX_WRITER_THREADS,
     rank_files,
-    shardable_tensor,
+    shardable_tensors,
     validate_shards,
     wire,
     write_remedy,
@@ -269,12 +269,13 @@ def _split(rows: list[tuple[str, Any, Any]], callback: ShardingCallback | None) 
     if callback is None or type(callback) is ShardByTaskPolicy:
         shard: Shard = {}
         for key, value, _ in rows:
-            if isinstance(value, slices.SlicedValue):
-                shard.setdefault(key, {})[value.spec] = value.value
-            else:
+            held = slices.held_slices(value)
+            for part in held if held is not None else ():
+                shard.setdefault(key, {})[part.spec] = part.value
+            if held is None:
                 shard.setdefault(key, {})[""] = value
         return [shard]
-    shardable = [shardable_tensor(key, value, owner) for key, value, owner in rows]
+    shardable = [t for key, value, owner in rows for t in shardable_tensors(key, value, owner)]
     return validate_shards(callback(shardable), shardable, callback.description)
 
 
@@ -282,11 +283,12 @@ def _ship(values: list[tuple[int, Any]]) -> bytes:
     """Slices this rank holds, for the I/O rank to write."""
     head, data = [], []
     for index, value in values:
-        array = np.ascontiguousarray(value.value)
-        head.append(
-            [index, array.dtype.str, list(array.shape), list(value.full_shape), [list(e) for e in value.extents]]
-        )
-        data.append(array.tobytes())
+        for part in slices.held_slices(value) or ():
+            array = np.ascontiguousarray(part.value)
+            head.append(
+                [index, array.dtype.str, list(array.shape), list(part.full_shape), [list(e) for e in part.extents]]
+            )
+            data.append(array.tobytes())
     return wire.pack([wire.to_json(head), *data])
 
 

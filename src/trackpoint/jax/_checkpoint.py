@@ -6,7 +6,8 @@ from typing import Any
 
 import trackpoint as tp
 from trackpoint import Trackable
-from trackpoint.jax._nodes import ArrayNode, NnxNode, PytreeNode, is_nnx
+from trackpoint.jax._nodes import ArrayNode, NnxNode, PytreeNode, SpreadArrayNode, is_nnx, is_typed_key
+from trackpoint.jax._shards import is_spread
 
 __all__ = ["Checkpoint"]
 
@@ -19,7 +20,8 @@ def _wrap(name: str, value: Any) -> Trackable:
     if is_nnx(value):
         return NnxNode(value)
     if jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(value)):
-        return ArrayNode(value, name)
+        spread = is_spread(value) and not is_typed_key(value)
+        return SpreadArrayNode(value, name) if spread else ArrayNode(value, name)
     return PytreeNode(value)
 
 

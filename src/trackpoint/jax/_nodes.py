@@ -19,6 +19,7 @@ import numpy as np
 
 from trackpoint import Trackable
 from trackpoint.errors import InvalidArgumentError
+from trackpoint.jax._shards import Bounds, array_from_regions, is_spread, own_box, saved_value
 from trackpoint.protocol import VARIABLE_VALUE
 
 __all__ = [
@@ -26,9 +27,12 @@ __all__ = [
     "LeafNode",
     "NnxNode",
     "PytreeNode",
+    "SpreadArrayNode",
+    "SpreadLeafNode",
     "TreeNode",
     "is_nnx",
     "is_typed_key",
+    "leaf_node",
     "path_names",
     "place",
 ]
@@ -88,8 +92,8 @@ class LeafNode(Trackable):
         if is_typed_key(value):
             jax = _jax()
             impl = str(jax.random.key_impl(value))
-            return {VARIABLE_VALUE: np.asarray(jax.random.key_data(value)), PRNG_IMPL: impl.encode()}
-        return {VARIABLE_VALUE: np.asarray(value)}
+            return {VARIABLE_VALUE: _saved(jax.random.key_data(value)), PRNG_IMPL: impl.encode()}
+        return {VARIABLE_VALUE: _saved(value)}
 
     def _tp_destinations(self) -> dict[str, np.ndarray]:
         return {}
@@ -118,6 +122,62 @@ class LeafNode(Trackable):
 
     def _tp_take_restored(self, checked: np.ndarray) -> None:
         self._put(place(checked, self._get()))
+
+
+def _saved(value: Any) -> Any:
+    """What a save stores for a leaf: a JAX array's own memory, by shard (``_shards.saved_value``)."""
+    return saved_value(value) if isinstance(value, _jax().Array) else np.asarray(value)
+
+
+class _ByRegion:
+    """For a leaf whose live array is spread over devices (``_shards.is_spread``): a restore reads
+    only this process's part of the stored tensor (``protocol.Region``) and places each device's
+    piece of it (``protocol.ValueOwner``)."""
+
+    _tp_takes_value = True
+    _get: Callable[[], Any]
+    _put: Callable[[Any], None]
+    _path: str
+
+    def _tp_region(self) -> tuple[tuple[int, ...], Bounds]:
+        current = self._get()
+        shape = tuple(current.shape)
+        if is_spread(current):
+            return shape, own_box(current.sharding, shape)
+        return shape, tuple((0, size) for size in shape)
+
+    def _tp_destination(self) -> np.ndarray | None:
+        return None
+
+    def _tp_check_value(self, value: Any) -> tuple[np.ndarray, Bounds]:
+        current = self._get()
+        region = np.asarray(value)
+        _, box = self._tp_region()
+        dtype = np.dtype(current.dtype)
+        if region.dtype != dtype:
+            raise InvalidArgumentError(
+                f"{self._path} is {dtype.name}{list(current.shape)}, the checkpoint holds {region.dtype.name} values"
+            )
+        return region, box
+
+    def _tp_take_value(self, checked: tuple[np.ndarray, Bounds]) -> None:
+        region, box = checked
+        current = self._get()
+        if not is_spread(current):
+            self._put(place(region, current))
+            return
+
+        def read(bounds: Bounds) -> np.ndarray:
+            return region[tuple(slice(start - low, stop - low) for (start, stop), (low, _) in zip(bounds, box))]
+
+        self._put(array_from_regions(tuple(current.shape), current.sharding, read))
+
+
+def leaf_node(get: Callable[[], Any], put: Callable[[Any], None], path: str) -> LeafNode:
+    """The node of one leaf: read by region when its live array is spread over devices."""
+    value = get()
+    spread = is_spread(value) and not is_typed_key(value)
+    return SpreadLeafNode(get, put, path) if spread else LeafNode(get, put, path)
 
 
 def place(value: np.ndarray, like: Any) -> Any:
@@ -162,6 +222,14 @@ class ArrayNode(LeafNode):
         super().__init__(lambda: self.value, put, path)
 
 
+class SpreadLeafNode(_ByRegion, LeafNode):
+    """A :class:`LeafNode` of an array spread over devices (see ``_ByRegion``)."""
+
+
+class SpreadArrayNode(_ByRegion, ArrayNode):
+    """An :class:`ArrayNode` of an array spread over devices (see ``_ByRegion``)."""
+
+
 class PytreeNode(TreeNode):
     """A pytree of JAX arrays held for a checkpoint: ``value`` is the tree, with the restored
     leaves once a restore went through (a pytree cannot change in place)."""
@@ -173,7 +241,7 @@ class PytreeNode(TreeNode):
         self._leaves = [leaf for _, leaf in flat]
         for index, (path, _) in enumerate(flat):
             names = path_names(path)
-            self.add(names, LeafNode(self._getter(index), self._putter(index), "/".join(names)))
+            self.add(names, leaf_node(self._getter(index), self._putter(index), "/".join(names)))
 
     def _getter(self, index: int) -> Callable[[], Any]:
         return lambda: self._leaves[index]
@@ -215,7 +283,7 @@ class NnxNode(Trackable):
         tree = TreeNode()
         for path, variable in flat:
             names = path_names(path)
-            tree.add(names, LeafNode(variable.get_value, variable.set_value, "/".join(names)))
+            tree.add(names, leaf_node(variable.get_value, variable.set_value, "/".join(names)))
         self._tree, self._layout = tree, layout
         return tree
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -9,8 +10,10 @@ from typing import Any
 import numpy as np
 
 import trackpoint as tp
+from trackpoint._io import BundleReader
 from trackpoint.errors import InvalidArgumentError
 from trackpoint.jax._nodes import PRNG_IMPL, path_names, place
+from trackpoint.jax._shards import array_from_regions, spreads
 from trackpoint.protocol import VARIABLE_VALUE
 
 __all__ = ["RestoreReport", "restore"]
@@ -105,13 +108,21 @@ def restore(path: str, target: Any, strict: bool = True, *, storage_options: Map
         lines.append("give a target of the saved structure, or pass strict=False for what matches")
         raise InvalidArgumentError("\n".join(lines), path=resolved)
     leaves = [leaf for _, leaf in flat]
-    with tp.load_checkpoint(resolved) as reader:  # every value read and verified before any is placed
-        read = {
-            i: (_read(reader, k, flat[i][1]), reader.get_tensor(impl) if impl else None)
-            for i, (k, impl) in keys.items()
-        }
+    with BundleReader(resolved) as bundle:  # every value read and verified before any is placed
+        read: dict[int, tuple[Any, Any]] = {}
+        spread: dict[int, Any] = {}
+        for i, (k, impl) in keys.items():
+            leaf = flat[i][1]
+            if _key_impl(leaf) is None and spreads(getattr(leaf, "sharding", None)):
+                # Each device's part alone, from the stored slices that overlap it.
+                shape = tuple(leaf.shape)
+                spread[i] = array_from_regions(shape, leaf.sharding, functools.partial(bundle.read_region, k))
+            else:
+                read[i] = (_read(bundle, k, leaf), bundle.read(impl) if impl else None)
     for index, (value, impl) in read.items():
         leaves[index] = _place(np.asarray(value), flat[index][1], impl, resolved)
+    for index, array in spread.items():
+        leaves[index] = array
     tree = jax.tree_util.tree_unflatten(treedef, leaves)
     if strict:
         return tree
@@ -124,17 +135,17 @@ def restore(path: str, target: Any, strict: bool = True, *, storage_options: Map
     return tree, report
 
 
-def _read(reader: tp.CheckpointReader, key: str, leaf: Any) -> Any:
+def _read(bundle: BundleReader, key: str, leaf: Any) -> Any:
     """The value of ``key``, read into 64-byte-aligned memory of its own when it is a plain array:
     JAX then takes that memory as it is on the CPU (no second copy, see :func:`_place`)."""
     if _key_impl(leaf) is not None or np.dtype(leaf.dtype).kind not in "biufc":
-        return reader.get_tensor(key)
+        return bundle.read(key)
     dtype = np.dtype(leaf.dtype)
     size = int(np.prod(leaf.shape, dtype=np.int64)) * dtype.itemsize
     raw = np.empty(size + 64, np.uint8)
     start = -raw.ctypes.data % 64
     out = raw[start : start + size].view(dtype).reshape(leaf.shape)
-    return reader.get_tensor(key, out=out)
+    return bundle.read(key, out)
 
 
 def _find(view: tp.CheckpointView, names: list[str], children: dict[int, dict[str, int]]) -> int | None:
