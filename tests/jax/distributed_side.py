@@ -86,9 +86,7 @@ def save(process: int, root: str) -> dict[str, Any]:
             _local_equal(value["x"], X) and _local_equal(value["z"], Z) and value["x"].sharding == other
             for value in (restored, live.state.value)
         ),
-        "key": bool(
-            jnp.array_equal(jax.random.key_data(live.state.value["key"]), jax.random.key_data(tree["key"]))
-        ),
+        "key": bool(jnp.array_equal(jax.random.key_data(live.state.value["key"]), jax.random.key_data(tree["key"]))),
         "files": sorted(os.listdir(root)),
     }
     client = jax._src.distributed.global_state.client
