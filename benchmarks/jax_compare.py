@@ -1,17 +1,20 @@
 """trackpoint.jax vs Orbax (``orbax.checkpoint.StandardCheckpointer``), side by side, on one pytree.
 
-    python benchmarks/jax_compare.py            # both workloads, 3 rounds
+    python benchmarks/jax_compare.py            # both workloads and the memory of a 1 GiB save, 3 rounds
     python benchmarks/jax_compare.py --quick    # a smoke run
 
 Workloads (a dict pytree of float32 ``jax.Array``s on the CPU backend):
-  many   2,000 leaves of 1 KiB (256 floats)
-  large  8 leaves of 64 MiB: 512 MiB
+  many    2,000 leaves of 1 KiB (256 floats)
+  large   8 leaves of 64 MiB: 512 MiB
+  memory  one leaf of 1 GiB: how far a save raises the process's peak RSS (reset just before
+          the save through ``/proc/self/clear_refs``), as a multiple of the array
 
 Contenders:
-  trackpoint  ``trackpoint.jax.Checkpoint(state=tree).write(prefix)`` (durable: fsync, rename) /
-              ``trackpoint.jax.restore(prefix, target)`` into ShapeDtypeStructs
-  orbax       ``StandardCheckpointer().save(path, tree, force=True)`` + ``wait_until_finished()`` /
-              ``.restore(path, target)`` into the same ShapeDtypeStructs
+  trackpoint     ``trackpoint.jax.Checkpoint(state=tree).write(prefix)`` (durable: fsync, rename) /
+                 ``trackpoint.jax.restore(prefix, target)`` into ShapeDtypeStructs
+  orbax          ``StandardCheckpointer().save(path, tree, force=True)`` + ``wait_until_finished()`` /
+                 ``.restore(path, target)`` into the same ShapeDtypeStructs; it does not fsync
+  orbax+fsync    the same, then every file and directory it wrote fsynced: durable, as trackpoint is
 
 Each round runs every contender in a fresh process (contenders interleaved, rounds alternating
 their order); in it: one untimed save and restore, then ``--repeats`` timed saves (each after
@@ -32,15 +35,52 @@ import tempfile
 import time
 from typing import Any
 
-CONTENDERS = ("trackpoint", "orbax")
+CONTENDERS = ("trackpoint", "orbax", "orbax+fsync")
 WORKLOADS = {"many": (2000, 256), "large": (8, 16 << 20)}  # leaves, floats per leaf
-QUICK = {"many": (200, 256), "large": (2, 1 << 20)}
+MEMORY = (1, 256 << 20)  # one leaf of 1 GiB
+QUICK = {"many": (200, 256), "large": (2, 1 << 20), "memory": (1, 4 << 20)}
+
+
+def _fsync_tree(path: str) -> None:
+    """fsync every file and directory under ``path``, and ``path``'s parent."""
+    for root, _, files in os.walk(path):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(root, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    fd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _peak() -> int:
+    """The process's peak RSS since the last reset, in bytes (Linux)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def _reset_peak() -> int:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _peak()
 
 
 def _tree(workload: str, quick: bool) -> dict[str, Any]:
     import jax.numpy as jnp
 
-    count, size = (QUICK if quick else WORKLOADS)[workload]
+    count, size = QUICK[workload] if quick else MEMORY if workload == "memory" else WORKLOADS[workload]
     return {f"layer_{i:04d}": jnp.full((size,), float(i), jnp.float32) for i in range(count)}
 
 
@@ -66,10 +106,18 @@ def _run_one(contender: str, workload: str, repeats: int, quick: bool, directory
         def save(path: str) -> None:
             checkpointer.save(path, tree, force=True)
             checkpointer.wait_until_finished()
+            if contender == "orbax+fsync":
+                _fsync_tree(path)
 
         def restore(path: str) -> Any:
             return checkpointer.restore(path, target)
 
+    if workload == "memory":  # one save, its peak memory as a multiple of the array's bytes
+        nbytes = sum(x.nbytes for x in jax.tree_util.tree_leaves(tree))
+        path = os.path.join(directory, contender)
+        before = _reset_peak()
+        save(path)
+        return {"peak": [(_peak() - before) / nbytes]}
     times: dict[str, list[float]] = {"save": [], "restore": []}
     for attempt in range(repeats + 1):
         path = os.path.join(directory, f"{contender}-{attempt}")
@@ -103,7 +151,7 @@ def main() -> None:
         return
     rounds = 1 if args.quick else args.rounds
     results: dict[tuple[str, str, str], list[float]] = {}
-    for workload in WORKLOADS:
+    for workload in (*WORKLOADS, "memory"):
         for round_ in range(rounds):
             order = CONTENDERS if round_ % 2 == 0 else CONTENDERS[::-1]
             for contender in order:
@@ -114,13 +162,20 @@ def main() -> None:
                 times = json.loads(out.strip().splitlines()[-1])
                 for phase, values in times.items():
                     results.setdefault((workload, phase, contender), []).extend(values)
-    print("| workload | phase | trackpoint (s) | orbax (s) | orbax / trackpoint |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| workload | phase | trackpoint (s) | orbax (s) | orbax+fsync (s) | orbax / trackpoint | orbax+fsync / trackpoint |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for workload in WORKLOADS:
         for phase in ("save", "restore"):
-            ours = statistics.median(results[(workload, phase, "trackpoint")])
-            theirs = statistics.median(results[(workload, phase, "orbax")])
-            print(f"| {workload} | {phase} | {ours:.4g} | {theirs:.4g} | {theirs / ours:.2f} |")
+            ours, theirs, durable = (statistics.median(results[(workload, phase, c)]) for c in CONTENDERS)
+            print(
+                f"| {workload} | {phase} | {ours:.4g} | {theirs:.4g} | {durable:.4g} | {theirs / ours:.2f} "
+                f"| {durable / ours:.2f} |"
+            )
+    print()
+    print("| 1 GiB save: peak RSS rise / array bytes | trackpoint | orbax | orbax+fsync |")
+    print("| --- | --- | --- | --- |")
+    peaks = [statistics.median(results[("memory", "peak", c)]) for c in CONTENDERS]
+    print("| median | " + " | ".join(f"{p:.3f}" for p in peaks) + " |")
 
 
 if __name__ == "__main__":
