@@ -101,8 +101,25 @@ def main(root: str, out: str) -> None:
             "devices": len(restored["x"].sharding.device_set),
             "others": bool(others),
         }
+    results["refusals"] = _refusals(prefix, targets["(4, 2) mesh"])
     with open(out, "w") as f:
         json.dump(results, f, indent=1)
+
+
+def _refusals(prefix: str, sharding: NamedSharding) -> dict[str, str]:
+    """What restoring into spread live arrays of the wrong dtype or shape raises; each must leave
+    every live array as it was."""
+    out = {}
+    for label, wrong in (("dtype", np.zeros((8, 12), np.int32)), ("shape", np.zeros((8, 8), np.float32))):
+        live = tpj.Checkpoint(state={"x": jax.device_put(wrong, sharding)})
+        before = live.state.value["x"]
+        try:
+            live.restore(prefix).expect_partial()
+            out[label] = "restored"
+        except tp.errors.InvalidArgumentError as exc:
+            kept = live.state.value["x"] is before and bool(np.array_equal(np.asarray(before), wrong))
+            out[label] = f"{'kept' if kept else 'CHANGED'}: {exc}"
+    return out
 
 
 def _writers(array: jax.Array) -> list[jax.Device]:

@@ -48,6 +48,14 @@ def test_a_sharded_save_restores_onto_any_mesh(results) -> None:
         }, label
 
 
+def test_a_spread_live_array_of_another_dtype_or_shape_is_refused_and_kept(results) -> None:
+    refusals = results[0]["refusals"]
+    assert refusals["dtype"].startswith("kept: ") and "int32" in refusals["dtype"], refusals
+    assert "float32" in refusals["dtype"] and "state/x" in refusals["dtype"], refusals
+    assert refusals["shape"].startswith("kept: ") and "state/x" in refusals["shape"], refusals
+    assert "[8, 8]" in refusals["shape"] or "(8, 8)" in refusals["shape"], refusals
+
+
 def test_each_shard_is_written_once_as_a_tf_slice(results) -> None:
     data, _ = results
     stored = data["slices"]

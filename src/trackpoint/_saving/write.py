@@ -36,7 +36,7 @@ __all__ = ["MAX_WRITER_THREADS", "shardable_tensors", "write_bundle", "write_rem
 # or the checkpoint could not be read.
 _ALONE = (
     "A process holding one block must save together with the others (CheckpointOptions(coordinator=...), or an "
-    "initialized torch.distributed group)"
+    "initialized torch.distributed group or jax.distributed job)"
 )
 
 MAX_WRITER_THREADS = 4
