@@ -176,6 +176,7 @@ class Checkpoint(AutoTrackable):
             options.experimental_sharding_callback,
             options.coordinator,
             options.experimental_io_device,
+            options.incremental,
         )
         return save_checkpoint(
             os.fspath(file_prefix),

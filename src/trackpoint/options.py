@@ -34,7 +34,7 @@ def _checked(name: str, value: Any) -> Any:
         if value is not None:
             parse_device(value)
         return value
-    if name in ("enable_async", "experimental_skip_slot_variables"):
+    if name in ("enable_async", "experimental_skip_slot_variables", "incremental"):
         return bool(value)
     if name == "experimental_write_callbacks":
         if value is None:
@@ -93,6 +93,13 @@ class CheckpointOptions:
             default) uses torch.distributed's default group when it is initialized with two
             or more ranks, else the ``jax.distributed`` job of two or more processes when
             one is initialized; ``False`` makes this process save alone.
+        incremental: Not in TF. A save writes only what changed since this checkpoint's
+            previous incremental save: a data file whose tensors all hash the same (xxh3-128)
+            is hard-linked from it (copied where links are not supported); large tensors get
+            files of their own and the tensors that stopped changing share one. Every
+            checkpoint stays a complete bundle that TF reads, and deleting an older one never
+            touches a newer. For one process, at a local path (a URL is written whole); not
+            with ``experimental_sharding_callback``.
 
     Every attribute is checked when it is assigned, after construction too, so a bad value
     raises where it is set rather than in a later save.
@@ -121,6 +128,7 @@ class CheckpointOptions:
         "experimental_skip_slot_variables",
         "experimental_sharding_callback",
         "coordinator",
+        "incremental",
     )
 
     def __init__(
@@ -132,6 +140,7 @@ class CheckpointOptions:
         experimental_skip_slot_variables: bool = False,
         experimental_sharding_callback: ShardingCallback | None = None,
         coordinator: Any = None,
+        incremental: bool = False,
     ) -> None:
         if experimental_enable_async_checkpoint:
             warnings.warn(
@@ -146,6 +155,7 @@ class CheckpointOptions:
         self.experimental_skip_slot_variables = experimental_skip_slot_variables
         self.experimental_sharding_callback = experimental_sharding_callback
         self.coordinator = coordinator
+        self.incremental = incremental
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Checked here rather than only in __init__: the attributes are TF's public, mutable

@@ -1,16 +1,15 @@
 """One process of a ``jax.distributed`` job on 127.0.0.1, with 4 CPU host devices:
-``python -m tests.jax.distributed_side SCENARIO PROCESS_ID PORT DIR OUT``.
+``python -m tests.jax.distributed_side PROCESS_ID PORT DIR OUT``.
 
-Scenarios:
-    save: both processes save one checkpoint of arrays spread over a (2, 4) mesh of the job's 8
-        devices, then restore it onto a (4, 2) mesh (``restore`` and live arrays); then each
-        restores its rows from a copy of the checkpoint whose process-0 data file is damaged
-        but for the object graph: process 1, which needs none of that file's slices, succeeds.
-    kill-before, kill-while: process 1 exits before saving, or once its part of the save starts
-        being written; process 0's save must raise ``CoordinationError`` (a 4 s timeout).
+1. Both processes save one checkpoint of arrays spread over a (2, 4) mesh of the job's 8
+   devices, then restore it onto a (4, 2) mesh (``restore`` and live arrays); then each
+   restores its rows from a copy of the checkpoint whose process-0 data file is damaged but
+   for the object graph: process 1, which needs none of that file's slices, succeeds.
+2. Process 1 exits once its part of a second save starts being written; process 0's save must
+   raise ``CoordinationError`` (a 4 s timeout).
 
 Writes a JSON report to OUT, then leaves with ``os._exit``: ``jax.distributed.shutdown`` waits
-for every process, and in the kill scenario one never comes.
+for every process, and one never comes.
 """
 
 from __future__ import annotations
@@ -135,38 +134,40 @@ class _DieWhileWriting(ShardingCallback):
         os._exit(3)
 
 
-def kill(process: int, root: str, when: str) -> dict[str, Any]:
+def kill(process: int, root: str) -> dict[str, Any]:
+    """Process 1 dies once its part of a save starts being written; process 0's save must raise."""
     mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("a", "b"))
     tree = _tree(mesh)
-    jax._src.distributed.global_state.client.wait_at_barrier("ready", 60_000)
     options = tp.CheckpointOptions(coordinator=JaxCoordinator(timeout=4))
     if process == 1:
-        if when == "before":
-            os._exit(3)  # dies without a word, as a killed process does
         options.experimental_sharding_callback = _DieWhileWriting()
+    directory = os.path.join(root, "killed")
     start = time.monotonic()
     try:
-        tpj.Checkpoint(state=tree).save(os.path.join(root, "ckpt"), options=options)
+        tpj.Checkpoint(state=tree).save(os.path.join(directory, "ckpt"), options=options)
         outcome = "saved"
     except tp.errors.CoordinationError as exc:
         outcome = f"CoordinationError: {exc}"
-    return {"outcome": outcome, "seconds": time.monotonic() - start, "files": sorted(os.listdir(root))}
+    return {"outcome": outcome, "seconds": time.monotonic() - start, "files": sorted(os.listdir(directory))}
 
 
-def main(scenario: str, process: int, port: int, root: str, out: str) -> None:
+def main(process: int, port: int, root: str, out: str) -> None:
+    def report_so_far(report: dict[str, Any]) -> None:
+        with open(out, "w") as f:
+            json.dump(report, f, indent=1)
+
+    report: dict[str, Any] = {}
     try:
         jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=process)
-        if scenario == "save":
-            report = save(process, root)
-        else:
-            report = kill(process, root, scenario.removeprefix("kill-"))
+        report = save(process, root)
+        report_so_far(report)  # process 1 dies in what follows
+        report["kill"] = kill(process, root)
     except BaseException:  # noqa: BLE001 - the report carries it to the test, which fails on it
-        report = {"error": traceback.format_exc()}
-    with open(out, "w") as f:
-        json.dump(report, f, indent=1)
+        report["error"] = traceback.format_exc()
+    report_so_far(report)
     sys.stdout.flush()
     os._exit(0)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
+    main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4])

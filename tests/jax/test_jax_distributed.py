@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,8 @@ pytestmark = [
 tf_files = tf_side("files")
 
 
-def _job(scenario: str, root: Path) -> list[dict[str, Any]]:
-    """Run both processes of ``scenario``; their reports, in process order."""
+def _job(root: Path) -> list[dict[str, Any]]:
+    """Run both processes; their reports, in process order."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -37,7 +36,7 @@ def _job(scenario: str, root: Path) -> list[dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.jax.distributed_side", scenario, str(i), str(port), str(root), str(outs[i])],
+            [sys.executable, "-m", "tests.jax.distributed_side", str(i), str(port), str(root), str(outs[i])],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=env,
@@ -61,7 +60,7 @@ def _job(scenario: str, root: Path) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], Path]:
     root = tmp_path_factory.mktemp("jax-distributed")
-    return _job("save", root), root
+    return _job(root), root
 
 
 def test_two_processes_save_one_checkpoint_and_restore_it_onto_another_mesh(saved) -> None:
@@ -117,15 +116,12 @@ def test_tensorflow_reads_the_full_arrays(saved) -> None:
         assert value.dtype == expected.dtype and np.array_equal(value, expected), name
 
 
-@pytest.mark.parametrize("when", ["before", "while"])
-def test_a_process_that_dies_makes_the_other_raise_in_bounded_time(tmp_path: Path, when: str) -> None:
-    start = time.monotonic()
-    reports = _job(f"kill-{when}", tmp_path)
-    survivor = reports[0]
-    assert "error" not in survivor, survivor.get("error")
+def test_a_process_that_dies_makes_the_other_raise_in_bounded_time(saved) -> None:
+    reports, _ = saved
+    assert "kill" not in reports[1]  # it died while writing its part
+    survivor = reports[0]["kill"]
     assert survivor["outcome"].startswith("CoordinationError:"), survivor["outcome"]
-    assert "rank 1" in survivor["outcome"] and "ckpt-1" in survivor["outcome"]
+    assert "rank 1" in survivor["outcome"] and "killed/ckpt-1" in survivor["outcome"]
     # The timeout is 4 s; a rank that stops saying it lives is noticed within twice that.
     assert survivor["seconds"] < 12, survivor["seconds"]
     assert not any(name.startswith("ckpt-1") for name in survivor["files"]), survivor["files"]
-    assert time.monotonic() - start < 120

@@ -54,8 +54,9 @@ from trackpoint._graph.save_layout import SaveLayout
 from trackpoint._graph.serialize import SerializedCheckpoint, serialize
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.committer import Commit, Committer, Tensors, committer_for
+from trackpoint._saving.incremental import Previous
 from trackpoint._saving.sharding_policies import ShardingCallback
-from trackpoint._saving.write import write_bundle
+from trackpoint._saving.write import write_bundle, write_incremental_bundle
 from trackpoint._tracking.base import Trackable
 from trackpoint.errors import InvalidArgumentError, WriteError
 
@@ -72,6 +73,8 @@ class SaveSettings:
         sharding: Splits tensors over data files; None writes one.
         coordinator: The ``coordinator`` option, for :func:`.committer.committer_for`.
         io_device: The ``experimental_io_device`` option, likewise.
+        incremental: Link the data files whose tensors did not change since the checkpoint's
+            previous incremental save (see :mod:`.incremental`).
     """
 
     enable_async: bool = False
@@ -79,6 +82,7 @@ class SaveSettings:
     sharding: ShardingCallback | None = None
     coordinator: Any = None
     io_device: str | None = None
+    incremental: bool = False
 
 
 class _AloneCommit:
@@ -98,6 +102,27 @@ class _AloneCommit:
         follow: Callable[[], None] | None,
     ) -> None:
         write_bundle(self.prefix, tensors, sharding, owners, keep_values=False)  # the pipeline kept them
+
+
+class _IncrementalCommit:
+    """This process writes the bundle, linking the previous save's unchanged files (see :mod:`.incremental`)."""
+
+    records = False
+
+    def __init__(self, prefix: str, state: SaveState) -> None:
+        self.prefix = prefix
+        self.state = state
+
+    def write(
+        self,
+        tensors: Tensors,
+        owners: Sequence[Any],
+        sharding: ShardingCallback | None,
+        record: Callable[[], None] | None,
+        follow: Callable[[], None] | None,
+    ) -> None:
+        previous, self.state.previous = self.state.previous, None  # a failed save leaves no record to trust
+        self.state.previous = write_incremental_bundle(self.prefix, tensors, previous)
 
 
 class _Alone:
@@ -122,11 +147,12 @@ class SaveState:
         True
     """
 
-    __slots__ = ("_writer", "layout")
+    __slots__ = ("_writer", "layout", "previous")
 
     def __init__(self) -> None:
         self.layout: SaveLayout | None = None
         self._writer: AsyncWriter | None = None
+        self.previous: Previous | None = None  # the last incremental save's files and hashes
 
     def settle(self) -> None:
         """Wait until the background write finishes; re-raise its failure (once)."""
@@ -189,7 +215,20 @@ def save_checkpoint(
             return serialized.with_graph()[0]
 
     committer = committer_for(settings.coordinator, settings.io_device) or ALONE
-    commit = committer.plan(prefix, planned_tensors, state.settle)
+    if settings.incremental:
+        if committer is not ALONE:
+            raise InvalidArgumentError(
+                f"{prefix}: incremental saves of several processes are not supported; save with "
+                "CheckpointOptions(incremental=False) there"
+            )
+        if sharding is not None:
+            raise InvalidArgumentError(
+                f"{prefix}: an incremental save decides its data files itself (the tensors that stopped changing "
+                "share files, linked by the next save); drop experimental_sharding_callback or incremental=True"
+            )
+        commit: Commit = _IncrementalCommit(prefix, state)
+    else:
+        commit = committer.plan(prefix, planned_tensors, state.settle)
 
     def write(values: SerializedCheckpoint) -> None:
         kept_values.keep_values_of(prefix)  # an overwrite: values a restore of it still waits to hand out

@@ -6,9 +6,10 @@ release the GIL); the index, merged from all shards, is written last.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from trackpoint._format.bundle_writer import BundleWriter, ShardWriter
 from trackpoint._format.index_write import merge_shards, write_index
 from trackpoint._format.threads import parallel_map
 from trackpoint._graph import kept_values
+from trackpoint._saving.incremental import Previous, write_incremental
 from trackpoint._saving.sharding_policies import (
     LOCAL_DEVICE,
     Shard,
@@ -30,7 +32,14 @@ from trackpoint._storage import naming
 from trackpoint._storage.storage import storage_for
 from trackpoint.errors import CheckpointError, WriteError
 
-__all__ = ["MAX_WRITER_THREADS", "shardable_tensors", "write_bundle", "write_remedy", "write_shard"]
+__all__ = [
+    "MAX_WRITER_THREADS",
+    "shardable_tensors",
+    "write_bundle",
+    "write_incremental_bundle",
+    "write_remedy",
+    "write_shard",
+]
 
 # A process saving alone must hold every block of a tensor saved in blocks (a ShardedVariable's),
 # or the checkpoint could not be read.
@@ -97,8 +106,28 @@ def write_bundle(
     prefix = os.fspath(prefix)
     if keep_values:
         kept_values.keep_values_of(prefix)
-    try:
+    with _write_errors(prefix):
         _write(prefix, tensors, sharding_callback, trackables)
+    return prefix
+
+
+def write_incremental_bundle(
+    prefix: str, tensors: Sequence[tuple[str, Any]], previous: Previous | None
+) -> Previous | None:
+    """Write ``tensors`` under ``prefix`` as an incremental save after ``previous`` (see
+    :mod:`.incremental`); return the record for the next one (None at a URL, which this writes whole)."""
+    with _write_errors(prefix):
+        if storage_for(prefix).local_copies:
+            _write(prefix, tensors, None, None)
+            return None
+        return write_incremental(prefix, tensors, previous, _ALONE)
+
+
+@contextlib.contextmanager
+def _write_errors(prefix: str) -> Iterator[None]:
+    """An ``OSError`` of a write as the :class:`WriteError` that says nothing was published and what to do."""
+    try:
+        yield
     except CheckpointError:
         raise
     except OSError as exc:
@@ -107,7 +136,6 @@ def write_bundle(
             f"checkpoints are untouched. {write_remedy(exc)}",
             path=prefix,
         ) from exc
-    return prefix
 
 
 def write_remedy(exc: OSError) -> str:
