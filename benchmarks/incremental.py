@@ -80,7 +80,9 @@ def main() -> None:
     for round_ in range(rounds):
         for contender in CONTENDERS if round_ % 2 == 0 else CONTENDERS[::-1]:
             with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as directory:
-                command = [sys.executable, __file__, "--one", contender, directory] + (["--quick"] if args.quick else [])
+                command = [sys.executable, __file__, "--one", contender, directory] + (
+                    ["--quick"] if args.quick else []
+                )
                 out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
             for name, value in json.loads(out.strip().splitlines()[-1]).items():
                 results[contender][name].append(value)
