@@ -174,3 +174,18 @@ def test_tensorflow_reads_an_incremental_checkpoint(tmp_path: Path) -> None:
     theirs = tf_side("files").load(third)["tensors"]
     for name, v in variables.items():
         assert np.array_equal(theirs[f"{name}/.ATTRIBUTES/VARIABLE_VALUE"], v.numpy()), name
+
+
+def test_writing_one_prefix_again_links_files_onto_their_own_names(tmp_path: Path) -> None:
+    variables = _model()
+    ckpt = tp.Checkpoint(**variables)
+    prefix = str(tmp_path / "weights")
+    for step in range(4):
+        variables["step"].assign(np.int64(step))
+        if step == 2:
+            variables["layer1"].assign(variables["layer1"].numpy() + 1)
+        assert ckpt.write(prefix, INCREMENTAL) == prefix
+        _assert_holds(prefix, variables)
+        names = os.listdir(tmp_path)
+        assert not [n for n in names if ".tp-" in n], names  # no temporary left
+        assert len({n.rsplit("-of-", 1)[1] for n in names if ".data-" in n}) == 1, names  # one bundle's files

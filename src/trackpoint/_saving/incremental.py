@@ -189,6 +189,10 @@ def write_incremental(
         keys_of = [list(f.keys) for f in linked] + [[k for k, _ in group] for group in groups]
         files: list[_LinkedShard | ShardWriter] = [*shards, *writers]
         write_index(prefix, merge_shards(files, whole_remedy), total, [(s.temp_path, s.path) for s in files])
+        for shard in shards:
+            # A file linked onto its own name (a prefix written again) is one inode under both
+            # names, and renaming one onto the other does nothing: the temporary name stays.
+            remove_quietly(shard.temp_path)
     except BaseException:
         for writer in writers:
             writer.abort()
