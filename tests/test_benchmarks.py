@@ -125,8 +125,7 @@ def test_jax_benchmark_quick_runs_every_contender() -> None:
             "--repeats",
             "1",
             "--workloads",
-            "many",
-            "memory",  # large runs the same code as many, with larger leaves
+            "many",  # large runs the same code with larger leaves; memory, the same saves once each
         ],
         check=False,
         capture_output=True,
@@ -137,8 +136,6 @@ def test_jax_benchmark_quick_runs_every_contender() -> None:
     rows = [line.split("|")[1:-1] for line in result.stdout.splitlines() if line.startswith(("| many", "| large"))]
     assert [(r[0].strip(), r[1].strip()) for r in rows] == [("many", "save"), ("many", "restore")]
     assert all(float(r[i]) > 0 for r in rows for i in (2, 3, 4))
-    peaks = [line.split("|")[2:-1] for line in result.stdout.splitlines() if line.startswith("| median |")]
-    assert len(peaks) == 1 and len(peaks[0]) == 3 and all(float(p) >= 0 for p in peaks[0]), result.stdout
 
 
 def test_incremental_benchmark_quick_runs_both_contenders() -> None:

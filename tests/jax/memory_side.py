@@ -24,7 +24,7 @@ from jax.sharding import PartitionSpec as P
 import trackpoint as tp
 import trackpoint.jax as tpj
 
-COUNT = 64 << 20  # float32s: 256 MiB
+COUNT = 16 << 20  # float32s: 64 MiB
 
 
 def reset_peak() -> int:

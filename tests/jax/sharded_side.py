@@ -22,7 +22,7 @@ from jax.sharding import PartitionSpec as P
 import trackpoint as tp
 import trackpoint.jax as tpj
 from trackpoint._io import BundleReader, slices
-from trackpoint.jax._shards import saved_value
+from trackpoint.jax._shards import saved_value, writers
 
 
 def main(root: str, out: str) -> None:
@@ -66,7 +66,7 @@ def main(root: str, out: str) -> None:
         "slices": stored,
         "layout": {name: list(value[:2]) for name, value in layout.items()},
         "views": shares,
-        "writers": {name: [str(d) for d in _writers(tree[name])] for name in ("x", "z")},
+        "writers": {name: _writers(tree[name]) for name in ("x", "z")},
     }
     for label, sharding in targets.items():
         target = {
@@ -122,12 +122,11 @@ def _refusals(prefix: str, sharding: NamedSharding) -> dict[str, str]:
     return out
 
 
-def _writers(array: jax.Array) -> list[jax.Device]:
-    """The device whose shard's memory each stored slice of ``array`` is, in slice order."""
-    return [
-        next(shard.device for shard in array.addressable_shards if np.shares_memory(part.value, np.asarray(shard.data)))
-        for part in saved_value(array).parts
-    ]
+def _writers(array: jax.Array) -> list[str]:
+    """The device that writes each stored slice of ``array``, in slice order (on the CPU, JAX may
+    give replicas one buffer, so the memory alone cannot tell which replica a slice came from)."""
+    chosen = writers(array.sharding, tuple(array.shape))
+    return [str(chosen[tuple((s, s + n) for s, n in part.extents)]) for part in saved_value(array).parts]
 
 
 if __name__ == "__main__":

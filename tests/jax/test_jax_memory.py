@@ -1,4 +1,4 @@
-"""Saving a 256 MiB JAX array raises peak memory by at most a quarter of it (issue 43's bound; Orbax
+"""Saving a 64 MiB JAX array raises peak memory by at most a quarter of it (issue 43's bound; Orbax
 measured 0.89x here), synchronously, asynchronously and spread over 8 devices (saved as slices,
 not gathered); and an async save keeps the values it was
 given while the training loop goes on with a computation that offers the array's buffer for reuse

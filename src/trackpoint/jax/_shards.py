@@ -21,7 +21,7 @@ import numpy as np
 
 from trackpoint._io import slices
 
-__all__ = ["Bounds", "array_from_regions", "is_spread", "own_box", "saved_value", "spreads"]
+__all__ = ["Bounds", "array_from_regions", "is_spread", "own_box", "saved_value", "spreads", "writers"]
 
 #: The dtypes TensorFlow 2.21 assembles from slices (its copy routine's; float16, uint16, uint32 and
 #: uint64 raise "Dtype ... not supported"). An array of another dtype that this process holds
@@ -68,13 +68,7 @@ def saved_value(array: Any) -> Any:
     if np.dtype(array.dtype).name not in TF_SLICEABLE and array.is_fully_addressable:
         return np.asarray(array)  # gathered: TensorFlow could not read it in slices
     shape = tuple(array.shape)
-    replicas: dict[Bounds, list[Any]] = {}
-    for device, index in array.sharding.devices_indices_map(shape).items():
-        replicas.setdefault(_bounds(index, shape), []).append(device)
-    writer = {}
-    for ordinal, bounds in enumerate(sorted(replicas)):  # the same order in every process
-        devices = sorted(replicas[bounds], key=lambda d: d.id)
-        writer[bounds] = devices[ordinal % len(devices)]
+    writer = writers(array.sharding, shape)
     parts = []
     for shard in array.addressable_shards:
         bounds = _bounds(shard.index, shape)
@@ -82,6 +76,20 @@ def saved_value(array: Any) -> Any:
             extents = tuple((start, stop - start) for start, stop in bounds)
             parts.append(slices.SlicedValue(np.asarray(shard.data), shape, extents))
     return slices.SliceSet(tuple(parts), shape, np.dtype(array.dtype))
+
+
+def writers(sharding: Any, shape: tuple[int, ...]) -> dict[Bounds, Any]:
+    """The device that writes each distinct part of a ``shape`` array on ``sharding``: the n-th
+    part (in the order of its bounds, the same in every process) by the n-th of its replicas
+    (by device id), modulo their number."""
+    replicas: dict[Bounds, list[Any]] = {}
+    for device, index in sharding.devices_indices_map(shape).items():
+        replicas.setdefault(_bounds(index, shape), []).append(device)
+    chosen = {}
+    for ordinal, bounds in enumerate(sorted(replicas)):
+        devices = sorted(replicas[bounds], key=lambda d: d.id)
+        chosen[bounds] = devices[ordinal % len(devices)]
+    return chosen
 
 
 def own_box(sharding: Any, shape: tuple[int, ...]) -> Bounds:
