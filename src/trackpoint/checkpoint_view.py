@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 from trackpoint._format._proto import trackable_object_graph_pb2 as pb
@@ -30,6 +30,7 @@ from trackpoint._graph.keys import OBJECT_GRAPH_KEY
 from trackpoint._graph.object_graph import node_paths, read_object_graph, tree_paths
 from trackpoint._storage.storage_options import use_storage_options
 from trackpoint._tracking.base import Trackable
+from trackpoint._tracking.protocol import VARIABLE_VALUE
 from trackpoint._view_diff import (
     CheckpointDiff,
     ObjectDiff,
@@ -142,6 +143,32 @@ class CheckpointView:
                     found.add(child.node_id)
                     order.append(child.node_id)
         return order
+
+    def values_below(self, node_id: int, skip: Collection[str] = ()) -> dict[int, str]:
+        """``{node id: VARIABLE_VALUE key}`` of every node below ``node_id`` that holds a variable's
+        value, leaving out the children of ``node_id`` named in ``skip`` (and what only they reach).
+
+        Example:
+            >>> import tempfile
+            >>> import trackpoint as tp
+            >>> path = tp.Checkpoint(w=tp.Variable(1.0)).write(tempfile.mkdtemp() + "/ckpt")
+            >>> with tp.CheckpointView(path) as view:
+            ...     sorted(view.values_below(0, skip={"save_counter"}).values())
+            ['w/.ATTRIBUTES/VARIABLE_VALUE']
+        """
+        out: dict[int, str] = {}
+        seen = {node_id}
+        stack = [child for name, child in self.children(node_id).items() if name not in skip]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            key = self.attributes(node).get(VARIABLE_VALUE)
+            if key is not None:
+                out[node] = key
+            stack.extend(self.children(node).values())
+        return out
 
     def _descendants_with_paths(self) -> dict[int, str]:
         """``{node id: "root.a.b"}`` along the first path found breadth first (TF's private method of

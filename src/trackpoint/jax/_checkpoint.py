@@ -6,8 +6,7 @@ from typing import Any
 
 import trackpoint as tp
 from trackpoint import Trackable
-from trackpoint.jax._nodes import ArrayNode, NnxNode, PytreeNode, SpreadArrayNode, is_nnx, is_typed_key
-from trackpoint.jax._shards import is_spread
+from trackpoint.jax._nodes import NnxNode, PytreeNode, array_node, is_nnx
 
 __all__ = ["Checkpoint"]
 
@@ -20,8 +19,7 @@ def _wrap(name: str, value: Any) -> Trackable:
     if is_nnx(value):
         return NnxNode(value)
     if jax.tree_util.treedef_is_leaf(jax.tree_util.tree_structure(value)):
-        spread = is_spread(value) and not is_typed_key(value)
-        return SpreadArrayNode(value, name) if spread else ArrayNode(value, name)
+        return array_node(value, name)
     return PytreeNode(value)
 
 

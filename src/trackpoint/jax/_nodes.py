@@ -30,6 +30,7 @@ __all__ = [
     "SpreadArrayNode",
     "SpreadLeafNode",
     "TreeNode",
+    "array_node",
     "is_nnx",
     "is_typed_key",
     "leaf_node",
@@ -173,11 +174,19 @@ class _ByRegion:
         self._put(array_from_regions(tuple(current.shape), current.sharding, read))
 
 
+def _by_region(value: Any) -> bool:
+    """Whether a leaf holding ``value`` is restored by region (a plain array spread over devices)."""
+    return is_spread(value) and not is_typed_key(value)
+
+
 def leaf_node(get: Callable[[], Any], put: Callable[[Any], None], path: str) -> LeafNode:
-    """The node of one leaf: read by region when its live array is spread over devices."""
-    value = get()
-    spread = is_spread(value) and not is_typed_key(value)
-    return SpreadLeafNode(get, put, path) if spread else LeafNode(get, put, path)
+    """The node of one leaf of a tree: read by region when its live array is spread over devices."""
+    return SpreadLeafNode(get, put, path) if _by_region(get()) else LeafNode(get, put, path)
+
+
+def array_node(value: Any, path: str) -> ArrayNode:
+    """The node of a single array given for a checkpoint, read by region as :func:`leaf_node`'s are."""
+    return SpreadArrayNode(value, path) if _by_region(value) else ArrayNode(value, path)
 
 
 def place(value: np.ndarray, like: Any) -> Any:

@@ -207,16 +207,5 @@ def _place(value: np.ndarray, leaf: Any, impl_key: Any, prefix: str) -> Any:
 
 def _unclaimed(view: tp.CheckpointView, claimed: set[int]) -> list[str]:
     """Checkpoint paths of the values no leaf asked for (the root's ``save_counter`` is bookkeeping)."""
-    out: list[str] = []
-    seen: set[int] = {0}
-    stack = [child for name, child in view.children(0).items() if name != "save_counter"]
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        key = view.attributes(node).get(VARIABLE_VALUE)
-        if key is not None and node not in claimed:
-            out.append(key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE"))
-        stack.extend(view.children(node).values())
-    return sorted(out)
+    below = view.values_below(0, skip={"save_counter"})
+    return sorted(key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE") for node, key in below.items() if node not in claimed)

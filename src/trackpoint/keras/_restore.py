@@ -164,19 +164,9 @@ def _value(variable: Any, value: Any, key: str, prefix: str) -> np.ndarray:
 
 def _unclaimed(view: tp.CheckpointView, model_id: int, found: Matches) -> list[str]:
     """Checkpoint paths of the weights below the model's node that no variable took."""
-    out: list[str] = []
-    seen = {model_id}
-    stack = [child for name, child in view.children(model_id).items() if name not in _BOOKKEEPING and name != "root"]
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        key = view.attributes(node).get("VARIABLE_VALUE")
-        if key is not None and node not in found.claimed:
-            out.append(key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE"))
-        stack.extend(view.children(node).values())
-    return sorted(out)
+    below = view.values_below(model_id, skip=_BOOKKEEPING | {"root"})
+    keys = (key for node, key in below.items() if node not in found.claimed)
+    return sorted(key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE") for key in keys)
 
 
 def _unclaimed_slots(view: tp.CheckpointView, opt_id: int, found: Matches) -> list[str]:
