@@ -22,11 +22,11 @@ import time
 import traceback
 from typing import Any
 
-# 4 devices, each computing on one thread: the suite runs beside, on a machine of 2 cores.
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "")
-    + " --xla_force_host_platform_device_count=4 --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-)
+if __name__ == "__main__":  # a process of the job; the test imports X, Y, Z and must keep its own flags
+    # 4 devices, computing on one thread: the suite runs beside, on a machine of 2 cores.
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4 --xla_cpu_multi_thread_eigen=false"
+    )
 
 import jax
 import jax.numpy as jnp
