@@ -177,6 +177,7 @@ class Checkpoint(AutoTrackable):
             options.coordinator,
             options.experimental_io_device,
             options.incremental,
+            options.async_writer == "process",
         )
         return save_checkpoint(
             os.fspath(file_prefix),

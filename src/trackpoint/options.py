@@ -28,6 +28,10 @@ def _check_callback(callback: Any) -> None:
         raise InvalidCallbackError(f"write callback {callback!r} must take no argument or one (the save path)")
 
 
+#: The values of the ``async_writer`` option.
+ASYNC_WRITERS = (None, "thread", "process")
+
+
 def _checked(name: str, value: Any) -> Any:
     """``value`` as the option ``name`` stores it, or an error saying why it cannot be."""
     if name == "experimental_io_device":
@@ -60,6 +64,13 @@ def _checked(name: str, value: Any) -> Any:
             "jax.distributed job when one is initialized), False (this process saves alone), a torch.distributed process group or a "
             f"tp.distributed.Coordinator, got {type(value).__name__}"
         )
+    if name == "async_writer":
+        if value not in ASYNC_WRITERS:
+            raise InvalidArgumentError(
+                f'The async_writer checkpoint option must be None or "thread" (a thread of this process writes) or '
+                f'"process" (a child process writes, so that the training loop keeps the GIL), got {value!r}'
+            )
+        return value
     return value  # not an option: __slots__ refuses it
 
 
@@ -100,6 +111,13 @@ class CheckpointOptions:
             checkpoint stays a complete bundle that TF reads, and deleting an older one never
             touches a newer. For one process, at a local path (a URL is written whole); not
             with ``experimental_sharding_callback``.
+        async_writer: Not in TF. Who writes an ``enable_async`` save: None or ``"thread"``, a
+            thread of this process; ``"process"``, a child process shared by this process's
+            checkpoints (Linux), which copies the state into shared memory and writes it
+            while the training loop keeps the GIL. A thread's per-tensor work competes with
+            a single-threaded loop for the GIL; ``"process"`` gives it back at the cost of one
+            copy of the state while a save is written. It applies to a process saving alone
+            at a local path with no sharding callback, and is ignored otherwise.
 
     Every attribute is checked when it is assigned, after construction too, so a bad value
     raises where it is set rather than in a later save.
@@ -129,6 +147,7 @@ class CheckpointOptions:
         "experimental_sharding_callback",
         "coordinator",
         "incremental",
+        "async_writer",
     )
 
     def __init__(
@@ -141,6 +160,7 @@ class CheckpointOptions:
         experimental_sharding_callback: ShardingCallback | None = None,
         coordinator: Any = None,
         incremental: bool = False,
+        async_writer: str | None = None,
     ) -> None:
         if experimental_enable_async_checkpoint:
             warnings.warn(
@@ -156,6 +176,7 @@ class CheckpointOptions:
         self.experimental_sharding_callback = experimental_sharding_callback
         self.coordinator = coordinator
         self.incremental = incremental
+        self.async_writer = async_writer
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Checked here rather than only in __init__: the attributes are TF's public, mutable

@@ -52,11 +52,13 @@ from trackpoint._graph import kept_values
 from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.save_layout import SaveLayout
 from trackpoint._graph.serialize import SerializedCheckpoint, serialize
+from trackpoint._saving import writer_process
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.committer import Commit, Committer, Tensors, committer_for
 from trackpoint._saving.incremental import Previous
 from trackpoint._saving.sharding_policies import ShardingCallback
 from trackpoint._saving.write import write_bundle, write_incremental_bundle
+from trackpoint._storage import is_url
 from trackpoint._tracking.base import Trackable
 from trackpoint.errors import InvalidArgumentError, WriteError
 
@@ -75,6 +77,8 @@ class SaveSettings:
         io_device: The ``experimental_io_device`` option, likewise.
         incremental: Link the data files whose tensors did not change since the checkpoint's
             previous incremental save (see :mod:`.incremental`).
+        in_process: Write an async save of this process alone, at a local path and with no
+            sharding callback, in the writer process (see :mod:`.writer_process`).
     """
 
     enable_async: bool = False
@@ -83,6 +87,7 @@ class SaveSettings:
     coordinator: Any = None
     io_device: str | None = None
     incremental: bool = False
+    in_process: bool = False
 
 
 class _AloneCommit:
@@ -123,6 +128,35 @@ class _IncrementalCommit:
     ) -> None:
         previous, self.state.previous = self.state.previous, None  # a failed save leaves no record to trust
         self.state.previous = write_incremental_bundle(self.prefix, tensors, previous)
+
+
+class _ChildCommit:
+    """An async save of this process alone to a local path, written by the writer process so that
+    the training loop keeps the GIL (see :mod:`.writer_process`)."""
+
+    records = False
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+
+    def write(
+        self,
+        tensors: Tensors,
+        owners: Sequence[Any],
+        sharding: ShardingCallback | None,
+        record: Callable[[], None] | None,
+        follow: Callable[[], None] | None,
+    ) -> None:
+        if writer_process.stageable(tensors):
+            writer_process.write_in_child(self.prefix, tensors)
+        else:  # a slice of a larger tensor, say: this thread writes it
+            write_bundle(self.prefix, tensors, sharding, owners, keep_values=False)
+
+
+def _in_child(settings: SaveSettings, committer: Committer, prefix: str) -> bool:
+    """Whether this save is written by the writer process (``async_writer="process"``)."""
+    wanted = settings.in_process and settings.enable_async and writer_process.AVAILABLE
+    return wanted and committer is ALONE and settings.sharding is None and not is_url(prefix)
 
 
 class _Alone:
@@ -227,6 +261,10 @@ def save_checkpoint(
                 "share files, linked by the next save); drop experimental_sharding_callback or incremental=True"
             )
         commit: Commit = _IncrementalCommit(prefix, state)
+    elif (
+        settings.in_process and settings.enable_async and committer is ALONE and sharding is None and not is_url(prefix)
+    ):
+        commit = _ChildCommit(prefix)
     else:
         commit = committer.plan(prefix, planned_tensors, state.settle)
 

@@ -1,0 +1,340 @@
+"""The writer process of async saves (``CheckpointOptions(async_writer="process")``).
+
+An async save written by a thread of the training process holds that process's GIL for its
+Python work per tensor: ``benchmarks/async_interference.py`` measured single-threaded loops at
+0.56x and 0.59x of their speed while saves of 20,000 small tensors ran back to back, the writer
+thread holding the GIL about 0.2 s of each 0.3 s save. So these saves are written by one child
+process per Python process, shared by its checkpoints and started by the first such save:
+
+1. The checkpoint's writer thread (still the one that runs ``sync()``, the write callbacks and
+   the manager's accounting) copies the save's arrays into shared memory (a ``memfd``): the
+   small ones of a dtype by one ``np.concatenate`` (5 ms for 20,000), the large ones by
+   ``np.copyto``, which releases the GIL. It sends the keys (only when they differ from the
+   previous write's), dtype codes and shapes through a pipe. About 10 ms of GIL a save.
+2. The child writes the bundle exactly as the thread would (:func:`.write.write_bundle`, the
+   same temporary names and renames) and answers None or the exception it raised; the thread
+   waits for it without the GIL, raises that exception or goes on as after a thread's write.
+3. The shared memory is emptied once the answer arrives: between saves this costs no memory;
+   during one, one copy of the state.
+
+The child dies with its parent (``PR_SET_PDEATHSIG``): a killed training process leaves what a
+killed thread leaves, temporary files that carry the child's PID and that a later save removes.
+A child that dies mid-write fails that save with :class:`~trackpoint.errors.WriteError`, nothing
+of it published; the next save starts a new child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import mmap
+import operator
+import os
+import pickle
+import queue
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import IO, Any
+
+import numpy as np
+
+from trackpoint.errors import CheckpointError, WriteError
+
+__all__ = ["AVAILABLE", "STOP_TIMEOUT", "main", "stageable", "write_in_child"]
+
+#: Whether this system has what the writer process needs (``memfd_create``: Linux); elsewhere
+#: ``async_writer="process"`` saves are written by the thread.
+AVAILABLE = hasattr(os, "memfd_create")
+
+STOP_TIMEOUT = 10.0  # seconds a child is given to leave once its pipe closes, then it is killed
+SPAWN_TIMEOUT = 60.0  # seconds for starting a child (a fork and exec; seconds on a loaded machine)
+_ALIGN = 64
+_LARGE = 1 << 16  # bytes: arrays this large are copied one by one, without the GIL
+_HEADER = struct.Struct("<Q")
+_PR_SET_PDEATHSIG = 1
+
+_first = operator.itemgetter(0)
+_second = operator.itemgetter(1)
+_nbytes = operator.attrgetter("nbytes")
+_dtype = operator.attrgetter("dtype")
+_shape = operator.attrgetter("shape")
+
+
+def stageable(tensors: Sequence[tuple[str, Any]]) -> bool:
+    """Whether the child can be sent every value: NumPy arrays and ``bytes`` (a slice of a
+    larger tensor, say, is written by the thread)."""
+    return all(type(value) is np.ndarray or type(value) is bytes for _, value in tensors)
+
+
+def _plain(value: Any) -> bool:
+    """A C-contiguous numeric array with bytes: staged (anything else travels in the message)."""
+    return type(value) is np.ndarray and value.flags.c_contiguous and not value.dtype.hasobject and value.nbytes > 0
+
+
+def _send(stream: IO[bytes], message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    head = stream.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        raise EOFError
+    (size,) = _HEADER.unpack(head)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError
+    return pickle.loads(data)
+
+
+class _Layout:
+    """Where each staged array goes in the shared memory, and what travels in the message.
+
+    Arrays of one dtype under :data:`_LARGE` are packed in order, so that one ``np.concatenate``
+    fills them; the large ones follow, each aligned. Anything not :func:`_plain` (bytes,
+    strings, empty or strided arrays) is sent inline.
+    """
+
+    def __init__(self, values: list[Any]) -> None:
+        self.inline: dict[int, Any] = {}
+        if not all(map(_plain, values)):
+            self.inline = {i: value for i, value in enumerate(values) if not _plain(value)}
+        arrays = [np.asarray(self.inline[i]) if i in self.inline else v for i, v in enumerate(values)]
+        dtypes = list(map(_dtype, arrays))
+        kinds: dict[np.dtype, int] = {}
+        for dtype in dtypes:
+            kinds.setdefault(dtype, len(kinds))
+        self.kinds = list(kinds)
+        self.codes = np.fromiter(map(kinds.__getitem__, dtypes), np.int32, len(values))
+        sizes = np.fromiter(map(_nbytes, arrays), np.int64, len(values))
+        if self.inline:
+            sizes[list(self.inline)] = 0
+        large = sizes >= _LARGE
+        self.offsets = np.zeros(len(values), np.int64)
+        self.groups: list[tuple[np.dtype, list[int], int]] = []  # dtype, rows, first offset
+        end = 0
+        for code, dtype in enumerate(self.kinds):
+            rows = np.flatnonzero((self.codes == code) & ~large & (sizes > 0))
+            if len(rows):
+                end = -(-end // _ALIGN) * _ALIGN
+                self.offsets[rows] = end + np.cumsum(sizes[rows]) - sizes[rows]
+                self.groups.append((dtype, rows.tolist(), end))
+                end += int(sizes[rows].sum())
+        rows = np.flatnonzero(large)
+        self.large = rows.tolist()
+        if len(rows):
+            aligned = -(-sizes[rows] // _ALIGN) * _ALIGN
+            end = -(-end // _ALIGN) * _ALIGN
+            self.offsets[rows] = end + np.cumsum(aligned) - aligned
+            end += int(aligned.sum())
+        self.size = max(end, 1)
+        shapes = list(map(_shape, arrays))
+        self.ndims = np.fromiter(map(len, shapes), np.int8, len(shapes))
+        self.dims = np.fromiter(itertools.chain.from_iterable(shapes), np.int64)
+
+    def fill(self, memory: np.ndarray, values: list[Any]) -> None:
+        """Copy the staged arrays of ``values`` into ``memory`` (the mapped shared memory)."""
+        for dtype, rows, start in self.groups:
+            small = [values[i] for i in rows]
+            total = sum(map(_nbytes, small))
+            np.concatenate(small, axis=None, out=memory[start : start + total].view(dtype))  # one C loop
+        for i in self.large:
+            start, size = int(self.offsets[i]), values[i].nbytes
+            np.copyto(memory[start : start + size], values[i].reshape(-1).view(np.uint8))  # without the GIL
+
+    def message(self) -> tuple[Any, ...]:
+        """What the child needs to find each tensor (see :func:`_tensors`)."""
+        return self.size, self.offsets, self.inline, self.kinds, self.codes, self.ndims, self.dims
+
+
+def _tensors(keys: list[str], staged: mmap.mmap, message: tuple[Any, ...]) -> list[tuple[str, Any]]:
+    """In the child: the ``(key, value)`` pairs of a :meth:`_Layout.message`, views of ``staged``."""
+    _, offsets, inline, kinds, codes, ndims, dims = message
+    bounds = np.concatenate([[0], np.cumsum(ndims, dtype=np.int64)]).tolist()
+    dims_list = dims.tolist()
+    tensors: list[tuple[str, Any]] = []
+    for i, (key, code, start) in enumerate(zip(keys, codes.tolist(), offsets.tolist())):
+        if i in inline:
+            tensors.append((key, inline[i]))
+            continue
+        shape = tuple(dims_list[bounds[i] : bounds[i + 1]])
+        count = int(np.prod(shape, dtype=np.int64))
+        tensors.append((key, np.frombuffer(staged, kinds[code], count, start).reshape(shape)))
+    return tensors
+
+
+def _spawn(fd: int) -> subprocess.Popen[bytes]:
+    """Start a writer process that reads ``fd``, from a thread that lives as long as this process.
+
+    ``PR_SET_PDEATHSIG`` fires when the *thread* that started the child ends, not the process:
+    started by a checkpoint's writer thread, the child would die with that checkpoint. The
+    spawning thread is a daemon: never joined, it outlives the interpreter's exit handlers
+    (where pending saves are finished) and ends only with the process.
+    """
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = queue.SimpleQueue()
+            threading.Thread(
+                target=_spawn_forever, args=(_spawner,), name="trackpoint-writer-spawner", daemon=True
+            ).start()
+    code = "import sys; sys.path[:0] = sys.argv[2:]; from trackpoint._saving.writer_process import main; main(int(sys.argv[1]))"
+    answer: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    _spawner.put(([sys.executable, "-c", code, str(fd), *sys.path], fd, answer))
+    try:
+        result = answer.get(timeout=SPAWN_TIMEOUT)
+    except queue.Empty:
+        raise OSError(f"the writer process did not start within {SPAWN_TIMEOUT:.0f} s") from None
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+def _spawn_forever(requests: queue.SimpleQueue[Any]) -> None:
+    while True:
+        command, fd, answer = requests.get()
+        try:
+            answer.put(
+                subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(fd,), close_fds=True)
+            )
+        except OSError as exc:
+            answer.put(exc)
+
+
+_spawner: queue.SimpleQueue[Any] | None = None
+_spawner_lock = threading.Lock()
+
+
+class _Child:
+    """One child process and the shared memory it reads."""
+
+    def __init__(self) -> None:
+        self.fd = os.memfd_create("trackpoint-async-save", os.MFD_CLOEXEC)
+        try:
+            self.process = _spawn(self.fd)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.pid = os.getpid()  # a forked copy of this process starts its own child
+        self.keys: list[str] | None = None  # the keys the child holds from the last write
+
+    def alive(self) -> bool:
+        return self.pid == os.getpid() and self.process.poll() is None
+
+    def stage(self, values: list[Any]) -> tuple[Any, ...]:
+        """Copy ``values`` into the shared memory; return what the child needs to see them."""
+        layout = _Layout(values)
+        os.ftruncate(self.fd, layout.size)
+        with mmap.mmap(self.fd, layout.size) as staged:
+            memory = np.frombuffer(staged, np.uint8)
+            layout.fill(memory, values)
+            del memory  # no view may outlive the map
+        return layout.message()
+
+    def write(self, prefix: str, keys: list[str], values: list[Any]) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        try:
+            head = self.stage(values)
+            # A checkpoint saves the same keys each time: 20,000 of them are a megabyte to pickle.
+            same = keys == self.keys
+            _send(self.process.stdin, (prefix, None if same else keys, head))
+            self.keys = keys
+            answer = _receive(self.process.stdout)
+        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            self.stop()
+            raise WriteError(
+                f"could not write checkpoint {prefix}: the process writing it ended ({exc}). Nothing of it was "
+                "published and earlier checkpoints are untouched; the next save starts a new writer process and "
+                "removes this one's temporary files.",
+                path=prefix,
+            ) from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, 0)  # between saves the copy costs no memory
+        if answer is not None:
+            raise answer
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=STOP_TIMEOUT)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+_lock = threading.Lock()  # one write at a time: checkpoints share the child
+_child: _Child | None = None
+
+
+def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]]) -> None:
+    """Write the bundle of ``tensors`` (:func:`stageable`) at ``prefix`` in the writer process.
+
+    Raises:
+        WriteError, InvalidArgumentError, ...: What the write raised in the child, or a
+            :class:`~trackpoint.errors.WriteError` when the child could not be started or died.
+    """
+    global _child
+    keys = list(map(_first, tensors))
+    values = list(map(_second, tensors))
+    with _lock:
+        if _child is None or not _child.alive():
+            if _child is not None and _child.pid == os.getpid():
+                _child.stop()
+            try:
+                _child = _Child()
+            except OSError as exc:
+                _child = None
+                raise WriteError(
+                    f"could not write checkpoint {prefix}: the writer process could not be started ({exc}); "
+                    'save with CheckpointOptions(async_writer="thread")',
+                    path=prefix,
+                ) from exc
+        _child.write(prefix, keys, values)
+
+
+def main(fd: int) -> None:
+    """The child: write each bundle the parent sends, answer None or the exception raised."""
+    with contextlib.suppress(OSError, AttributeError):  # Linux: die with the parent
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:
+        return  # the parent is gone already
+    from trackpoint._saving.write import write_bundle
+
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    keys: list[str] = []
+    while True:
+        try:
+            prefix, sent_keys, head = _receive(stdin)
+        except EOFError:
+            return
+        keys = keys if sent_keys is None else sent_keys
+        answer: BaseException | None = None
+        staged = mmap.mmap(fd, head[0], prot=mmap.PROT_READ)
+        try:
+            write_bundle(prefix, _tensors(keys, staged, head), keep_values=False)
+        except CheckpointError as exc:
+            answer = exc
+        except Exception as exc:  # noqa: BLE001 - sent to the parent, which raises it
+            answer = WriteError(f"could not write checkpoint {prefix}: {type(exc).__name__}: {exc}", path=prefix)
+        if answer is not None:
+            answer.__traceback__ = None  # its frames hold views of the map
+        with contextlib.suppress(BufferError):  # a view still held elsewhere: the map goes with it
+            staged.close()
+        try:
+            _send(stdout, answer)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            _send(stdout, WriteError(f"could not write checkpoint {prefix}: {answer}", path=prefix))
