@@ -93,7 +93,9 @@ def test_saves_of_other_keys_and_values_after_one_another(tmp_path) -> None:
 
 def test_the_manager_callbacks_and_sync_work_as_with_the_thread(tmp_path) -> None:
     seen: list[str] = []
-    options = tp.CheckpointOptions(enable_async=True, async_writer="process", experimental_write_callbacks=[seen.append])
+    options = tp.CheckpointOptions(
+        enable_async=True, async_writer="process", experimental_write_callbacks=[seen.append]
+    )
     step = tp.Variable(np.int64(0))
     ckpt = tp.Checkpoint(step=step)
     manager = tp.CheckpointManager(ckpt, str(tmp_path), max_to_keep=2)
