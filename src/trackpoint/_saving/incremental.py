@@ -43,7 +43,7 @@ from trackpoint._storage import naming
 from trackpoint._storage.atomic import remove_quietly
 from trackpoint._storage.storage import storage_for
 
-__all__ = ["OWN_FILE_BYTES", "Previous", "write_incremental"]
+__all__ = ["OWN_FILE_BYTES", "Previous", "digest", "new_groups", "write_incremental"]
 
 #: A tensor at least this large gets a data file of its own, so that it is linked or written alone.
 OWN_FILE_BYTES = 4 << 20
@@ -128,12 +128,12 @@ def _linkable(previous: Previous | None, digests: dict[str, bytes | None]) -> li
     ]
 
 
-def _groups(
-    rest: Sequence[tuple[str, Any]], previous: Previous | None, digests: dict[str, bytes | None]
+def new_groups(
+    rest: Sequence[tuple[str, Any]], before: dict[str, bytes], digests: dict[str, bytes | None]
 ) -> list[list[tuple[str, Any]]]:
-    """The new files' tensors: large ones alone; small changed ones; small unchanged ones."""
+    """The new files' tensors: large ones alone; small changed ones; small unchanged ones
+    (``before``: the previous save's hashes)."""
     alone, changed, kept = [], [], []
-    before = previous.digests if previous is not None else {}
     for key, value in rest:
         if isinstance(value, np.ndarray) and value.nbytes >= OWN_FILE_BYTES:
             alone.append([(key, value)])
@@ -156,7 +156,8 @@ def write_incremental(
     digests = {key: digest(value) for key, value in tensors}
     linked = _linkable(previous, digests)
     taken = {k for f in linked for k in f.keys}
-    groups = _groups([(k, v) for k, v in tensors if k not in taken], previous, digests)
+    before = previous.digests if previous is not None else {}
+    groups = new_groups([(k, v) for k, v in tensors if k not in taken], before, digests)
     total = len(linked) + len(groups)
     storage_for(prefix).prepare(prefix)
     shards: list[_LinkedShard] = []
