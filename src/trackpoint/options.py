@@ -98,8 +98,9 @@ class CheckpointOptions:
             is hard-linked from it (copied where links are not supported); large tensors get
             files of their own and the tensors that stopped changing share one. Every
             checkpoint stays a complete bundle that TF reads, and deleting an older one never
-            touches a newer. For one process, at a local path (a URL is written whole); not
-            with ``experimental_sharding_callback``.
+            touches a newer. On S3 such a data object is copied by the server, not uploaded;
+            other stores get the whole bundle. For one process; not with
+            ``experimental_sharding_callback``.
 
     Every attribute is checked when it is assigned, after construction too, so a bad value
     raises where it is set rather than in a later save.

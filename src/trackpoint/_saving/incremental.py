@@ -16,6 +16,9 @@ and deleting an older checkpoint (``max_to_keep``) removes only its names. A has
 trusted alone: a previous file is linked only while its inode, size and modification time are
 those it had when it was written (else its tensors are written again), and a tensor whose hash
 cannot be taken (strings, slices) is always written.
+
+At a URL the same hashes and groups decide which data objects the store copies on the server
+(:mod:`.incremental_objects`).
 """
 
 from __future__ import annotations
