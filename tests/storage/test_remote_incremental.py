@@ -168,9 +168,34 @@ def test_a_copy_never_overwrites_an_object_another_writer_put_at_its_name(bucket
     s3.invalidate_cache()
     assert s3.cat_file(raced[0].lstrip("/")) == theirs
     assert _objects(s3, f"{bucket}/run/ckpt-2") == [raced[0].rsplit("/", 1)[1]]  # the other copies withdrawn
+    assert s3.list_multipart_uploads(bucket.removeprefix("s3://")) == []
     assert tp.latest_checkpoint(f"{bucket}/run") == f"{bucket}/run/ckpt-1"
     variables["step"].assign(np.int64(7))
     _assert_holds(ckpt.save(f"{bucket}/run/ckpt", options=INCREMENTAL), variables)  # ckpt-3, whole
+
+
+def test_a_copy_that_fails_withdraws_the_others_and_commits_nothing(bucket, s3, proxy) -> None:
+    variables = _model()
+    ckpt = tp.Checkpoint(**variables)
+    ckpt.save(f"{bucket}/run/ckpt", options=INCREMENTAL)
+    refused: list[str] = []
+
+    def fault(method: str, path: str, query: str) -> int | None:
+        if method == "PUT" and "partNumber=" in query and "/ckpt-2.data-00001-" in path:
+            refused.append(path)
+            return 403
+        return None
+
+    proxy.fault = fault
+    try:
+        with pytest.raises(tp.errors.WriteError):
+            ckpt.save(f"{bucket}/run/ckpt", options=INCREMENTAL)
+    finally:
+        proxy.fault = None
+    assert refused
+    assert _objects(s3, f"{bucket}/run/ckpt-2") == []  # the copies made were deleted again
+    assert s3.list_multipart_uploads(bucket.removeprefix("s3://")) == []  # and their uploads aborted
+    assert tp.latest_checkpoint(f"{bucket}/run") == f"{bucket}/run/ckpt-1"
 
 
 def test_an_object_uploaded_in_parts_is_copied_in_the_same_parts(bucket, s3, proxy) -> None:
@@ -190,6 +215,33 @@ def test_an_object_uploaded_in_parts_is_copied_in_the_same_parts(bucket, s3, pro
         assert _sent(proxy)[_path(url)] < 1024
         assert s3.info(url.removeprefix("s3://"))["ETag"] == source
     _assert_holds(later, {"big": big, "step": step})
+
+
+def test_an_asynchronous_incremental_save_copies_too(bucket, proxy) -> None:
+    variables = _model()
+    ckpt = tp.Checkpoint(**variables)
+    options = tp.CheckpointOptions(incremental=True, enable_async=True)
+    ckpt.save(f"{bucket}/run/ckpt", options=options)
+    variables["step"].assign(np.int64(1))
+    ckpt.sync()
+    proxy.sent.clear()
+    second = ckpt.save(f"{bucket}/run/ckpt", options=options)
+    ckpt.sync()
+    sent = _sent(proxy)
+    _assert_holds(second, variables)
+    assert all(sent[_path(_object_of(second, f"layer{i}"))] < 1024 for i in range(4)), sent
+
+
+def test_a_save_to_another_bucket_uploads_what_it_would_copy(bucket, s3, proxy) -> None:
+    variables = _model()
+    ckpt = tp.Checkpoint(**variables)
+    ckpt.save(f"{bucket}/run/ckpt", options=INCREMENTAL)
+    other = f"{bucket}-b"
+    s3.mkdir(other.removeprefix("s3://"))
+    proxy.sent.clear()
+    second = ckpt.save(f"{other}/run/ckpt", options=INCREMENTAL)
+    _assert_holds(second, variables)
+    assert sum(_sent(proxy).values()) >= 4 * BIG  # copied only within a bucket
 
 
 def test_a_store_that_cannot_copy_writes_every_incremental_save_whole() -> None:

@@ -81,7 +81,8 @@ def plan(size: int, version: str) -> tuple[list[tuple[int, int]], str] | None:
 
 def copy(source: str, version: str, size: int, target: str, what: str) -> str | None:
     """Copy the object at ``source`` to ``target`` on the server (see the module docstring) if
-    ``source`` is still ``version`` (``size`` bytes) and nothing is at ``target``.
+    ``source`` is still ``version`` (``size`` bytes) and nothing is at ``target``; both in one
+    bucket, reached with the same options.
 
     Returns:
         The copy's version; None when no copy was made that holds those bytes (the source is
@@ -93,7 +94,9 @@ def copy(source: str, version: str, size: int, target: str, what: str) -> str | 
     fs, path = filesystem(target)
     src_fs, src_path = filesystem(source)
     into, source_at, planned = providers.s3_location(fs, path), providers.s3_location(src_fs, src_path), None
-    if into is not None and source_at is not None:
+    # Within one bucket reached with one set of options only: a copy from elsewhere would be
+    # made with the target's credentials, which need not reach the source.
+    if into is not None and source_at is not None and src_fs is fs and into[0] == source_at[0]:
         planned = plan(size, version)
     if planned is None or into is None or source_at is None:
         return None
