@@ -198,6 +198,7 @@ def test_a_copy_that_fails_withdraws_the_others_and_commits_nothing(bucket, s3, 
     assert tp.latest_checkpoint(f"{bucket}/run") == f"{bucket}/run/ckpt-1"
 
 
+@pytest.mark.slow  # 101 MiB through moto, three times
 def test_an_object_uploaded_in_parts_is_copied_in_the_same_parts(bucket, s3, proxy) -> None:
     # s3fs uploads 100 MiB and more in 50 MiB parts; the copy cuts the same parts, so its ETag is
     # the source's, and the copy after it again.
