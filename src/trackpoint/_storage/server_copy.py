@@ -93,12 +93,13 @@ def copy(source: str, version: str, size: int, target: str, what: str) -> str | 
     """
     fs, path = filesystem(target)
     src_fs, src_path = filesystem(source)
-    into, source_at, planned = providers.s3_location(fs, path), providers.s3_location(src_fs, src_path), None
+    into, source_at = providers.s3_location(fs, path), providers.s3_location(src_fs, src_path)
     # Within one bucket reached with one set of options only: a copy from elsewhere would be
     # made with the target's credentials, which need not reach the source.
-    if into is not None and source_at is not None and src_fs is fs and into[0] == source_at[0]:
-        planned = plan(size, version)
-    if planned is None or into is None or source_at is None:
+    if into is None or source_at is None or src_fs is not fs or into[0] != source_at[0]:
+        return None
+    planned = plan(size, version)
+    if planned is None:
         return None
     spans, expected = planned
     bucket, key = into
@@ -117,7 +118,7 @@ def copy(source: str, version: str, size: int, target: str, what: str) -> str | 
                 **where,
                 PartNumber=number,
                 CopySource={"Bucket": source_at[0], "Key": source_at[1]},
-                CopySourceIfMatch=version,
+                CopySourceIfMatch=f'"{_etag(version)}"',  # an entity tag is quoted (RFC 7232)
                 **ranged,
             )
             parts.append({"PartNumber": number, "ETag": answer["CopyPartResult"]["ETag"]})
