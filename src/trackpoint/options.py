@@ -109,8 +109,9 @@ class CheckpointOptions:
             is hard-linked from it (copied where links are not supported); large tensors get
             files of their own and the tensors that stopped changing share one. Every
             checkpoint stays a complete bundle that TF reads, and deleting an older one never
-            touches a newer. For one process, at a local path (a URL is written whole); not
-            with ``experimental_sharding_callback``.
+            touches a newer. On S3 such a data object is copied by the server, not uploaded;
+            other stores get the whole bundle. For one process; not with
+            ``experimental_sharding_callback``.
         async_writer: Not in TF. Who writes an ``enable_async`` save: None or ``"thread"``, a
             thread of this process; ``"process"``, a child process shared by this process's
             checkpoints (Linux), which copies the state into shared memory and writes it

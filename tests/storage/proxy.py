@@ -14,7 +14,8 @@
 
 ``requests`` logs every request's method, path and query; ``gets`` every GET's path and
 ``Range`` header (None for a whole object); ``max_in_flight`` is the most requests it has
-had under way at once.
+had under way at once; ``sent`` counts the bytes of the request bodies it was given (what a
+client uploaded), by method and path.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Proxy:
         self.precondition: Callable[[str, str, str, bytes], int | None] | None = None
         self.requests: list[tuple[str, str, str]] = []
         self.gets: list[tuple[str, str | None]] = []  # each GET's path and Range header
+        self.sent: list[tuple[str, str, int]] = []  # each request's method, path and body length
         self.in_flight = 0
         self.max_in_flight = 0
         self._write_lock = threading.Lock()
@@ -109,6 +111,8 @@ class Proxy:
                 self.gets.append((path, handler.headers.get("Range")))
         length = int(handler.headers.get("Content-Length") or 0)
         body = handler.rfile.read(length) if length else b""
+        with self._log_lock:
+            self.sent.append((method, path, len(body)))
         action = self.fault(method, path, query) if self.fault is not None else None
         if action == "drop":
             handler.close_connection = True

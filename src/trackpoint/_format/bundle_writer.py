@@ -28,7 +28,7 @@ from trackpoint._storage.storage import storage_for
 from trackpoint._storage.writeback import WRITEBACK_BYTES, start_writeback
 from trackpoint.errors import InvalidArgumentError
 
-__all__ = ["BundleWriter", "ShardWriter", "dtype_of", "encode_entry"]
+__all__ = ["BundleWriter", "ShardWriter", "dtype_of", "encode_entry", "encode_entry_after"]
 
 # numpy dtype -> DType for the numeric dtypes stored as they are (native byte order).
 _NUMPY_DTYPES = {d.numpy: d for d in DTYPES.values() if not d.is_string}
@@ -61,7 +61,12 @@ def encode_entry(dtype: int, shape: Sequence[int], shard_id: int, offset: int, s
     For the tensors a save writes one by one outside :meth:`ShardWriter.add_many`'s columns
     (strings, slices); the tests check it against protobuf's encoding.
     """
-    out = [entry_head(dtype, shape)]
+    return encode_entry_after(entry_head(dtype, shape), shard_id, offset, size, crc)
+
+
+def encode_entry_after(head: bytes, shard_id: int, offset: int, size: int, crc: int) -> bytes:
+    """:func:`encode_entry` of a tensor whose dtype and shape fields are ``head`` (:func:`entry_head`)."""
+    out = [head]
     if shard_id:
         out += [_SHARD_ID, varint.encode(shard_id)]
     if offset:

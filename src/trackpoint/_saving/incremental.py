@@ -16,6 +16,9 @@ and deleting an older checkpoint (``max_to_keep``) removes only its names. A has
 trusted alone: a previous file is linked only while its inode, size and modification time are
 those it had when it was written (else its tensors are written again), and a tensor whose hash
 cannot be taken (strings, slices) is always written.
+
+At a URL the same hashes and groups decide which data objects the store copies on the server
+(:mod:`.incremental_objects`).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from trackpoint._storage import naming
 from trackpoint._storage.atomic import remove_quietly
 from trackpoint._storage.storage import storage_for
 
-__all__ = ["OWN_FILE_BYTES", "Previous", "write_incremental"]
+__all__ = ["OWN_FILE_BYTES", "Previous", "digest", "new_groups", "write_incremental"]
 
 #: A tensor at least this large gets a data file of its own, so that it is linked or written alone.
 OWN_FILE_BYTES = 4 << 20
@@ -128,12 +131,12 @@ def _linkable(previous: Previous | None, digests: dict[str, bytes | None]) -> li
     ]
 
 
-def _groups(
-    rest: Sequence[tuple[str, Any]], previous: Previous | None, digests: dict[str, bytes | None]
+def new_groups(
+    rest: Sequence[tuple[str, Any]], before: dict[str, bytes], digests: dict[str, bytes | None]
 ) -> list[list[tuple[str, Any]]]:
-    """The new files' tensors: large ones alone; small changed ones; small unchanged ones."""
+    """The new files' tensors: large ones alone; small changed ones; small unchanged ones
+    (``before``: the previous save's hashes)."""
     alone, changed, kept = [], [], []
-    before = previous.digests if previous is not None else {}
     for key, value in rest:
         if isinstance(value, np.ndarray) and value.nbytes >= OWN_FILE_BYTES:
             alone.append([(key, value)])
@@ -156,7 +159,8 @@ def write_incremental(
     digests = {key: digest(value) for key, value in tensors}
     linked = _linkable(previous, digests)
     taken = {k for f in linked for k in f.keys}
-    groups = _groups([(k, v) for k, v in tensors if k not in taken], previous, digests)
+    before = previous.digests if previous is not None else {}
+    groups = new_groups([(k, v) for k, v in tensors if k not in taken], before, digests)
     total = len(linked) + len(groups)
     storage_for(prefix).prepare(prefix)
     shards: list[_LinkedShard] = []

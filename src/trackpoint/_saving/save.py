@@ -56,6 +56,7 @@ from trackpoint._saving import writer_process
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.committer import Commit, Committer, Tensors, committer_for
 from trackpoint._saving.incremental import Previous
+from trackpoint._saving.incremental_objects import PreviousObjects
 from trackpoint._saving.sharding_policies import ShardingCallback
 from trackpoint._saving.write import write_bundle, write_incremental_bundle
 from trackpoint._storage import is_url
@@ -186,7 +187,7 @@ class SaveState:
     def __init__(self) -> None:
         self.layout: SaveLayout | None = None
         self._writer: AsyncWriter | None = None
-        self.previous: Previous | None = None  # the last incremental save's files and hashes
+        self.previous: Previous | PreviousObjects | None = None  # the last incremental save's files and hashes
 
     def settle(self) -> None:
         """Wait until the background write finishes; re-raise its failure (once)."""

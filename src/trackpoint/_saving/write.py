@@ -20,6 +20,7 @@ from trackpoint._format.index_write import merge_shards, write_index
 from trackpoint._format.threads import parallel_map
 from trackpoint._graph import kept_values
 from trackpoint._saving.incremental import Previous, write_incremental
+from trackpoint._saving.incremental_objects import PreviousObjects, write_incremental_objects
 from trackpoint._saving.sharding_policies import (
     LOCAL_DEVICE,
     Shard,
@@ -28,7 +29,7 @@ from trackpoint._saving.sharding_policies import (
     ShardingCallback,
     validate_shards,
 )
-from trackpoint._storage import naming
+from trackpoint._storage import naming, server_copy
 from trackpoint._storage.storage import storage_for
 from trackpoint.errors import CheckpointError, WriteError
 
@@ -112,15 +113,19 @@ def write_bundle(
 
 
 def write_incremental_bundle(
-    prefix: str, tensors: Sequence[tuple[str, Any]], previous: Previous | None
-) -> Previous | None:
+    prefix: str, tensors: Sequence[tuple[str, Any]], previous: Previous | PreviousObjects | None
+) -> Previous | PreviousObjects | None:
     """Write ``tensors`` under ``prefix`` as an incremental save after ``previous`` (see
-    :mod:`.incremental`); return the record for the next one (None at a URL, which this writes whole)."""
+    :mod:`.incremental`, and :mod:`.incremental_objects` at a URL); return the record for the
+    next one (None in a store that cannot copy objects, where this writes the bundle whole)."""
     with _write_errors(prefix):
-        if storage_for(prefix).local_copies:
-            _write(prefix, tensors, None, None)
-            return None
-        return write_incremental(prefix, tensors, previous, _ALONE)
+        if not storage_for(prefix).local_copies:
+            return write_incremental(prefix, tensors, previous if isinstance(previous, Previous) else None, _ALONE)
+        if server_copy.can_copy(prefix):
+            before = previous if isinstance(previous, PreviousObjects) else None
+            return write_incremental_objects(prefix, tensors, before, _ALONE)
+        _write(prefix, tensors, None, None)
+        return None
 
 
 @contextlib.contextmanager

@@ -47,6 +47,8 @@ __all__ = [
     "read_ranges",
     "s3_get",
     "s3_location",
+    "s3_part_size",
+    "s3_request",
     "version",
     "whole_get",
 ]
@@ -164,16 +166,21 @@ def put_if(fs: Any, path: str, data: bytes, keywords: dict[str, Any]) -> None:
 # -- S3 ----------------------------------------------------------------------------------------
 
 
+def s3_part_size(size: int) -> int:
+    """The size of the parts s3fs cuts an upload of ``size`` bytes into (when it uses parts)."""
+    try:
+        from s3fs.core import calculate_chunksize
+
+        return int(calculate_chunksize(size))
+    except (ImportError, TypeError):
+        return 50 << 20
+
+
 def _s3_etags(local: str, size: int) -> set[str]:
     """The ETags S3 gives ``local`` uploaded in one part, or in the parts s3fs cuts it into."""
     whole = hashlib.md5(usedforsecurity=False)
     parts: list[bytes] = []
-    try:
-        from s3fs.core import calculate_chunksize
-
-        part = int(calculate_chunksize(size))
-    except (ImportError, TypeError):
-        part = 50 << 20
+    part = s3_part_size(size)
     with open(local, "rb") as f:
         while chunk := f.read(part):
             whole.update(chunk)
@@ -193,6 +200,19 @@ def s3_location(fs: Any, path: str) -> tuple[str, str] | None:
         return None
     bucket, key, version_id = fs.split_path(path)
     return (bucket, key) if key and not version_id else None
+
+
+def s3_request(fs: Any, method: str, **params: Any) -> Any:
+    """One request of s3fs's client (``method`` of botocore's S3 client, such as
+    ``"upload_part_copy"``) by ``_call_s3``, under the user's retry policy; its answer as a dict.
+
+    Raises:
+        Whatever s3fs raises once that policy has given up (a lost condition as FileExistsError,
+        a missing object as FileNotFoundError).
+    """
+    from fsspec.asyn import sync
+
+    return sync(fs.loop, fs._call_s3, method, **params)
 
 
 def whole_get(fs: Any, path: str, limit: int) -> Callable[[], tuple[bytes | None, dict[str, Any]]] | None:
