@@ -294,3 +294,60 @@ def test_a_whole_download_of_another_version_is_refused(bucket, proxy, s3) -> No
     proxy.fault = None
     assert replaced
     assert float(restored.big.numpy()[0]) == 0.0  # all or nothing: no value taken
+
+
+def test_a_repeated_restore_asks_for_each_data_object_by_one_get_and_no_head(bucket, proxy, s3) -> None:
+    """The download begun ahead is the data object's first request: its answer gives the size
+    and ETag a HEAD would, so a repeated restore makes one GET of the index and one of the data."""
+    url = tp.Checkpoint(model=_model(4.0, small=range(50))).write(f"{bucket}/run/ckpt-1")
+    restored = _model(0.0, small=range(50))
+    ckpt = tp.Checkpoint(model=restored)
+    ckpt.read(url).assert_consumed()
+    restored.big.assign(np.zeros(4_000_000, np.float32))
+    proxy.requests.clear()
+    ckpt.read(url).assert_consumed()
+    assert float(restored.big.numpy()[-1]) == 4.0
+    assert _requests_for(proxy, ".data-00000-of-00001") == ["GET"]
+    assert _requests_for(proxy, ".index") == ["GET"]
+
+
+def test_a_read_takes_its_bytes_while_the_rest_still_downloads(bucket, proxy, s3) -> None:
+    """A whole download streams into the local copy: a read of the first bytes returns once they
+    have arrived, long before the last (the proxy sends 1 MiB every 0.2 s: 16 MiB in over 3 s)."""
+    import time
+
+    url = tp.Checkpoint(model=_model(2.0, small=range(20))).write(f"{bucket}/run/ckpt-1")
+    proxy.trickle = (1 << 20, 0.2)
+    proxy.requests.clear()
+    mirror = ranged.RangedObject.opened(f"{url}.data-00000-of-00001", "data shard", 64 << 20)
+    try:
+        start = time.monotonic()
+        mirror.ensure([(0, 4096)])
+        first = time.monotonic() - start
+        assert not mirror.whole and first < 2.0, first  # the big tensor's first bytes, ahead of the rest
+        assert np.all(np.frombuffer(os.pread(mirror.fd, 4096, 0), np.float32) == 2.0)
+        mirror.ensure(None)  # returns once the last byte is in
+        assert time.monotonic() - start > 2.5
+        assert np.all(np.frombuffer(os.pread(mirror.fd, 4096, 16_000_000 - 4096), np.float32) == 2.0)
+    finally:
+        mirror.close()
+        proxy.trickle = None
+    assert [m for m, p, _ in proxy.requests if p.endswith(".data-00000-of-00001")] == ["GET"]
+
+
+def test_a_restore_of_a_trickling_store_assigns_every_value(bucket, proxy, s3) -> None:
+    """A repeated restore whose download arrives slowly, piece by piece, reads each value as its
+    bytes arrive and restores them all, checksums verified."""
+    url = tp.Checkpoint(model=_model(8.0)).write(f"{bucket}/run/ckpt-1")
+    restored = _model(0.0)
+    ckpt = tp.Checkpoint(model=restored)
+    ckpt.read(url).assert_consumed()
+    restored.big.assign(np.zeros(4_000_000, np.float32))
+    restored.small["t1999"].assign(np.zeros(256, np.float32))
+    proxy.trickle = (256 << 10, 0.01)
+    try:
+        ckpt.read(url).assert_consumed()
+    finally:
+        proxy.trickle = None
+    assert float(restored.big.numpy()[0]) == 8.0 and float(restored.small["t1999"].numpy()[0]) == 8.0 + 1999
+    assert _data_gets(proxy, s3)[-1:] == [None]
