@@ -69,6 +69,7 @@ class _Stream:
 
     def __init__(self) -> None:
         self.covered = 0
+        self.waiting = 0  # the end of the bytes a read waits for: reads are woken only then
         self.done = False
         self.cancelled = False  # the copy was closed: the download stops at its next piece
         self.error: CheckpointError | None = None  # the store did not answer: reads raise it
@@ -160,7 +161,7 @@ class RangedObject:
                         raise stream.error
                     if missing[-1][1] <= stream.covered or not wait:
                         return
-                    self._await(stream)
+                    self._await(stream, missing[-1][1])
                     continue
                 pending = self._prefetch
                 if pending is None:
@@ -180,9 +181,12 @@ class RangedObject:
             # (the object graph's range took 4x as long beside the download, the download 3x).
             pending.wait()  # then look again: a failed prefetch leaves the ranges missing
 
-    def _await(self, stream: _Stream) -> None:
-        """Wait (under the lock) for ``stream`` to advance or end, at most :data:`STALL_SECONDS`."""
+    def _await(self, stream: _Stream, end: int) -> None:
+        """Wait (under the lock) for ``stream`` to bring the bytes up to ``end`` or to end, at
+        most :data:`STALL_SECONDS`."""
         before = stream.covered
+        # Woken once the bytes are in, not at every piece: each wake-up would take the GIL from the download.
+        stream.waiting = min(stream.waiting or end, end)
         self._arrived.wait(timeout=STALL_SECONDS)
         if stream.covered == before and not stream.done:
             raise DeadlineExceededError(
@@ -248,7 +252,9 @@ class RangedObject:
                 done += os.pwrite(fd, view[done:], offset + done)
             with self._arrived:
                 stream.covered = offset + len(data)
-                self._arrived.notify_all()
+                if stream.waiting and stream.covered >= stream.waiting:
+                    stream.waiting = 0
+                    self._arrived.notify_all()
 
         error: CheckpointError | None = None
         changed = False  # another version than the one first read: the reads raise it
