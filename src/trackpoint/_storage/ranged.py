@@ -258,6 +258,7 @@ class RangedObject:
 
         error: CheckpointError | None = None
         changed = False  # another version than the one first read: the reads raise it
+        whole = False  # every byte arrived: set last, so that nothing else can mark the copy whole
         try:
             fs, path = fsspec_io.filesystem(self.url)
             where = providers.s3_location(fs, path)
@@ -274,13 +275,14 @@ class RangedObject:
                 changed = True
                 raise self._changed()
             self.requests += 1
+            whole = True
         except CheckpointError as exc:
             error = exc
         finally:
             with self._arrived:
                 stream.done = True
                 if self._stream is stream:  # not closed meanwhile
-                    if error is None:
+                    if whole:
                         self._have = [(0, self.size)]
                         self._stream = None
                     elif changed or isinstance(error, UNANSWERED):
