@@ -103,10 +103,8 @@ def restore_checkpoint(
         raise
     try:
         return _carry_out(coordinator, record, raw, epoch, root, attached, then, assumed)
-    except _GraphChanged:
-        log.debug(
-            "%s: walking the object graph: it is not the one the previous restore's bindings were made from", prefix
-        )
+    except _GraphChanged as why:
+        log.debug("%s: walking the object graph: %s", prefix, why)
         reader.close()
         return restore_checkpoint(prefix, root, attached, skip_slot_variables, None, then, index)
 
@@ -134,7 +132,7 @@ def _varint(value: int) -> bytes:
 def _check_graph(reader: BundleReader, assumed: bytes, failure: BaseException | None = None) -> None:
     """Raise :class:`_GraphChanged` (from ``failure``) unless the checkpoint's object graph is ``assumed``."""
     if read_object_graph_bytes(reader) != assumed:
-        raise _GraphChanged from failure
+        raise _GraphChanged("it is not the one the previous restore's bindings were made from") from failure
 
 
 def _carry_out(
@@ -157,7 +155,8 @@ def _carry_out(
                         coordinator.coverage.decline("the walk this restore repeats did not bind every live object")
                 else:
                     if assumed:
-                        raise _GraphChanged  # an object died: the walk needs the checkpoint's own graph
+                        # The walk needs the checkpoint's own graph, not the one assumed.
+                        raise _GraphChanged("an object of the previous restore is gone")
                     recorder = Recorder()
                     coordinator.restore(_root_bindings(coordinator, root, attached), recorder)
                     record = recorder.finish(coordinator, raw, epoch)
