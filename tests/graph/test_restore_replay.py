@@ -475,3 +475,64 @@ def test_random_graphs_replay_like_a_walk(tmp_path_factory, reuse, spec: dict, k
             setattr(live, name, wrap(build_graph(child, [0], True)))
     expected = {path: v.numpy().tolist() for path, v in variables_of(source)}
     assert {path: v.numpy().tolist() for path, v in variables_of(live)} == expected
+
+
+def _pair(tmp_path, name: str, value: float) -> str:
+    """A checkpoint of a module with two float32[4] variables, ``name`` and ``y``."""
+    m = tp.Module()
+    setattr(m, name, tp.Variable(np.full(4, value, np.float32)))
+    m.y = tp.Variable(np.full(4, value + 1, np.float32))
+    return tp.Checkpoint(model=m).write(str(tmp_path / f"{name}-{value}"))
+
+
+def test_a_graph_of_the_last_ones_size_with_other_names_is_compared_before_any_value_is_taken(tmp_path, reuse) -> None:
+    """A repeat reads the values before the graph (which a writer puts after them) when the
+    graph's entry is the size of the last restore's. Here it is another graph of that size (x
+    renamed z): the repeat's reads fail, the graph is compared, and the restore walks instead,
+    as a walk would have from the start."""
+    first, other = _pair(tmp_path, "x", 1.0), _pair(tmp_path, "z", 5.0)
+    key = "_CHECKPOINTABLE_OBJECT_GRAPH"
+    with BundleReader(first) as a, BundleReader(other) as b:
+        assert a.entry(key).size == b.entry(key).size  # the case under test
+    live = tp.Module()
+    live.x = tp.Variable(np.zeros(4, np.float32))
+    live.y = tp.Variable(np.zeros(4, np.float32))
+    ckpt = tp.Checkpoint(model=live)
+    ckpt.read(first).assert_consumed()
+    reuse.clear()
+    status = ckpt.read(other)
+    assert reuse.walked("not the one the previous restore's bindings were made from")
+    assert float(live.x.numpy()[0]) == 1.0 and float(live.y.numpy()[0]) == 6.0
+    with pytest.raises(AssertionError, match=r"not bound to checkpointed values"):
+        status.assert_existing_objects_matched()
+    reuse.clear()
+    ckpt.read(other).expect_partial()  # the walk's record now: repeated
+    assert reuse.repeated() and float(live.y.numpy()[0]) == 6.0
+
+
+def test_a_graph_that_differs_only_in_order_is_compared_once_the_values_are_read(tmp_path, reuse) -> None:
+    """The same keys under another graph of the same size (the children added in the other
+    order): the repeat reads every value, compares the graph before any object takes one, finds
+    it changed, and walks."""
+
+    def saved(order: str, value: float) -> str:
+        m = tp.Module()
+        for offset, name in enumerate(order):
+            setattr(m, name, tp.Variable(np.full(4, value + offset, np.float32)))
+        return tp.Checkpoint(model=m).write(str(tmp_path / f"{order}-{value}"))
+
+    first, other = saved("xy", 1.0), saved("yx", 5.0)
+    from trackpoint._graph.object_graph import read_object_graph_bytes
+
+    with BundleReader(first) as a, BundleReader(other) as b:
+        assert len(read_object_graph_bytes(a) or b"") == len(read_object_graph_bytes(b) or b"")
+        assert read_object_graph_bytes(a) != read_object_graph_bytes(b)  # the case under test
+    live = tp.Module()
+    live.x = tp.Variable(np.zeros(4, np.float32))
+    live.y = tp.Variable(np.zeros(4, np.float32))
+    ckpt = tp.Checkpoint(model=live)
+    ckpt.read(first).assert_consumed()
+    reuse.clear()
+    ckpt.read(other).assert_consumed()
+    assert reuse.walked("not the one the previous restore's bindings were made from")
+    assert float(live.y.numpy()[0]) == 5.0 and float(live.x.numpy()[0]) == 6.0

@@ -12,6 +12,10 @@
   the connection open until the proxy closes (a store that accepts connections and never
   answers: only the client's read timeout ends the request).
 
+``trickle``: ``(piece, pause)`` sends the body of each whole-object GET whose path ends with
+``trickle_suffix`` ``piece`` bytes at a time, ``pause`` seconds apart (a slow link: the client
+sees the first bytes long before the last).
+
 ``requests`` logs every request's method, path and query; ``gets`` every GET's path and
 ``Range`` header (None for a whole object); ``max_in_flight`` is the most requests it has
 had under way at once; ``sent`` counts the bytes of the request bodies it was given (what a
@@ -61,6 +65,8 @@ class Proxy:
         # Called with a write's method, path, query and body while no other write is under way;
         # an HTTP status it returns is the answer instead (a store's precondition check).
         self.precondition: Callable[[str, str, str, bytes], int | None] | None = None
+        self.trickle: tuple[int, float] | None = None
+        self.trickle_suffix = ".data-00000-of-00001"
         self.requests: list[tuple[str, str, str]] = []
         self.gets: list[tuple[str, str | None]] = []  # each GET's path and Range header
         self.sent: list[tuple[str, str, int]] = []  # each request's method, path and body length
@@ -166,5 +172,15 @@ class Proxy:
         if method != "HEAD":
             handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
-        if method != "HEAD":
+        if method == "HEAD":
+            return
+        trickle = self.trickle
+        if trickle is None or not path.endswith(self.trickle_suffix) or handler.headers.get("Range"):
             handler.wfile.write(data)
+            return
+        piece, pause = trickle
+        for start in range(0, len(data), piece):
+            handler.wfile.write(data[start : start + piece])
+            handler.wfile.flush()
+            if self._closed.wait(timeout=pause):
+                break

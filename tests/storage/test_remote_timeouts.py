@@ -140,3 +140,21 @@ def test_a_restore_whose_data_reads_stall_times_out_as_one_s3fs_request_does(buc
     gets = [header for path, header in proxy.gets if ".data-" in path]
     assert gets and all(header is not None and header.startswith("bytes=") for header in gets), gets
     assert len(gets) <= asked, f"{len(gets)} GETs of the data object where s3fs alone asks {asked} times"
+
+
+def test_a_repeated_restore_whose_download_stalls_times_out_as_one_s3fs_request_does(bucket, stalled, proxy) -> None:
+    """The restore into the same objects again downloads the data object ahead, by a GET that
+    stalls: the restore gives up as one s3fs request does, with no second request after it."""
+    proxy.fault = None
+    prefix = tp.Checkpoint(model=_model(1.0)).write(f"{bucket}/run/ckpt-6")
+    ckpt = tp.Checkpoint(model=_model(0.0))
+    ckpt.read(prefix).assert_consumed()
+    data = f"{prefix}.data-00000-of-00001"
+    proxy.fault = lambda method, path, query: "stall" if method == "GET" and ".data-" in path else None
+    proxy.gets.clear()
+    baseline = _s3fs_alone(stalled, lambda fs: fs.cat_file(data[5:]))
+    asked = len(proxy.gets)
+    proxy.gets.clear()
+    _gives_up_in_time(data, baseline, lambda: ckpt.read(prefix))
+    gets = [header for path, header in proxy.gets if ".data-" in path]
+    assert gets and len(gets) <= asked, f"{len(gets)} GETs of the data object where s3fs alone asks {asked} times"

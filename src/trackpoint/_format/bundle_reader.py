@@ -186,7 +186,25 @@ class BundleReader:
         """Say that most stored bytes will be read soon (a restore): at a URL, data objects of
         at most ``tuning.prefetch_bytes`` in all start downloading whole while the caller works
         on the index and the object graph. Locally, nothing."""
-        self._files.prefetch(self.tuning.prefetch_bytes)
+        if not self._files.local_copies:
+            return
+        # The data object's size, as far as the index tells it without decoding every entry:
+        # the last entry's end (a writer lays values out in key order). A wrong guess costs
+        # only a HEAD, or a GET let go unread (see RangedObject.opened).
+        expected: dict[int, int] = {}
+        if self._rows:
+            row = len(self._table.keys) - 1
+            try:
+                last = parse_entry(decode_key(self._table.keys[row]), self._table.value(row), self.index_path)
+                expected[last.shard_id] = last.offset + last.size
+            except CheckpointError:
+                pass  # a damaged entry: the read that needs it says so
+        self._files.prefetch(self.tuning.prefetch_bytes, expected)
+
+    def file_state(self, shard_id: int, fd: int) -> tuple[int, int]:
+        """What changes when the contents of the data shard open as ``fd`` change (see
+        :meth:`ShardFiles.state`): an in-place read compares it between its two passes."""
+        return self._files.state(shard_id, fd)
 
     def expect(self, keys: Sequence[str], shard_ids: np.ndarray, offsets: np.ndarray, sizes: np.ndarray) -> None:
         """Say which stored bytes will be read (rows of ``keys``, checked already): at a URL

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -210,13 +209,13 @@ class InPlace:
         if reader is None:
             return
         if self._runs is not None:
-            self._runs.verify(lambda shard_id, fd: self._seen.setdefault(shard_id, _state(fd)))
+            self._runs.verify(lambda shard_id, fd: self._seen.setdefault(shard_id, reader.file_state(shard_id, fd)))
         if not self.entries:
             return
         entries = list(self.entries.values())
         fds = [reader.entry_fd(entry) for entry in entries]
         for entry, fd in zip(entries, fds):
-            self._seen[entry.shard_id] = _state(fd)
+            self._seen[entry.shard_id] = reader.file_state(entry.shard_id, fd)
         ended = [functools.partial(reader.ended_early, entry.shard_id, entry.key) for entry in entries]
         chunk_bytes = reader.tuning.chunk_bytes
 
@@ -269,7 +268,7 @@ class InPlace:
         except CheckpointError as exc:  # the file ended early: it was cut short since verify
             raise _changed(reader, exc.key or "", count) from exc
         for shard_id, (fd, key) in runs.files.items():
-            if _state(fd) != self._seen.get(shard_id):
+            if reader.file_state(shard_id, fd) != self._seen.get(shard_id):
                 raise _changed(reader, key, count)
 
     def _copy_large(self, reader: BundleReader, outs: dict[int, np.ndarray]) -> None:
@@ -300,7 +299,7 @@ class InPlace:
             for array in frozen:
                 array.flags.writeable = False
         for fd, entry in zip(fds, entries):
-            if _state(fd) != self._seen.get(entry.shard_id):
+            if reader.file_state(entry.shard_id, fd) != self._seen.get(entry.shard_id):
                 raise _changed(reader, entry.key, len(entries))
 
     def read_fresh(self, row: int) -> np.ndarray:
@@ -308,16 +307,6 @@ class InPlace:
         became shared between :meth:`claim` and :meth:`copy`."""
         entry = self.entries[row]
         return self._reader.read_checked(entry, entry.dtype)  # type: ignore[union-attr,arg-type,return-value]
-
-
-def _state(fd: int) -> tuple[int, int]:
-    """What changes when a file's contents are written: its size and modification time.
-
-    Not its change time, which a rename or an unlink (a manager deleting an old checkpoint
-    while it is read, whose descriptor still reads the same bytes) changes too.
-    """
-    stat = os.fstat(fd)
-    return stat.st_size, stat.st_mtime_ns
 
 
 def _changed(reader: BundleReader, key: str, count: int) -> DataLossError:

@@ -48,7 +48,7 @@ def expect(
         if len(rows):
             starts = offsets[rows]
             spans = list(zip(starts.tolist(), (starts + sizes[rows]).tolist()))
-            files.open(int(shard_id), keys[int(rows[0])], spans)
+            files.open(int(shard_id), keys[int(rows[0])], spans, wait=False)  # the reads wait for their bytes
 
 
 def expect_entries(files: ShardFiles, entries: Sequence[Entry]) -> None:

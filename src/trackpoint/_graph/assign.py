@@ -42,7 +42,12 @@ def _by_value(trackable: Trackable, wanted: Wanted) -> bool:
     return isinstance(wanted, str) or (type(trackable)._tp_takes_value and len(wanted) == 1)
 
 
-def assign(values: CheckpointValues, assignments: list[Assignment], refused: Refused) -> list[InPlaceWork]:
+def assign(
+    values: CheckpointValues,
+    assignments: list[Assignment],
+    refused: Refused,
+    before_take: Callable[[], None] | None = None,
+) -> list[InPlaceWork]:
     """Read the values of gathered nodes, check each against its object, then hand them out.
 
     No object takes a value before all are read and every value owner's value was checked
@@ -50,6 +55,9 @@ def assign(values: CheckpointValues, assignments: list[Assignment], refused: Ref
     therefore in memory together, beside the values they replace, as in TF (which reads them
     in one op). Tensor owners check theirs next, all before any takes one; then other objects
     check and take theirs (see the module docstring).
+
+    ``before_take`` is called once every value is read, before any object checks or takes
+    one: its exception leaves every object as it was.
 
     Returns:
         The values to read in place once this returns (see :func:`copy_in_place`), once for the
@@ -59,6 +67,8 @@ def assign(values: CheckpointValues, assignments: list[Assignment], refused: Ref
         InvalidArgumentError: An object refused its value (``refused`` names it); no object changed.
     """
     if not assignments:
+        if before_take is not None:
+            before_take()
         return []
     owners: list[ValueOwner] = []
     checked: list[Any] = []
@@ -75,6 +85,8 @@ def assign(values: CheckpointValues, assignments: list[Assignment], refused: Ref
     reading = _Reading(assignments)
     in_place = InPlace(reading.destinations, small=small)
     owned, others = reading.read(values, in_place, owners, checked, refused)
+    if before_take is not None:
+        before_take()
     taken = []
     for node_id, trackable, wanted, tensors in owned:
         try:

@@ -17,7 +17,7 @@ import contextlib
 import functools
 import logging
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -73,6 +73,8 @@ class RestoreCoordinator(RestoreQueries):
         """
         self.values = CheckpointValues(reader)
         self.prefix = reader.prefix
+        # Called once a plan's values are read, before any object takes one (see assign).
+        self.before_take: Callable[[], None] | None = None
         kept_values.register(self)
         self.graph = graph
         self._raw_graph = raw_graph
@@ -249,7 +251,7 @@ class RestoreCoordinator(RestoreQueries):
         with self.reading():
             try:
                 # Once assign has returned: nothing of its frame holds a destination any more.
-                for work in assign(self.values, plan.assignments, self._refused):
+                for work in assign(self.values, plan.assignments, self._refused, self.before_take):
                     copy_in_place(*work)
             except BaseException:
                 self._undo(plan)

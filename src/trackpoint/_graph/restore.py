@@ -9,6 +9,7 @@ bindings (:mod:`~trackpoint._graph.restore_record`) or walk the graph
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -17,15 +18,20 @@ from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.coordinator import RestoreCoordinator
 from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.name_based import NameBasedRestore
-from trackpoint._graph.object_graph import parse_graph, read_object_graph_bytes
+from trackpoint._graph.object_graph import OBJECT_GRAPH_KEY, parse_graph, read_object_graph_bytes
 from trackpoint._graph.restore_record import Recorder, RestoreRecord, log, replay
 from trackpoint._graph.slot_scan import slot_owners
 from trackpoint._tracking.base import Trackable
 from trackpoint._tracking.epoch import structure_epoch
+from trackpoint.errors import CheckpointError
 
 __all__ = ["restore_checkpoint"]
 
 _warned_by_name: set[str] = set()  # the prefixes restored by name so far
+
+
+class _GraphChanged(Exception):
+    """The object graph a repeat assumed (the last restore's) is not the checkpoint's."""
 
 
 def restore_checkpoint(
@@ -65,6 +71,7 @@ def restore_checkpoint(
         NotFoundError: A file of the checkpoint is missing.
     """
     reader = BundleReader(prefix, index=index)
+    assumed = False  # the graph taken for the last restore's, to be compared before any value is taken
     try:
         if previous is not None and 2 * len(previous.value_keys) >= reader.entry_count:
             # The last restore into these objects read most of its checkpoint: this one (most
@@ -72,7 +79,11 @@ def restore_checkpoint(
             # than once the graph is read and matched. Only then: the first restore, which
             # may be partial, fetches only what its walk asks for.
             reader.expect_most()
-        raw = read_object_graph_bytes(reader)
+            # A writer puts the graph after the values, so it arrives last: when its entry is
+            # the size of the last restore's, the repeat reads the values as they arrive, and
+            # the graph is compared once they are in, before any object takes one.
+            assumed = _same_size(reader, previous.graph) and previous.refusal(None, skip_slot_variables, root) is None
+        raw = previous.graph if assumed and previous is not None else read_object_graph_bytes(reader)
         if raw is None:  # a TF1 checkpoint
             return _restore_by_name(reader, root, attached, skip_slot_variables, then), None
         graph = parse_graph(raw, prefix, validate=False)  # the walk checks references as it follows them
@@ -85,9 +96,57 @@ def restore_checkpoint(
         epoch = structure_epoch()
         owners = record.slot_owners if record is not None else slot_owners(raw, len(graph.nodes))
         coordinator = RestoreCoordinator(reader, graph, skip_slot_variables, owners, raw)
+        if assumed:
+            coordinator.before_take = functools.partial(_check_graph, reader, raw)
     except BaseException:
         reader.close()
         raise
+    try:
+        return _carry_out(coordinator, record, raw, epoch, root, attached, then, assumed)
+    except _GraphChanged as why:
+        log.debug("%s: walking the object graph: %s", prefix, why)
+        reader.close()
+        return restore_checkpoint(prefix, root, attached, skip_slot_variables, None, then, index)
+
+
+def _same_size(reader: BundleReader, graph: bytes) -> bool:
+    """Whether the checkpoint's object graph entry holds a scalar string of ``graph``'s length
+    (stored as its length's varint, a 4-byte checksum, then the bytes)."""
+    try:
+        entry = reader.entry(OBJECT_GRAPH_KEY)
+    except CheckpointError:
+        return False
+    length = len(graph)
+    return entry.shape == () and entry.size == length + len(_varint(length)) + 4
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def _check_graph(reader: BundleReader, assumed: bytes, failure: BaseException | None = None) -> None:
+    """Raise :class:`_GraphChanged` (from ``failure``) unless the checkpoint's object graph is ``assumed``."""
+    if read_object_graph_bytes(reader) != assumed:
+        raise _GraphChanged("it is not the one the previous restore's bindings were made from") from failure
+
+
+def _carry_out(
+    coordinator: RestoreCoordinator,
+    record: RestoreRecord | None,
+    raw: bytes,
+    epoch: int,
+    root: Trackable,
+    attached: Mapping[str, Trackable],
+    then: Callable[[], object] | None,
+    assumed: bool,
+) -> tuple[RestoreCoordinator, RestoreRecord | None]:
+    """Repeat ``record`` (or walk) and assign, as :func:`restore_checkpoint` says; with
+    ``assumed``, a walk is never made from the graph assumed (:class:`_GraphChanged` instead)."""
     with coordinator.reading():  # the files close when this ends
         try:
             with gc_paused():
@@ -95,14 +154,21 @@ def restore_checkpoint(
                     if not record.covered:  # the structure that walk saw
                         coordinator.coverage.decline("the walk this restore repeats did not bind every live object")
                 else:
+                    if assumed:
+                        # The walk needs the checkpoint's own graph, not the one assumed.
+                        raise _GraphChanged("an object of the previous restore is gone")
                     recorder = Recorder()
                     coordinator.restore(_root_bindings(coordinator, root, attached), recorder)
                     record = recorder.finish(coordinator, raw, epoch)
                 coordinator.coverage.settle(epoch)
+            coordinator.before_take = None  # the graph is checked: later restores (restore-on-create) need not
             if then is not None:
                 then()
-        except BaseException:
+        except BaseException as exc:
             coordinator.silence()  # the exception says what went wrong; no second warning
+            if assumed and coordinator.before_take is not None and isinstance(exc, CheckpointError):
+                # A value missing or refused before the graph was compared: from another graph?
+                _check_graph(coordinator.values.reader, raw, exc)
             raise
     return coordinator, record
 

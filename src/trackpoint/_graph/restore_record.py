@@ -75,9 +75,9 @@ class RestoreRecord:
     unused_attributes: dict[int, tuple[str, ...]]
     covered: bool
 
-    def refusal(self, graph: bytes, skip_slot_variables: bool, root: Trackable) -> str | None:
+    def refusal(self, graph: bytes | None, skip_slot_variables: bool, root: Trackable) -> str | None:
         """Why this record does not hold, now, for a restore of the serialized ``graph`` into
-        ``root``; None when it does.
+        ``root``; None when it does (``graph`` None: all but the graph compared).
 
         The root is compared too: a copy of a checkpoint object (``copy.deepcopy``) carries
         its record along, whose references still point at the original's objects.
@@ -89,7 +89,7 @@ class RestoreRecord:
             return "the root is another object"
         if self.skip_slot_variables != skip_slot_variables:
             return "experimental_skip_slot_variables differs"
-        if self.graph != graph:
+        if graph is not None and self.graph != graph:
             return "the checkpoint has another object graph"
         return None
 

@@ -48,6 +48,7 @@ __all__ = [
     "read_versioned",
     "remove",
     "stat_object",
+    "stat_of",
 ]
 
 _READ_ATTEMPTS = 20
@@ -96,10 +97,11 @@ def stat_object(url: str, what: str = "object") -> os.stat_result:
         NotFoundError: No object is at ``url``.
         InvalidArgumentError: ``url`` names a directory (a common prefix), not an object.
     """
-    return _stat_of(_info(url, what)[2])
+    return stat_of(_info(url, what)[2])
 
 
-def _stat_of(info: dict[str, Any]) -> os.stat_result:
+def stat_of(info: dict[str, Any]) -> os.stat_result:
+    """:func:`stat_object` from what a HEAD or a GET's answer says of the object."""
     size = int(info.get("size") or 0)
     version = providers.version(info)
     tag = zlib.crc32(version.encode()) if version else 0
@@ -134,7 +136,7 @@ def read_object(url: str, what: str, limit: int) -> tuple[bytes, os.stat_result]
         DataLossError: A request failed.
     """
     got = _get_whole(url, what, limit)
-    info = _stat_of(got[1]) if got is not None else stat_object(url, what)
+    info = stat_of(got[1]) if got is not None else stat_object(url, what)
     if got is not None and got[0] is not None:
         return got[0], info
     if info.st_size > limit:
@@ -208,7 +210,7 @@ def download(
             os.unlink(name)
             got = _get_whole(url, what, info.st_size) if info.st_size else None
             if got is not None:
-                fetched = _stat_of(got[1])
+                fetched = stat_of(got[1])
                 if got[0] is None:  # grown since it was listed: another version
                     raise DataLossError(
                         f"{url}: the {what} changed while it was read ({fetched.st_size} bytes now, "

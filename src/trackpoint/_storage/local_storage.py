@@ -53,7 +53,9 @@ class LocalStorage:
     def list_names(self, directory: str) -> list[str]:
         return os.listdir(directory)
 
-    def open_data(self, path: str, what: str) -> tuple[int, os.stat_result, RangedObject | None]:
+    def open_data(
+        self, path: str, what: str, whole_within: int = -1
+    ) -> tuple[int, os.stat_result, RangedObject | None]:
         fd, stat = local_files.open_regular(path, what)
         return fd, stat, None
 

@@ -56,8 +56,10 @@ class ObjectStorage:
     def list_names(self, directory: str) -> list[str]:
         return [url.rsplit("/", 1)[1] for url, _ in fsspec_io.list_objects(directory.rstrip("/"))]
 
-    def open_data(self, path: str, what: str) -> tuple[int, os.stat_result, RangedObject | None]:
-        mirror = RangedObject(path, what)
+    def open_data(
+        self, path: str, what: str, whole_within: int = -1
+    ) -> tuple[int, os.stat_result, RangedObject | None]:
+        mirror = RangedObject.opened(path, what, whole_within)
         return -1, mirror.stat, mirror
 
     def temp_path(self, final: str) -> str:

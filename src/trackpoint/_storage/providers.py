@@ -267,6 +267,56 @@ async def s3_get(
         await asyncio.sleep(min(1.7**attempt * 0.1, 15))  # s3fs's own pause between attempts
 
 
+async def s3_open(fs: Any, bucket: str, key: str, **params: Any) -> tuple[Any, dict[str, Any]]:
+    """One GET of ``bucket``/``key`` whose body is left to read (see :func:`s3_drain`), and what
+    its answer says of the object, as :func:`s3_get` gives it.
+
+    Raises:
+        Whatever s3fs raises once the user's retry policy has given up.
+    """
+    response = await fs._call_s3("get_object", Bucket=bucket, Key=key, **params)
+    info = {
+        "type": "file",
+        "size": int(response.get("ContentLength") or 0),
+        "ETag": response.get("ETag"),
+        "LastModified": response.get("LastModified"),
+    }
+    return response["Body"], info
+
+
+async def s3_drain(
+    fs: Any, bucket: str, key: str, body: Any, etag: str, write: Callable[[int, bytes], None], piece: int = 1 << 20
+) -> int:
+    """Read the body of an :func:`s3_open` of the whole object to its end, handing each piece to
+    ``write(offset, data)`` as it arrives; return how many bytes came.
+
+    A read of the body that fails as s3fs retries (a connection cut) is resumed where it
+    stopped, by a GET of the rest on condition that the object still has ``etag`` (S3 answers
+    412 otherwise: the bytes of two versions are never joined), as often as s3fs's ``retries``.
+    ``write`` may raise to stop the download.
+
+    Raises:
+        Whatever s3fs raises once the user's retry policy has given up.
+    """
+    from s3fs.core import S3_RETRYABLE_ERRORS
+
+    done = attempt = 0
+    while True:
+        try:
+            while data := await body.read(piece):
+                write(done, data)
+                done += len(data)
+            return done
+        except S3_RETRYABLE_ERRORS:
+            attempt += 1
+            if attempt >= fs.retries:
+                raise
+        finally:
+            body.close()
+        await asyncio.sleep(min(1.7**attempt * 0.1, 15))  # s3fs's own pause between attempts
+        body, _ = await s3_open(fs, bucket, key, Range=f"bytes={done}-", IfMatch=etag)
+
+
 async def _ranges(fs: Any, bucket: str, key: str, spans: Sequence[tuple[int, int]], in_flight: int) -> list[bytes]:
     """The bytes of each ``[start, end)`` of ``spans``, at most ``in_flight`` GETs under way.
 

@@ -12,9 +12,15 @@ fetched into it before it reads them: a reader never reads a range that was not 
 - When what is missing of a request covers most of the object (:data:`WHOLE_FRACTION`), the
   object is downloaded whole instead, by the backend's own streamed download (one GET on
   s3fs; servers such as moto read the whole object for every ranged GET).
-- A reader that will want most of the object says so early (:meth:`RangedObject.prefetch`):
-  the whole download runs on a helper thread while the reader works on other things, and
-  every fetch waits for it.
+- A reader that will want most of the object says so early (:meth:`RangedObject.prefetch`,
+  or :meth:`RangedObject.opened` with ``whole_within``): the whole download runs on a helper
+  thread while the reader works on other things. On S3 it is streamed into the copy itself,
+  and a fetch waits only until the bytes it wants have arrived (the download publishes how
+  far it has come), so values are read and assigned while the rest still downloads; a
+  download opened by :meth:`RangedObject.opened` is the object's first request (its answer
+  gives the size and ETag: no HEAD). Elsewhere every fetch waits for the whole download.
+- Every wait for a download is bounded: by the client's own timeouts, which end a download
+  that stops answering, and by :data:`STALL_SECONDS` without a byte whatever the client does.
 - The object's version (ETag, generation) is read before the first fetch. It is not read
   again after each: every byte is checked against the index's checksums, so bytes of
   another version fail them, and the reader then asks :meth:`RangedObject.changed` to tell
@@ -34,12 +40,17 @@ import os
 import tempfile
 import threading
 from collections.abc import Iterable
+from typing import Any
 
 from trackpoint._storage import fsspec_io, providers
+from trackpoint._storage.spans import Span
+from trackpoint._storage.spans import blocks as _blocks
+from trackpoint._storage.spans import merge as _merge
+from trackpoint._storage.spans import subtract as _subtract
 from trackpoint._storage.store_errors import UNANSWERED, call
-from trackpoint.errors import CheckpointError, DataLossError, PermissionDeniedError
+from trackpoint.errors import CheckpointError, DataLossError, DeadlineExceededError, PermissionDeniedError
 
-__all__ = ["GROUP_BYTES", "IN_FLIGHT", "MAX_BLOCK", "MAX_GAP", "WHOLE_FRACTION", "RangedObject"]
+__all__ = ["GROUP_BYTES", "IN_FLIGHT", "MAX_BLOCK", "MAX_GAP", "STALL_SECONDS", "WHOLE_FRACTION", "RangedObject"]
 
 _log = logging.getLogger("trackpoint")
 
@@ -48,71 +59,91 @@ MAX_BLOCK = 16 << 20
 IN_FLIGHT = 8
 GROUP_BYTES = 64 << 20
 WHOLE_FRACTION = 0.5
-
-Span = tuple[int, int]  # [start, end) in the object
-
-
-def _merge(spans: Iterable[Span], gap: int) -> list[Span]:
-    """Sorted spans, overlapping or less than ``gap`` apart ones joined."""
-    merged: list[Span] = []
-    for start, end in sorted(s for s in spans if s[1] > s[0]):
-        if merged and start - merged[-1][1] <= gap:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
+#: A read waiting for a streamed download gives up once no byte has arrived for this long,
+#: even if the client's own timeouts (which end a silent download sooner) were set longer.
+STALL_SECONDS = 300.0
 
 
-def _subtract(spans: list[Span], have: list[Span]) -> list[Span]:
-    """The parts of sorted disjoint ``spans`` not in sorted disjoint ``have``."""
-    missing: list[Span] = []
-    i = 0
-    for start, end in spans:
-        while i < len(have) and have[i][1] <= start:
-            i += 1
-        j, cursor = i, start
-        while j < len(have) and have[j][0] < end:
-            if have[j][0] > cursor:
-                missing.append((cursor, have[j][0]))
-            cursor = max(cursor, have[j][1])
-            j += 1
-        if cursor < end:
-            missing.append((cursor, end))
-    return missing
+class _Stream:
+    """A whole download under way into the copy, on S3: bytes ``[0, covered)`` are in it."""
+
+    def __init__(self) -> None:
+        self.covered = 0
+        self.waiting = 0  # the end of the bytes a read waits for: reads are woken only then
+        self.done = False
+        self.cancelled = False  # the copy was closed: the download stops at its next piece
+        self.error: CheckpointError | None = None  # the store did not answer: reads raise it
 
 
-def _blocks(spans: list[Span], size: int) -> list[Span]:
-    """``spans`` cut into requests of at most :data:`MAX_BLOCK` bytes."""
-    return [(s, min(s + size, end)) for start, end in spans for s in range(start, end, size)]
+class _Closed(CheckpointError):
+    """Raised into a download whose copy was closed, to stop it."""
 
 
 class RangedObject:
     """The object at ``url`` (``what`` names it in messages), fetched into a local copy range by range.
 
     Thread-safe. :meth:`ensure` fetches; :attr:`fd` is the copy to ``pread`` once a range is
-    ensured; :meth:`close` frees it.
+    ensured; :meth:`close` frees it. ``stat``: the object's :func:`~.fsspec_io.stat_object`,
+    if the caller has it (else a HEAD asks).
 
     Raises (on construction):
         NotFoundError: No object is at ``url``.
     """
 
-    def __init__(self, url: str, what: str) -> None:
+    def __init__(self, url: str, what: str, stat: os.stat_result | None = None) -> None:
         self.url = url
         self.what = what
-        self.stat = fsspec_io.stat_object(url, what)
+        self.stat = stat if stat is not None else fsspec_io.stat_object(url, what)
         self.size = self.stat.st_size
         self.fd = -1
         self._stamp = 0
         self.requests = 0  # ranged GETs made (and whole downloads), for tests and benchmarks
         self._have: list[Span] = []
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)  # notified as a streamed download advances
         self._prefetch: threading.Event | None = None  # set when a download begun by prefetch() ends
+        self._stream: _Stream | None = None  # a download streamed into the copy (S3)
+        self._streamed = False  # at most one per object: a failed one is not begun again
 
-    def ensure(self, spans: Iterable[Span] | None) -> None:
+    @classmethod
+    def opened(cls, url: str, what: str, whole_within: int) -> RangedObject:
+        """The object at ``url``, downloading whole on a helper thread already if it holds at most
+        ``whole_within`` bytes (see :meth:`prefetch`).
+
+        On S3 the download's GET is the first request: its answer gives the size and ETag that
+        a HEAD would (its body is let go unread when larger). Elsewhere a HEAD comes first.
+
+        Raises:
+            NotFoundError: No object is at ``url``.
+        """
+        fs, path = fsspec_io.filesystem(url)
+        where = providers.s3_location(fs, path)
+        if where is None or whole_within < 0:
+            mirror = cls(url, what)
+            if mirror.size <= whole_within:
+                mirror.prefetch()
+            return mirror
+        from fsspec.asyn import sync
+
+        fs.invalidate_cache(path)  # see fsspec_io._info
+        body, info = call(url, what, functools.partial(sync, fs.loop, providers.s3_open, fs, *where))
+        mirror = cls(url, what, fsspec_io.stat_of(info))
+        if 0 < mirror.size <= whole_within and whole_within >= 0:
+            mirror._start_stream(body, info.get("ETag") or "")
+        else:
+            fs.loop.call_soon_threadsafe(body.close)  # the body is the loop's to close
+        return mirror
+
+    def ensure(self, spans: Iterable[Span] | None, wait: bool = True) -> None:
         """Fetch the ranges of ``spans`` not fetched yet (None: the whole object).
+
+        ``wait=False`` (a hint of what is read next): when the whole object is to be downloaded,
+        start streaming it and return; the reads wait for their bytes.
 
         Raises:
             DataLossError: A request failed, or the object changed since it was first read.
+            DeadlineExceededError: A download this waits for stopped answering (see
+                :data:`STALL_SECONDS`).
         """
         size = self.size
         wanted = [(0, size)] if spans is None else [(max(0, a), min(b, size)) for a, b in spans]
@@ -124,9 +155,20 @@ class RangedObject:
                     if self.fd < 0:
                         self._open_sparse()
                     return
+                stream = self._stream
+                if stream is not None:
+                    if stream.error is not None:
+                        raise stream.error
+                    if missing[-1][1] <= stream.covered or not wait:
+                        return
+                    self._await(stream, missing[-1][1])
+                    continue
                 pending = self._prefetch
                 if pending is None:
                     if sum(b - a for a, b in missing) >= WHOLE_FRACTION * size:
+                        if self._streamable():
+                            self._start_stream(None, "")
+                            continue
                         self._install(*self._download_whole())
                         return
                     if self.fd < 0:
@@ -139,23 +181,122 @@ class RangedObject:
             # (the object graph's range took 4x as long beside the download, the download 3x).
             pending.wait()  # then look again: a failed prefetch leaves the ranges missing
 
+    def _await(self, stream: _Stream, end: int) -> None:
+        """Wait (under the lock) for ``stream`` to bring the bytes up to ``end`` or to end, at
+        most :data:`STALL_SECONDS`."""
+        before = stream.covered
+        # Woken once the bytes are in, not at every piece: each wake-up would take the GIL from the download.
+        stream.waiting = min(stream.waiting or end, end)
+        self._arrived.wait(timeout=STALL_SECONDS)
+        if stream.covered == before and not stream.done:
+            raise DeadlineExceededError(
+                f"{self.url}: the download of the {self.what} brought no byte for {STALL_SECONDS:.0f} s; check the "
+                "endpoint and the network, or set a shorter read_timeout in the storage options to fail sooner",
+                path=self.url,
+            )
+
     @property
     def whole(self) -> bool:
         """Whether every byte of the object is in the local copy."""
         return self._have == [(0, self.size)]
 
+    @property
+    def coming_whole(self) -> bool:
+        """Whether every byte of the object is in the local copy, or a download of all of it is under way."""
+        stream = self._stream
+        return self.whole or (stream is not None and stream.error is None)
+
     def prefetch(self) -> None:
         """Start downloading the whole object on a helper thread, for a reader about to want most of it.
 
-        Meanwhile :meth:`ensure` waits for the download. A prefetch that fails is forgotten
-        (the next :meth:`ensure` fetches as if none had been made); one that ends after
-        :meth:`close` frees its copy.
+        Meanwhile :meth:`ensure` waits for the bytes it wants (on S3; elsewhere for the whole
+        download). A prefetch that fails is forgotten (the next :meth:`ensure` fetches what is
+        still missing as if none had been made), unless the store stopped answering, which the
+        reads then raise; one that ends after :meth:`close` frees its copy.
         """
         with self._lock:
-            if self._prefetch is not None or self.whole:
+            if self._prefetch is not None or self._stream is not None or self.whole:
+                return
+            if self._streamable():
+                self._start_stream(None, "")
                 return
             done = self._prefetch = threading.Event()
         threading.Thread(target=self._run_prefetch, args=(done,), name="trackpoint-prefetch", daemon=True).start()
+
+    def _streamable(self) -> bool:
+        if self._streamed:
+            return False
+        fs, path = fsspec_io.filesystem(self.url)
+        return self.size > 0 and providers.s3_location(fs, path) is not None
+
+    def _start_stream(self, body: Any, etag: str) -> None:
+        """Stream the object into the copy on a helper thread (the lock held, or the object not
+        shared yet); ``body``: that of a GET already answered (of ``etag``), else one is made."""
+        if self.fd < 0:
+            self._open_sparse()
+        stream = self._stream = _Stream()
+        self._streamed = True
+        fd = os.dup(self.fd)  # the download's own: a close() meanwhile frees no descriptor under it
+        threading.Thread(
+            target=self._run_stream, args=(stream, fd, body, etag), name="trackpoint-prefetch", daemon=True
+        ).start()
+
+    def _run_stream(self, stream: _Stream, fd: int, body: Any, etag: str) -> None:
+        from fsspec.asyn import sync
+
+        def write(offset: int, data: bytes) -> None:  # on the client's event loop
+            if stream.cancelled:
+                raise _Closed(f"{self.url}: the local copy was closed")
+            view, done = memoryview(data), 0
+            while done < len(view):
+                done += os.pwrite(fd, view[done:], offset + done)
+            with self._arrived:
+                stream.covered = offset + len(data)
+                if stream.waiting and stream.covered >= stream.waiting:
+                    stream.waiting = 0
+                    self._arrived.notify_all()
+
+        error: CheckpointError | None = None
+        changed = False  # another version than the one first read: the reads raise it
+        whole = False  # every byte arrived: set last, so that nothing else can mark the copy whole
+        try:
+            fs, path = fsspec_io.filesystem(self.url)
+            where = providers.s3_location(fs, path)
+            assert where is not None  # only streamed where it is S3
+            if body is None:  # a prefetch of an object whose version a HEAD named: the GET must be it
+                body, info = call(self.url, self.what, functools.partial(sync, fs.loop, providers.s3_open, fs, *where))
+                etag = info.get("ETag") or ""
+                if fsspec_io.identity(fsspec_io.stat_of(info)) != fsspec_io.identity(self.stat):
+                    fs.loop.call_soon_threadsafe(body.close)
+                    changed = True
+                    raise self._changed()
+            drain = functools.partial(sync, fs.loop, providers.s3_drain, fs, *where, body, etag, write)
+            if call(self.url, self.what, drain) != self.size:
+                changed = True
+                raise self._changed()
+            self.requests += 1
+            whole = True
+        except CheckpointError as exc:
+            error = exc
+        finally:
+            with self._arrived:
+                stream.done = True
+                if self._stream is stream:  # not closed meanwhile
+                    if whole:
+                        self._have = [(0, self.size)]
+                        self._stream = None
+                    elif changed or isinstance(error, UNANSWERED):
+                        stream.error = error  # the reads raise it: asking again would wait as long
+                    else:  # what arrived is of the version first read; the reads fetch the rest
+                        _log.debug(
+                            "%s: the download begun ahead failed; reads fetch what they need: %s", self.url, error
+                        )
+                        self._have = _merge([*self._have, (0, stream.covered)], 0)
+                        self._stream = None
+                    if self.fd >= 0:  # filling holes is no change of the object (see _fetch)
+                        os.utime(self.fd, ns=(self._stamp, self._stamp))
+                self._arrived.notify_all()
+            os.close(fd)
 
     def _run_prefetch(self, done: threading.Event) -> None:
         fd, fetched = -1, None
@@ -269,3 +410,7 @@ class RangedObject:
                 self.fd = -1
             self._have = []
             self._prefetch = None  # a download under way frees its copy when it ends
+            if self._stream is not None:
+                self._stream.cancelled = True
+                self._stream = None
+            self._arrived.notify_all()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from trackpoint._storage import files, naming
 from trackpoint._storage.storage import storage_for
+from trackpoint._storage.store_errors import UNANSWERED
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
@@ -68,12 +69,22 @@ class ShardFiles:
     def path(self, shard_id: int) -> str:
         return naming.data_filename(self.prefix, shard_id, self.num_shards)
 
-    def open(self, shard_id: int, key: str, spans: Sequence[tuple[int, int]] | None = None) -> tuple[int, int]:
+    def open(
+        self,
+        shard_id: int,
+        key: str,
+        spans: Sequence[tuple[int, int]] | None = None,
+        whole_within: int = -1,
+        wait: bool = True,
+    ) -> tuple[int, int]:
         """``(descriptor, size)`` of a shard, opened on first use; ``key`` names who needs it.
 
         ``spans`` are the byte ranges ``[start, end)`` the caller is about to read. A local file
         ignores them; at a URL only those are fetched into the local copy the descriptor reads
         (see :mod:`trackpoint._storage.ranged`): None fetches the whole object, ``()`` nothing.
+        ``whole_within``: at a URL, a shard opened now of at most this many bytes starts
+        downloading whole. ``wait=False``: the spans are a hint of what is read next; a
+        download of the whole object they start is not waited for (the reads wait for it).
 
         Raises:
             NotFoundError: The shard is missing.
@@ -85,25 +96,31 @@ class ShardFiles:
                 raise InvalidArgumentError(f"reader for {self.prefix} is closed")
             cached = self._fds.get(shard_id)
             if cached is None:
-                cached = self._open(shard_id, key)
+                cached = self._open(shard_id, key, whole_within)
             mirror = self._objects.get(shard_id)
         if mirror is None:
             return cached
-        mirror.ensure(spans)  # outside the lock: other shards are fetched meanwhile
+        mirror.ensure(spans, wait)  # outside the lock: other shards are fetched meanwhile
         return mirror.fd, cached[1]
 
-    def prefetch(self, limit: int) -> None:
+    def prefetch(self, limit: int, expected: dict[int, int]) -> None:
         """At a URL, start downloading the data objects whole, in order while together they hold
         at most ``limit`` bytes (see :meth:`RangedObject.prefetch`); locally, nothing.
 
-        A shard that cannot be opened is left for the read that needs it to report.
+        ``expected``: sizes the index suggests (shard id -> bytes). A shard expected to fit is
+        opened by the download's own GET, with no HEAD first (see :meth:`RangedObject.opened`).
+        A shard that cannot be opened is left for the read that needs it to report, unless the
+        store did not answer, which this raises.
         """
         if not self.local_copies:
             return
         total = 0
         for shard_id in range(self.num_shards):
+            guess = expected.get(shard_id, limit + 1)
             try:
-                total += self.open(shard_id, "", ())[1]
+                total += self.open(shard_id, "", (), whole_within=limit - total if guess <= limit - total else -1)[1]
+            except UNANSWERED:
+                raise
             except CheckpointError:
                 return
             with self._lock:
@@ -113,18 +130,19 @@ class ShardFiles:
             mirror.prefetch()
 
     def held_whole(self, shard_id: int) -> bool:
-        """Whether the shard is open and, at a URL, all of it is in the local copy already."""
+        """Whether the shard is open and, at a URL, all of it is in the local copy already or
+        downloading whole (the reads wait for their bytes)."""
         with self._lock:
             if shard_id not in self._fds:
                 return False
             mirror = self._objects.get(shard_id)
-        return mirror is None or mirror.whole
+        return mirror is None or mirror.coming_whole
 
-    def _open(self, shard_id: int, key: str) -> tuple[int, int]:
+    def _open(self, shard_id: int, key: str, whole_within: int = -1) -> tuple[int, int]:
         """Open a shard (under the lock): a local file, or the mirror of an object at a URL."""
         path = self.path(shard_id)
         try:
-            fd, stat, mirror = self._storage.open_data(path, "data shard")
+            fd, stat, mirror = self._storage.open_data(path, "data shard", whole_within)
         except NotFoundError as exc:
             if self._released or self.index_changed():
                 raise self.changed(NotFoundError, path, key, "this data shard was deleted") from exc
@@ -158,6 +176,17 @@ class ShardFiles:
         known = self._identities.get(shard_id)
         if (found != known) if known is not None else self.index_changed():
             raise self.changed(DataLossError, path, key, "this data file was replaced or modified")
+
+    def state(self, shard_id: int, fd: int) -> tuple[int, int]:
+        """What changes when the contents of the shard open as ``fd`` change: its size and
+        modification time; at a URL its size alone, since only this reader writes its local
+        copy, with bytes of one version (a download may still be filling it)."""
+        with self._lock:
+            mirror = self._objects.get(shard_id)
+        if mirror is not None and mirror.fd == fd:
+            return mirror.size, 0
+        stat = os.fstat(fd)
+        return stat.st_size, stat.st_mtime_ns
 
     def index_changed(self) -> bool:
         """Whether the index file at its path is no longer the one the reader parsed (or is gone)."""

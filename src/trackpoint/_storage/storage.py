@@ -77,9 +77,12 @@ class Storage(Protocol):
         """The names of the files (objects) directly in ``directory``."""
         ...
 
-    def open_data(self, path: str, what: str) -> tuple[int, os.stat_result, RangedObject | None]:
+    def open_data(
+        self, path: str, what: str, whole_within: int = -1
+    ) -> tuple[int, os.stat_result, RangedObject | None]:
         """A data shard to read: ``(fd, stat, None)``, or ``(-1, stat, copy)`` where ``copy``
-        fetches the ranges asked for into a local file whose descriptor it holds."""
+        fetches the ranges asked for into a local file whose descriptor it holds (and starts
+        downloading all of it when it holds at most ``whole_within`` bytes)."""
         ...
 
     # Writing: each file under temp_path, then publish puts them all in place, the index last.
