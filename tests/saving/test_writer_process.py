@@ -215,10 +215,39 @@ def test_a_save_still_pending_at_exit_is_finished_by_the_child(tmp_path) -> None
     assert restored.numpy()[-1] == 3_999_999.0
 
 
-def test_strided_and_transposed_arrays_are_staged_in_their_logical_order(tmp_path) -> None:
-    small = np.arange(600.0).reshape(20, 30)[:, ::3]  # packed with the small ones
-    large = np.arange(40_000.0).reshape(200, 200).T  # copied alone
-    writer_process.write_in_child(str(tmp_path / "c"), [("small", small), ("large", large), ("graph", b"x")])
-    with tp.load_checkpoint(str(tmp_path / "c")) as reader:
-        np.testing.assert_array_equal(reader.get_tensor("small"), small)
-        np.testing.assert_array_equal(reader.get_tensor("large"), large)
+def test_values_of_every_layout_are_written_as_the_thread_writes_them(tmp_path) -> None:
+    """Strided and transposed arrays (staged in logical order), big-endian ones, strings with NULs
+    and non-ASCII text, and empty arrays (sent in the message): the files are the thread's."""
+    from trackpoint._saving.write import write_bundle
+
+    tensors = [
+        ("small", np.arange(600.0).reshape(20, 30)[:, ::3]),  # packed with the small ones
+        ("large", np.arange(40_000.0).reshape(200, 200).T),  # copied alone
+        ("big_endian", np.arange(12, dtype=">i4").reshape(3, 4)),
+        ("strings", np.array([[b"a\x00b", "caf\u00e9"], [b"", "x"]], object)),
+        ("empty", np.zeros((0, 2), ">f4")),
+        ("graph", b"\x00bytes"),
+    ]
+    writer_process.write_in_child(str(tmp_path / "process" / "c"), tensors)
+    write_bundle(str(tmp_path / "thread" / "c"), tensors)
+    assert _files(str(tmp_path / "process")) == _files(str(tmp_path / "thread"))
+    with tp.load_checkpoint(str(tmp_path / "process" / "c")) as reader:
+        np.testing.assert_array_equal(reader.get_tensor("large"), tensors[1][1])
+        assert reader.get_tensor("strings").tolist() == [[b"a\x00b", "café".encode()], [b"", b"x"]]
+
+
+def test_other_object_arrays_are_written_by_the_thread(tmp_path) -> None:
+    assert not writer_process.stageable([("odd", np.array([1, None], object))])
+    assert writer_process.stageable([("text", np.array([b"a", "b"], object)), ("graph", b"")])
+
+
+def test_a_save_to_a_url_is_written_by_the_thread_that_holds_the_store() -> None:
+    """``memory://`` lives in this process: a child writing there would lose the checkpoint."""
+    pytest.importorskip("fsspec")
+    ckpt = tp.Checkpoint(v=tp.Variable(np.arange(5.0)))
+    prefix = f"memory://writer-process-{os.getpid()}/ckpt"
+    ckpt.write(prefix, PROCESS)
+    ckpt.sync()
+    restored = tp.Variable(np.zeros(5))
+    tp.Checkpoint(v=restored).read(prefix).assert_consumed()
+    np.testing.assert_array_equal(restored.numpy(), np.arange(5.0))

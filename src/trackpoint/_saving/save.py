@@ -59,7 +59,7 @@ from trackpoint._saving.incremental import Previous
 from trackpoint._saving.incremental_objects import PreviousObjects
 from trackpoint._saving.sharding_policies import ShardingCallback
 from trackpoint._saving.write import write_bundle, write_incremental_bundle
-from trackpoint._storage import is_url
+from trackpoint._storage.storage import storage_for
 from trackpoint._tracking.base import Trackable
 from trackpoint.errors import InvalidArgumentError, WriteError
 
@@ -157,7 +157,8 @@ class _ChildCommit:
 def _in_child(settings: SaveSettings, committer: Committer, prefix: str) -> bool:
     """Whether this save is written by the writer process (``async_writer="process"``)."""
     wanted = settings.in_process and settings.enable_async and writer_process.AVAILABLE
-    return wanted and committer is ALONE and settings.sharding is None and not is_url(prefix)
+    # An object store's saves upload local copies: the thread that made them uploads them.
+    return wanted and committer is ALONE and settings.sharding is None and not storage_for(prefix).local_copies
 
 
 class _Alone:
@@ -262,9 +263,7 @@ def save_checkpoint(
                 "share files, linked by the next save); drop experimental_sharding_callback or incremental=True"
             )
         commit: Commit = _IncrementalCommit(prefix, state)
-    elif (
-        settings.in_process and settings.enable_async and committer is ALONE and sharding is None and not is_url(prefix)
-    ):
+    elif _in_child(settings, committer, prefix):
         commit = _ChildCommit(prefix)
     else:
         commit = committer.plan(prefix, planned_tensors, state.settle)

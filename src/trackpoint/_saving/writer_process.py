@@ -32,18 +32,18 @@ import itertools
 import mmap
 import operator
 import os
-import pickle
 import queue
 import signal
-import struct
 import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
+from trackpoint._saving import writer_messages as messages
+from trackpoint._saving.writer_messages import from_json, to_json
 from trackpoint.errors import CheckpointError, WriteError
 
 __all__ = ["AVAILABLE", "STOP_TIMEOUT", "main", "stageable", "write_in_child"]
@@ -56,7 +56,6 @@ STOP_TIMEOUT = 10.0  # seconds a child is given to leave once its pipe closes, t
 SPAWN_TIMEOUT = 60.0  # seconds for starting a child (a fork and exec; seconds on a loaded machine)
 _ALIGN = 64
 _LARGE = 1 << 16  # bytes: arrays this large are copied one by one, without the GIL
-_HEADER = struct.Struct("<Q")
 _PR_SET_PDEATHSIG = 1
 
 _first = operator.itemgetter(0)
@@ -70,25 +69,7 @@ _shape = operator.attrgetter("shape")
 def stageable(tensors: Sequence[tuple[str, Any]]) -> bool:
     """Whether the child can be sent every value: NumPy arrays and ``bytes`` (a slice of a
     larger tensor, say, is written by the thread)."""
-    return set(map(type, map(_second, tensors))) <= {np.ndarray, bytes}
-
-
-def _send(stream: IO[bytes], message: Any) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)))
-    stream.write(data)
-    stream.flush()
-
-
-def _receive(stream: IO[bytes]) -> Any:
-    head = stream.read(_HEADER.size)
-    if len(head) < _HEADER.size:
-        raise EOFError
-    (size,) = _HEADER.unpack(head)
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError
-    return pickle.loads(data)
+    return messages.sendable(list(map(_second, tensors)))
 
 
 class _Layout:
@@ -152,25 +133,54 @@ class _Layout:
             start, size = int(self.offsets[i]), values[i].nbytes
             np.copyto(memory[start : start + size], values[i].reshape(-1).view(np.uint8))  # without the GIL
 
-    def message(self) -> tuple[Any, ...]:
-        """What the child needs to find each tensor (see :func:`_tensors`)."""
-        return self.size, self.offsets, self.inline, self.kinds, self.codes, self.ndims, self.dims
+    def encode(self, prefix: str, keys: list[str] | None, size: int) -> list[bytes]:
+        """The message of a write of ``prefix`` staged in memory of ``size`` bytes (see
+        :mod:`.writer_messages`); ``keys`` None when the child holds them already."""
+        records, blobs = [], []
+        for row, value in self.inline.items():
+            record, parts = messages.encode_inline(row, value)
+            records.append(record)
+            blobs.extend(parts)
+        kinds = [messages.dtype_name(dtype) for dtype in self.kinds]
+        header = {"prefix": prefix, "keys": keys, "size": size, "kinds": kinds, "inline": records}
+        columns = [self.offsets.astype("<i8"), self.codes.astype("<i4"), self.ndims, self.dims.astype("<i8")]
+        return [to_json(header), *(column.tobytes() for column in columns), *blobs]
 
 
-def _tensors(keys: list[str], staged: mmap.mmap, message: tuple[Any, ...]) -> list[tuple[str, Any]]:
-    """In the child: the ``(key, value)`` pairs of a :meth:`_Layout.message`, views of ``staged``."""
-    _, offsets, inline, kinds, codes, ndims, dims = message
-    bounds = np.concatenate([[0], np.cumsum(ndims, dtype=np.int64)]).tolist()
-    dims_list = dims.tolist()
-    tensors: list[tuple[str, Any]] = []
-    for i, (key, code, start) in enumerate(zip(keys, codes.tolist(), offsets.tolist())):
-        if i in inline:
-            tensors.append((key, inline[i]))
-            continue
-        shape = tuple(dims_list[bounds[i] : bounds[i + 1]])
-        count = int(np.prod(shape, dtype=np.int64))
-        tensors.append((key, np.frombuffer(staged, kinds[code], count, start).reshape(shape)))
-    return tensors
+class _Write:
+    """In the child: one write as its message tells it."""
+
+    def __init__(self, parts: list[bytes]) -> None:
+        header = from_json(parts[0])
+        self.prefix: str = header["prefix"]
+        self.keys: list[str] | None = header["keys"]
+        self.size: int = header["size"]
+        self.kinds = [np.dtype(name) for name in header["kinds"]]
+        self.offsets = np.frombuffer(parts[1], "<i8")
+        self.codes = np.frombuffer(parts[2], "<i4")
+        self.ndims = np.frombuffer(parts[3], np.int8)
+        self.dims = np.frombuffer(parts[4], "<i8")
+        self.inline: dict[int, Any] = {}
+        blobs = parts[5:]
+        for record in header["inline"]:
+            value, used = messages.decode_inline(record, blobs)
+            self.inline[record[0]] = value
+            blobs = blobs[used:]
+
+    def tensors(self, keys: list[str], staged: mmap.mmap) -> list[tuple[str, Any]]:
+        """The ``(key, value)`` pairs of this write, views of ``staged`` but for the inline values."""
+        bounds = np.concatenate([[0], np.cumsum(self.ndims, dtype=np.int64)]).tolist()
+        dims = self.dims.tolist()
+        inline, kinds = self.inline, self.kinds
+        tensors: list[tuple[str, Any]] = []
+        for i, (key, code, start) in enumerate(zip(keys, self.codes.tolist(), self.offsets.tolist())):
+            if i in inline:
+                tensors.append((key, inline[i]))
+                continue
+            shape = tuple(dims[bounds[i] : bounds[i + 1]])
+            count = int(np.prod(shape, dtype=np.int64))
+            tensors.append((key, np.frombuffer(staged, kinds[code], count, start).reshape(shape)))
+        return tensors
 
 
 def _spawn(fd: int) -> subprocess.Popen[bytes]:
@@ -232,8 +242,8 @@ class _Child:
     def alive(self) -> bool:
         return self.pid == os.getpid() and self.process.poll() is None
 
-    def stage(self, values: list[Any]) -> tuple[Any, ...]:
-        """Copy ``values`` into the shared memory; return what the child needs to see them."""
+    def stage(self, values: list[Any]) -> _Layout:
+        """Copy ``values`` into the shared memory; return where they are."""
         layout = _Layout(values)
         if self.map is None or len(self.map) < layout.size:
             # Grown with room to spare, and kept mapped from save to save: a fresh mapping
@@ -246,18 +256,19 @@ class _Child:
         memory = np.frombuffer(self.map, np.uint8)
         layout.fill(memory, values)
         del memory  # no view may outlive a save: the map may be replaced by the next
-        return (len(self.map), *layout.message()[1:])
+        return layout
 
     def write(self, prefix: str, keys: list[str], values: list[Any]) -> None:
         assert self.process.stdin is not None and self.process.stdout is not None
         try:
-            head = self.stage(values)
-            # A checkpoint saves the same keys each time: 20,000 of them are a megabyte to pickle.
-            same = keys == self.keys
-            _send(self.process.stdin, (prefix, None if same else keys, head))
+            layout = self.stage(values)
+            assert self.map is not None
+            # A checkpoint saves the same keys each time: 20,000 of them are a megabyte of JSON.
+            sent = None if keys == self.keys else keys
+            messages.send(self.process.stdin, layout.encode(prefix, sent, len(self.map)))
             self.keys = keys
-            answer = _receive(self.process.stdout)
-        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            answer = messages.decode_error(messages.receive(self.process.stdout)[0])
+        except (OSError, EOFError, CheckpointError) as exc:
             self.stop()
             raise WriteError(
                 f"could not write checkpoint {prefix}: the process writing it ended ({exc}). Nothing of it was "
@@ -329,25 +340,19 @@ def main(fd: int) -> None:
     staged: mmap.mmap | None = None  # kept from write to write, as the parent keeps its own
     while True:
         try:
-            prefix, sent_keys, head = _receive(stdin)
+            write = _Write(messages.receive(stdin))
         except EOFError:
             return
-        keys = keys if sent_keys is None else sent_keys
-        answer: BaseException | None = None
-        if staged is None or len(staged) != head[0]:
+        keys = keys if write.keys is None else write.keys
+        if staged is None or len(staged) != write.size:
             if staged is not None:
                 with contextlib.suppress(BufferError):  # a view still held elsewhere: it goes with that
                     staged.close()
-            staged = mmap.mmap(fd, head[0], prot=mmap.PROT_READ)
+            staged = mmap.mmap(fd, write.size, prot=mmap.PROT_READ)
+        answer: BaseException | None = None
         try:
-            write_bundle(prefix, _tensors(keys, staged, head), keep_values=False)
-        except CheckpointError as exc:
-            answer = exc
+            write_bundle(write.prefix, write.tensors(keys, staged), keep_values=False)
         except Exception as exc:  # noqa: BLE001 - sent to the parent, which raises it
-            answer = WriteError(f"could not write checkpoint {prefix}: {type(exc).__name__}: {exc}", path=prefix)
-        if answer is not None:
-            answer.__traceback__ = None  # its frames hold views of the map
-        try:
-            _send(stdout, answer)
-        except (pickle.PicklingError, TypeError, AttributeError):
-            _send(stdout, WriteError(f"could not write checkpoint {prefix}: {answer}", path=prefix))
+            answer = exc
+        messages.send(stdout, [messages.encode_error(answer, write.prefix)])
+        del answer  # its traceback's frames hold views of the map
