@@ -174,3 +174,19 @@ def test_incremental_s3_benchmark_quick_runs_both_contenders() -> None:
     assert {"full", "incremental", "incremental / full"} <= set(rows), result.stdout
     # Bytes, not time: 3 of the 6 objects changed, the 3 others copied on the server.
     assert 0 < float(rows["incremental / full"][0]) < 0.6, result.stdout
+
+
+def test_async_interference_quick_runs_every_mode() -> None:
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "async_interference.py"), "--quick"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:3]) for line in result.stdout.splitlines()}
+    for loop in ("torch", "numpy"):
+        for mode in ("none", "async", "async-process", "torch.save", "sync"):
+            assert (loop, mode) in rows, result.stdout
+    assert "| async-process |" in result.stdout  # the blocked-time row of the writer process
