@@ -175,11 +175,13 @@ def _s3fs_refused(options: dict[str, Any], path: str) -> float:
 
 @pytest.mark.parametrize("operation", OPERATIONS)
 def test_an_endpoint_that_refuses_connections_is_unavailable_naming_the_url_and_the_remedy(
-    closed_port, bucket, clean, operation
+    closed_port, bucket, clean, operation, caplog
 ) -> None:
     """Nothing listens at the endpoint: UnavailableError (a ConnectionError) naming the URL and
     what to check, not DataLossError ("cannot read"), once the user's retry policy (one botocore
-    attempt here) has given up, and no later than s3fs alone gives up (1.5 times, plus 3 s)."""
+    attempt here) has given up, and no later than s3fs alone gives up: after one s3fs request
+    (s3fs logs each it makes; its own retries of that request are what s3fs alone waits for), and
+    within 1.5 times s3fs's time plus 10 s, which only a wait of trackpoint's own would pass."""
     run = f"{bucket}/run"
     options = {
         "endpoint_url": closed_port,
@@ -188,14 +190,20 @@ def test_an_endpoint_that_refuses_connections_is_unavailable_naming_the_url_and_
         "config_kwargs": {"retries": {"max_attempts": 1}},
     }
     before = _s3fs_refused(options, f"{run[5:]}/ckpt-1.index")
+    caplog.set_level(logging.DEBUG, logger="s3fs")
     start = time.monotonic()
     with pytest.raises(tp.errors.UnavailableError) as caught:
         _operations(run, options)[operation]()
     took = time.monotonic() - start
+    calls = [record.getMessage() for record in caplog.records if record.getMessage().startswith("CALL: ")]
+    assert len(calls) == 1, calls
     # s3fs timed just before and just after: on a loaded machine (the suite runs two workers per
-    # core) the load changes within seconds, and a client's start-up is CPU work.
+    # core) the load changes within seconds, and a client's start-up is CPU work. The margin is
+    # wide because the request count above is the exact check; three full runs under load took
+    # 6-8 s against the 4.5 s of the bound before (1.5 x s3fs + 3 s), where a
+    # refused save alone takes 0.1-1.2 s.
     baseline = max(before, _s3fs_refused(options, f"{run[5:]}/ckpt-1.index"))
-    assert took <= 1.5 * baseline + 3.0, f"{took:.1f} s against s3fs's {baseline:.1f} s"
+    assert took <= 1.5 * baseline + 10.0, f"{took:.1f} s against s3fs's {baseline:.1f} s"
     error = caught.value
     assert isinstance(error, ConnectionError) and isinstance(error, tp.errors.CheckpointError)
     message = str(error)
