@@ -8,7 +8,6 @@ the shape always present, the header ``{num_shards, version.producer=1}`` under 
 from __future__ import annotations
 
 import functools
-import io
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -17,6 +16,7 @@ import numpy as np
 
 from trackpoint._format import chunked_write, slices, varint, wire
 from trackpoint._format.crc import crc32c, mask
+from trackpoint._format.direct_file import DirectFile, open_data_file
 from trackpoint._format.dtypes import DTYPES, STRING, DType, from_numpy
 from trackpoint._format.index_entries import IndexEntries, entry_head, entry_heads
 from trackpoint._format.index_write import merge_shards, write_index
@@ -32,7 +32,6 @@ __all__ = ["BundleWriter", "ShardWriter", "dtype_of", "encode_entry", "encode_en
 
 # numpy dtype -> DType for the numeric dtypes stored as they are (native byte order).
 _NUMPY_DTYPES = {d.numpy: d for d in DTYPES.values() if not d.is_string}
-_WRITE_BUFFER = 1 << 20
 _OVERLAP_BYTES = 4 << 20  # tensors this large are checksummed while they are written
 
 
@@ -93,15 +92,17 @@ class ShardWriter:
         self.entries = IndexEntries()
         # full key -> (name, dtype, full shape, extents of each slice in write order)
         self.sliced: dict[bytes, tuple[str, DType, tuple[int, ...], list[slices.Extents]]] = {}
-        # A large buffer: saving many small tensors otherwise costs a system call every 8 KiB.
-        # Built by hand rather than by open(), whose declared type hides the raw file abort() closes.
-        self._file = io.BufferedWriter(io.FileIO(self.temp_path, "wb"), _WRITE_BUFFER)
-        self._offset = 0
-        self._written_back = 0  # bytes whose writeback has been started (see writeback)
         # A copy staged for an upload (the final name is a URL) is read back at once from the
         # page cache and never renamed into place: writing it back or fsyncing it makes
         # nothing safer (a crash before the upload's commit commits nothing), it only costs.
         self._staged = storage.local_copies
+        # A large buffer: saving many small tensors otherwise costs a system call every 8 KiB
+        # (or, in the writer process, a file written around the page cache: see direct_file).
+        self._file = open_data_file(self.temp_path, self._staged)
+        self._offset = 0
+        self._written_back = 0  # bytes whose writeback has been started (see writeback)
+        # Writeback is started early through the page cache only (an O_DIRECT file has none).
+        self._writes_back = not self._staged and not isinstance(self._file, DirectFile)
 
     def _start_writeback(self) -> None:
         """Start writing back what was written since the last call (see :mod:`writeback`)."""
@@ -120,7 +121,7 @@ class ShardWriter:
         self._file.write(buffer)
         size = buffer.nbytes if isinstance(buffer, memoryview) else len(buffer)
         self._offset += size
-        if self._offset - self._written_back >= WRITEBACK_BYTES and not self._staged:
+        if self._offset - self._written_back >= WRITEBACK_BYTES and self._writes_back:
             self._start_writeback()
         return offset, size, crc32c(buffer, crc)
 
@@ -200,7 +201,7 @@ class ShardWriter:
                     offset = self._offset
                     continue
                 offset += size
-                if offset - self._written_back >= WRITEBACK_BYTES and not self._staged:
+                if offset - self._written_back >= WRITEBACK_BYTES and self._writes_back:
                     self._offset = offset
                     self._start_writeback()
                 names.append(name)

@@ -14,7 +14,8 @@ process, shared by its checkpoints and started by the first such save:
    previous write's), dtype codes and shapes through a pipe (:mod:`.writer_messages`). About
    20 ms of GIL a save of 20,000 tensors: 12 for the layout, the rest for the small copies.
 2. The child writes the bundle exactly as the thread would (:func:`.write.write_bundle`, the
-   same temporary names and renames) and answers None or the error it raised; the thread
+   same bytes, temporary names and renames; the data files around the page cache, see
+   :mod:`trackpoint._format.direct_file`) and answers None or the error it raised; the thread
    waits for it without the GIL, raises that error or goes on as after a thread's write. The
    wait lasts as long as the write, as a thread's write would; a child that dies ends it at
    once (its pipe closes).
@@ -337,7 +338,10 @@ def main(fd: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:
         return  # the parent is gone already
+    from trackpoint._format.direct_file import write_around_page_cache
     from trackpoint._saving.write import write_bundle
+
+    write_around_page_cache(True)  # this process only writes: the page cache would cost its core
 
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     keys: list[str] = []

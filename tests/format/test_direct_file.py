@@ -1,0 +1,75 @@
+"""Data files written around the page cache (``O_DIRECT``, the writer process's): the same bytes."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from trackpoint._format import direct_file
+from trackpoint._format.bundle_writer import ShardWriter
+from trackpoint._format.direct_file import CHUNK, DirectFile
+from trackpoint._saving.write import write_bundle
+
+
+@pytest.fixture()
+def direct(tmp_path):
+    try:
+        DirectFile(str(tmp_path / "probe")).close()
+    except OSError:
+        pytest.skip("this file system refuses O_DIRECT")
+    direct_file.write_around_page_cache(True)
+    yield
+    direct_file.write_around_page_cache(False)
+
+
+def test_pieces_of_every_size_and_flushes_between_them_give_the_bytes_written(tmp_path, direct) -> None:
+    rng = np.random.default_rng(3)
+    pieces = [rng.bytes(n) for n in (1, 4095, 4096, 5000, CHUNK - 3, 2 * CHUNK + 17, 10, 0, 123_457)]
+    f = DirectFile(str(tmp_path / "data"))
+    for i, piece in enumerate(pieces):
+        assert f.write(piece) == len(piece)
+        if i % 3 == 1:
+            f.flush()  # the last block is written padded, cut back, then completed
+            assert os.path.getsize(tmp_path / "data") == sum(map(len, pieces[: i + 1]))
+    f.close()
+    assert (tmp_path / "data").read_bytes() == b"".join(pieces)
+
+
+def test_a_strided_buffer_is_refused_before_anything_is_written(tmp_path, direct) -> None:
+    f = DirectFile(str(tmp_path / "data"))
+    f.write(b"abc")
+    with pytest.raises(ValueError):
+        f.write(np.arange(100.0)[::2])
+    f.close()
+    assert (tmp_path / "data").read_bytes() == b"abc"
+
+
+def test_discard_leaves_what_was_only_gathered_unwritten(tmp_path, direct) -> None:
+    f = DirectFile(str(tmp_path / "data"))
+    f.write(b"x" * 10)
+    f.raw.close()  # what ShardWriter.abort does
+    assert f.closed and (tmp_path / "data").read_bytes() == b""
+
+
+def test_a_bundle_written_around_the_page_cache_is_the_bundle_written_through_it(tmp_path) -> None:
+    rng = np.random.default_rng(5)
+    tensors = [(f"small/{i}", rng.standard_normal(i % 50 + 1).astype(np.float32)) for i in range(500)]
+    tensors += [("large", rng.standard_normal(3 * CHUNK // 8)), ("strings", np.array([b"a", b"bc"], object))]
+    tensors += [("strided", np.arange(100.0)[::3]), ("graph", b"\x00graph")]
+    write_bundle(str(tmp_path / "buffered" / "c"), tensors)
+    try:
+        DirectFile(str(tmp_path / "probe")).close()
+    except OSError:
+        pytest.skip("this file system refuses O_DIRECT")
+    direct_file.write_around_page_cache(True)
+    try:
+        shard = ShardWriter(str(tmp_path / "probe-shard"), 0)
+        assert isinstance(shard._file, DirectFile)
+        shard.abort()
+        write_bundle(str(tmp_path / "direct" / "c"), tensors)
+    finally:
+        direct_file.write_around_page_cache(False)
+    for name in sorted(os.listdir(tmp_path / "buffered")):
+        assert (tmp_path / "direct" / name).read_bytes() == (tmp_path / "buffered" / name).read_bytes(), name
