@@ -114,10 +114,9 @@ class CheckpointOptions:
             ``experimental_sharding_callback``.
         async_writer: Not in TF. Who writes an ``enable_async`` save: None or ``"thread"``, a
             thread of this process; ``"process"``, a child process shared by this process's
-            checkpoints (Linux), which copies the state into shared memory and writes it
-            while the training loop keeps the GIL. A thread's per-tensor work competes with
-            a single-threaded loop for the GIL; ``"process"`` gives it back at the cost of one
-            copy of the state while a save is written. It applies to a process saving alone
+            checkpoints (Linux), from a copy of the state in shared memory and around the page
+            cache, so that the training process keeps its GIL and its core. It holds one more
+            copy of the state from the first such save on. It applies to a process saving alone
             at a local path with no sharding callback, and is ignored otherwise.
 
     Every attribute is checked when it is assigned, after construction too, so a bad value
