@@ -80,11 +80,14 @@ def test_ranks_whose_slices_do_not_tile_the_tensor_are_refused(rows, problem) ->
     assert "rank 1" in str(raised.value)  # which rank holds which slices
 
 
-def test_an_async_save_keeps_the_slices_as_they_were_when_it_returned(tmp_path) -> None:
+@pytest.mark.parametrize(
+    "writer", [None, "process"]
+)  # slices are not sent to the writer process: its thread writes them
+def test_an_async_save_keeps_the_slices_as_they_were_when_it_returned(tmp_path, writer) -> None:
     live = FULL.copy()
     parts = tuple(SlicedValue(live[s : s + n], FULL.shape, ((s, n), (0, 4))) for s, n in ROWS)
     ckpt = tp.Checkpoint(held=Held(SliceSet(parts, FULL.shape, FULL.dtype)))
-    path = ckpt.write(str(tmp_path / "c"), tp.CheckpointOptions(enable_async=True))
+    path = ckpt.write(str(tmp_path / "c"), tp.CheckpointOptions(enable_async=True, async_writer=writer))
     live[:] = -1  # the training loop writes its arrays in place as soon as save() returns
     ckpt.sync()
     assert np.array_equal(tp.load_variable(path, KEY), FULL)

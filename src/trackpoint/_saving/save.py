@@ -131,14 +131,10 @@ class _IncrementalCommit:
         self.state.previous = write_incremental_bundle(self.prefix, tensors, previous)
 
 
-class _ChildCommit:
-    """An async save of this process alone to a local path, written by the writer process so that
-    the training loop keeps the GIL (see :mod:`.writer_process`)."""
-
-    records = False
-
-    def __init__(self, prefix: str) -> None:
-        self.prefix = prefix
+class _ChildCommit(_AloneCommit):
+    """An async save of this process alone to a local path, written by the writer process (see
+    :mod:`.writer_process`); what the child cannot be sent (a slice of a larger tensor, say), this
+    thread writes as :class:`_AloneCommit` does."""
 
     def write(
         self,
@@ -150,8 +146,8 @@ class _ChildCommit:
     ) -> None:
         if writer_process.stageable(tensors):
             writer_process.write_in_child(self.prefix, tensors)
-        else:  # a slice of a larger tensor, say: this thread writes it
-            write_bundle(self.prefix, tensors, sharding, owners, keep_values=False)
+        else:
+            super().write(tensors, owners, sharding, record, follow)
 
 
 def _in_child(settings: SaveSettings, committer: Committer, prefix: str) -> bool:
