@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -58,6 +59,8 @@ def test_a_bundle_written_around_the_page_cache_is_the_bundle_written_through_it
     tensors = [(f"small/{i}", rng.standard_normal(i % 50 + 1).astype(np.float32)) for i in range(500)]
     tensors += [("large", rng.standard_normal(3 * CHUNK // 8)), ("strings", np.array([b"a", b"bc"], object))]
     tensors += [("strided", np.arange(100.0)[::3]), ("graph", b"\x00graph")]
+    # bfloat16 has no buffer format: small ones and a large one (written while checksummed)
+    tensors += [("half", np.arange(9).astype(ml_dtypes.bfloat16)), ("big_half", np.ones(3 << 20, ml_dtypes.bfloat16))]
     write_bundle(str(tmp_path / "buffered" / "c"), tensors)
     try:
         DirectFile(str(tmp_path / "probe")).close()

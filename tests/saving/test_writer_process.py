@@ -226,6 +226,7 @@ def test_values_of_every_layout_are_written_as_the_thread_writes_them(tmp_path) 
         ("big_endian", np.arange(12, dtype=">i4").reshape(3, 4)),
         ("strings", np.array([[b"a\x00b", "caf\u00e9"], [b"", "x"]], object)),
         ("empty", np.zeros((0, 2), ">f4")),
+        ("half", np.arange(5_000_000).astype(ml_dtypes.bfloat16)),  # no buffer format, written while checksummed
         ("graph", b"\x00bytes"),
     ]
     writer_process.write_in_child(str(tmp_path / "process" / "c"), tensors)

@@ -22,6 +22,8 @@ import io
 import mmap
 import os
 
+import numpy as np
+
 __all__ = ["ALIGN", "CHUNK", "DirectFile", "open_data_file", "write_around_page_cache"]
 
 ALIGN = 4096  # the block size O_DIRECT needs, for memory, offsets and lengths (covers 512)
@@ -81,10 +83,17 @@ class DirectFile:
 
     def write(self, data: bytes | memoryview | object) -> int:
         """Append ``data`` (any C-contiguous buffer; anything else raises ``ValueError``, writing nothing)."""
-        source = memoryview(data)  # type: ignore[arg-type]
-        if not source.c_contiguous:
-            raise ValueError("DirectFile.write takes a C-contiguous buffer")
-        source = source.cast("B")
+        if isinstance(data, np.ndarray):
+            # Bytes of the array itself: a memoryview asks for its format, which the dtypes of
+            # ml_dtypes (bfloat16, float8) do not give ("cannot include dtype 'E' in a buffer").
+            if not data.flags.c_contiguous:
+                raise ValueError("DirectFile.write takes a C-contiguous buffer")
+            source = data.reshape(-1).view(np.uint8).data
+        else:
+            source = memoryview(data)  # type: ignore[arg-type]
+            if not source.c_contiguous:
+                raise ValueError("DirectFile.write takes a C-contiguous buffer")
+            source = source.cast("B")
         done, total = 0, source.nbytes
         while done < total:
             take = min(total - done, CHUNK - self._used)
