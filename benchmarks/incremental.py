@@ -27,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 CONTENDERS = ("full", "incremental")
 
@@ -39,7 +41,10 @@ def _write_bytes() -> int:
     raise RuntimeError("no write_bytes in /proc/self/io")
 
 
-def _run_one(contender: str, count: int, size: int, directory: str) -> dict[str, float]:
+def saved_then_trained(path: str, count: int, size: int, options: Any) -> tuple[Any, Callable[[], None]]:
+    """The workload of both incremental benchmarks: ``count`` float32 variables of ``size`` and a
+    step, saved once at ``path``; and the training step before the second save, which changes
+    two variables whole, one in a single element, and the step."""
     import numpy as np
 
     import trackpoint as tp
@@ -48,14 +53,25 @@ def _run_one(contender: str, count: int, size: int, directory: str) -> dict[str,
     variables = {f"v{i:02d}": tp.Variable(rng.standard_normal(size, np.float32)) for i in range(count)}
     step = tp.Variable(np.int64(0))
     ckpt = tp.Checkpoint(step=step, **variables)
+    ckpt.save(path, options=options)
+
+    def train() -> None:
+        variables["v00"].assign(variables["v00"].numpy() + 1)
+        variables["v01"].assign(variables["v01"].numpy() * 2)
+        one = variables["v02"].numpy().copy()
+        one[size // 2] += 1
+        variables["v02"].assign(one)
+        step.assign(np.int64(1))
+
+    return ckpt, train
+
+
+def _run_one(contender: str, count: int, size: int, directory: str) -> dict[str, float]:
+    import trackpoint as tp
+
     options = tp.CheckpointOptions(incremental=contender == "incremental")
-    ckpt.save(os.path.join(directory, "ckpt"), options=options)
-    variables["v00"].assign(variables["v00"].numpy() + 1)
-    variables["v01"].assign(variables["v01"].numpy() * 2)
-    one = variables["v02"].numpy().copy()
-    one[size // 2] += 1
-    variables["v02"].assign(one)
-    step.assign(np.int64(1))
+    ckpt, train = saved_then_trained(os.path.join(directory, "ckpt"), count, size, options)
+    train()
     os.sync()
     before = _write_bytes()
     start = time.perf_counter()

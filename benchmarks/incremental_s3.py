@@ -34,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))  # the tests' proxy
 
+from incremental import saved_then_trained  # the same workload
 from remote_compare import Server  # the same server
 
 CONTENDERS = ("full", "incremental")
@@ -41,7 +42,6 @@ CONTENDERS = ("full", "incremental")
 
 def _run_one(contender: str, count: int, size: int, endpoint: str) -> dict[str, float]:
     import fsspec.config
-    import numpy as np
     import s3fs
 
     import trackpoint as tp
@@ -52,18 +52,9 @@ def _run_one(contender: str, count: int, size: int, endpoint: str) -> dict[str, 
     fsspec.config.set_conf_env(fsspec.config.conf)
     bucket = f"tp-bench-{uuid.uuid4().hex[:8]}"
     s3fs.S3FileSystem(endpoint_url=endpoint, key="bench", secret="bench").mkdir(bucket)
-    rng = np.random.default_rng(0)
-    variables = {f"v{i:02d}": tp.Variable(rng.standard_normal(size, np.float32)) for i in range(count)}
-    step = tp.Variable(np.int64(0))
-    ckpt = tp.Checkpoint(step=step, **variables)
     options = tp.CheckpointOptions(incremental=contender == "incremental")
-    ckpt.save(f"s3://{bucket}/run/ckpt", options=options)
-    variables["v00"].assign(variables["v00"].numpy() + 1)
-    variables["v01"].assign(variables["v01"].numpy() * 2)
-    one = variables["v02"].numpy().copy()
-    one[size // 2] += 1
-    variables["v02"].assign(one)
-    step.assign(np.int64(1))
+    ckpt, train = saved_then_trained(f"s3://{bucket}/run/ckpt", count, size, options)
+    train()
     proxy.sent.clear()
     start = time.perf_counter()
     ckpt.save(f"s3://{bucket}/run/ckpt", options=options)

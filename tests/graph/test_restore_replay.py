@@ -485,6 +485,16 @@ def _pair(tmp_path, name: str, value: float) -> str:
     return tp.Checkpoint(model=m).write(str(tmp_path / f"{name}-{value}"))
 
 
+def _restored(prefix: str) -> tuple[tp.Module, tp.Checkpoint]:
+    """A module of ``x`` and ``y``, float32[4], and its checkpoint, which restored ``prefix`` once."""
+    live = tp.Module()
+    live.x = tp.Variable(np.zeros(4, np.float32))
+    live.y = tp.Variable(np.zeros(4, np.float32))
+    ckpt = tp.Checkpoint(model=live)
+    ckpt.read(prefix).assert_consumed()
+    return live, ckpt
+
+
 def test_a_graph_of_the_last_ones_size_with_other_names_is_compared_before_any_value_is_taken(tmp_path, reuse) -> None:
     """A repeat reads the values before the graph (which a writer puts after them) when the
     graph's entry is the size of the last restore's. Here it is another graph of that size (x
@@ -494,11 +504,7 @@ def test_a_graph_of_the_last_ones_size_with_other_names_is_compared_before_any_v
     key = "_CHECKPOINTABLE_OBJECT_GRAPH"
     with BundleReader(first) as a, BundleReader(other) as b:
         assert a.entry(key).size == b.entry(key).size  # the case under test
-    live = tp.Module()
-    live.x = tp.Variable(np.zeros(4, np.float32))
-    live.y = tp.Variable(np.zeros(4, np.float32))
-    ckpt = tp.Checkpoint(model=live)
-    ckpt.read(first).assert_consumed()
+    live, ckpt = _restored(first)
     reuse.clear()
     status = ckpt.read(other)
     assert reuse.walked("not the one the previous restore's bindings were made from")
@@ -527,11 +533,7 @@ def test_a_graph_that_differs_only_in_order_is_compared_once_the_values_are_read
     with BundleReader(first) as a, BundleReader(other) as b:
         assert len(read_object_graph_bytes(a) or b"") == len(read_object_graph_bytes(b) or b"")
         assert read_object_graph_bytes(a) != read_object_graph_bytes(b)  # the case under test
-    live = tp.Module()
-    live.x = tp.Variable(np.zeros(4, np.float32))
-    live.y = tp.Variable(np.zeros(4, np.float32))
-    ckpt = tp.Checkpoint(model=live)
-    ckpt.read(first).assert_consumed()
+    live, ckpt = _restored(first)
     reuse.clear()
     ckpt.read(other).assert_consumed()
     assert reuse.walked("not the one the previous restore's bindings were made from")

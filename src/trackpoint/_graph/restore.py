@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 
+from trackpoint._format import varint
 from trackpoint._format.bundle_reader import BundleReader
 from trackpoint._graph.coordinator import RestoreCoordinator
 from trackpoint._graph.gc_pause import gc_paused
@@ -117,16 +118,7 @@ def _same_size(reader: BundleReader, graph: bytes) -> bool:
     except CheckpointError:
         return False
     length = len(graph)
-    return entry.shape == () and entry.size == length + len(_varint(length)) + 4
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append((value & 0x7F) | (0x80 if value > 0x7F else 0))
-        value >>= 7
-        if not value:
-            return bytes(out)
+    return entry.shape == () and entry.size == length + len(varint.encode(length)) + 4
 
 
 def _check_graph(reader: BundleReader, assumed: bytes, failure: BaseException | None = None) -> None:

@@ -26,9 +26,9 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import xxhash
@@ -46,7 +46,7 @@ from trackpoint._storage import naming
 from trackpoint._storage.atomic import remove_quietly
 from trackpoint._storage.storage import storage_for
 
-__all__ = ["OWN_FILE_BYTES", "Previous", "digest", "new_groups", "write_incremental"]
+__all__ = ["OWN_FILE_BYTES", "Previous", "PreviousLike", "digest", "new_groups", "plan", "write_incremental"]
 
 #: A tensor at least this large gets a data file of its own, so that it is linked or written alone.
 OWN_FILE_BYTES = 4 << 20
@@ -147,6 +147,36 @@ def new_groups(
     return [group for group in (changed, kept) if group] + alone
 
 
+class PreviousLike(Protocol):
+    """What :func:`plan` reads of a previous save's record (:class:`Previous`, or an object store's)."""
+
+    @property
+    def digests(self) -> dict[str, bytes]: ...
+
+
+class _Reused(Protocol):
+    @property
+    def keys(self) -> Sequence[str]: ...
+
+
+_R = TypeVar("_R", bound=_Reused)
+
+
+def plan(
+    tensors: Sequence[tuple[str, Any]],
+    previous: Previous | PreviousLike | None,
+    reusable: Callable[[dict[str, bytes | None]], list[_R]],
+) -> tuple[dict[str, bytes | None], list[_R], list[list[tuple[str, Any]]]]:
+    """An incremental save's plan, local or not: each tensor's digest, the previous save's files
+    that ``reusable`` finds whole again (linked or copied), and the groups of the other tensors
+    (:func:`new_groups`), each a new data file."""
+    digests = {key: digest(value) for key, value in tensors}
+    reused = reusable(digests)
+    taken = {k for r in reused for k in r.keys}
+    before = previous.digests if previous is not None else {}
+    return digests, reused, new_groups([(k, v) for k, v in tensors if k not in taken], before, digests)
+
+
 def write_incremental(
     prefix: str, tensors: Sequence[tuple[str, Any]], previous: Previous | None, whole_remedy: str
 ) -> Previous:
@@ -156,16 +186,13 @@ def write_incremental(
         OSError: A file could not be written or linked; nothing was published.
         InvalidArgumentError: As any save (a key given twice, slices that do not tile).
     """
-    digests = {key: digest(value) for key, value in tensors}
-    linked = _linkable(previous, digests)
-    taken = {k for f in linked for k in f.keys}
-    before = previous.digests if previous is not None else {}
-    groups = new_groups([(k, v) for k, v in tensors if k not in taken], before, digests)
+    digests, linked, groups = plan(tensors, previous, lambda d: _linkable(previous, d))
     total = len(linked) + len(groups)
     storage_for(prefix).prepare(prefix)
     shards: list[_LinkedShard] = []
     if linked:
         assert previous is not None
+        taken = {k for f in linked for k in f.keys}
         with BundleReader(previous.prefix) as reader:
             stored = {e.key: e for e in reader.entries() if e.key in taken}
         for shard_id, f in enumerate(linked):

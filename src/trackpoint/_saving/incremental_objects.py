@@ -31,7 +31,7 @@ from trackpoint._format.index_write import merge_shards, write_index
 from trackpoint._format.keys import decode_key, encode_key
 from trackpoint._format.slices import Extents
 from trackpoint._format.threads import parallel_map
-from trackpoint._saving.incremental import digest, new_groups
+from trackpoint._saving.incremental import plan
 from trackpoint._storage import naming, server_copy
 from trackpoint._storage.storage import storage_for
 from trackpoint.errors import CheckpointError
@@ -137,11 +137,7 @@ def write_incremental_objects(
     """
     what = f"checkpoint {prefix}"
     values = dict(tensors)
-    digests = {key: digest(value) for key, value in tensors}
-    candidates = _copyable(previous, digests)
-    taken = {k for o in candidates for k in o.keys}
-    before = previous.digests if previous is not None else {}
-    groups = new_groups([(k, v) for k, v in tensors if k not in taken], before, digests)
+    digests, candidates, groups = plan(tensors, previous, lambda d: _copyable(previous, d))
     total = len(candidates) + len(groups)
     storage_for(prefix).prepare(prefix)
     targets = [naming.data_filename(prefix, i, total) for i in range(len(candidates))]

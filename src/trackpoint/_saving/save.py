@@ -144,9 +144,7 @@ class _ChildCommit(_AloneCommit):
         record: Callable[[], None] | None,
         follow: Callable[[], None] | None,
     ) -> None:
-        if writer_process.stageable(tensors):
-            writer_process.write_in_child(self.prefix, tensors)
-        else:
+        if not writer_process.write_in_child(self.prefix, tensors):
             super().write(tensors, owners, sharding, record, follow)
 
 

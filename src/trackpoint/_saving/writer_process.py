@@ -51,7 +51,7 @@ from trackpoint._saving import writer_messages as messages
 from trackpoint._saving.writer_messages import from_json, to_json
 from trackpoint.errors import CheckpointError, WriteError
 
-__all__ = ["AVAILABLE", "STOP_TIMEOUT", "main", "stageable", "write_in_child"]
+__all__ = ["AVAILABLE", "STOP_TIMEOUT", "main", "write_in_child"]
 
 #: Whether this system has what the writer process needs (``memfd_create``: Linux); elsewhere
 #: ``async_writer="process"`` saves are written by the thread.
@@ -69,12 +69,6 @@ _nbytes = operator.attrgetter("nbytes")
 _EMPTY = np.zeros(0, np.uint8)
 _dtype = operator.attrgetter("dtype")
 _shape = operator.attrgetter("shape")
-
-
-def stageable(tensors: Sequence[tuple[str, Any]]) -> bool:
-    """Whether the child can be sent every value: NumPy arrays and ``bytes`` (a slice of a
-    larger tensor, say, is written by the thread)."""
-    return messages.sendable(list(map(_second, tensors)))
 
 
 class _Layout:
@@ -306,16 +300,20 @@ _lock = threading.Lock()  # one write at a time: checkpoints share the child
 _child: _Child | None = None
 
 
-def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]]) -> None:
-    """Write the bundle of ``tensors`` (:func:`stageable`) at ``prefix`` in the writer process.
+def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]]) -> bool:
+    """Write the bundle of ``tensors`` at ``prefix`` in the writer process; False, having done
+    nothing, when a value cannot be sent (:func:`.writer_messages.sendable`: a slice of a larger
+    tensor, say), which the caller then writes itself.
 
     Raises:
         WriteError, InvalidArgumentError, ...: What the write raised in the child, or a
             :class:`~trackpoint.errors.WriteError` when the child could not be started or died.
     """
     global _child
-    keys = list(map(_first, tensors))
     values = list(map(_second, tensors))
+    if not messages.sendable(values):
+        return False
+    keys = list(map(_first, tensors))
     with _lock:
         if _child is None or not _child.alive():
             if _child is not None and _child.pid == os.getpid():
@@ -330,6 +328,7 @@ def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]]) -> None:
                     path=prefix,
                 ) from exc
         _child.write(prefix, keys, values)
+    return True
 
 
 def main(fd: int) -> None:

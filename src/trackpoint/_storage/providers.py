@@ -251,12 +251,7 @@ async def s3_get(
         response = await fs._call_s3("get_object", Bucket=bucket, Key=key, **params)
         body = response["Body"]
         try:
-            info = {
-                "type": "file",
-                "size": int(response.get("ContentLength") or 0),
-                "ETag": response.get("ETag"),
-                "LastModified": response.get("LastModified"),
-            }
+            info = _answer_info(response)
             return (await body.read() if limit is None or info["size"] <= limit else None), info
         except S3_RETRYABLE_ERRORS:
             attempt += 1
@@ -267,6 +262,16 @@ async def s3_get(
         await asyncio.sleep(min(1.7**attempt * 0.1, 15))  # s3fs's own pause between attempts
 
 
+def _answer_info(response: dict[str, Any]) -> dict[str, Any]:
+    """What a GET's answer says of the object, in the form of s3fs's ``info``."""
+    return {
+        "type": "file",
+        "size": int(response.get("ContentLength") or 0),
+        "ETag": response.get("ETag"),
+        "LastModified": response.get("LastModified"),
+    }
+
+
 async def s3_open(fs: Any, bucket: str, key: str, **params: Any) -> tuple[Any, dict[str, Any]]:
     """One GET of ``bucket``/``key`` whose body is left to read (see :func:`s3_drain`), and what
     its answer says of the object, as :func:`s3_get` gives it.
@@ -275,13 +280,7 @@ async def s3_open(fs: Any, bucket: str, key: str, **params: Any) -> tuple[Any, d
         Whatever s3fs raises once the user's retry policy has given up.
     """
     response = await fs._call_s3("get_object", Bucket=bucket, Key=key, **params)
-    info = {
-        "type": "file",
-        "size": int(response.get("ContentLength") or 0),
-        "ETag": response.get("ETag"),
-        "LastModified": response.get("LastModified"),
-    }
-    return response["Body"], info
+    return response["Body"], _answer_info(response)
 
 
 async def s3_drain(
