@@ -1,6 +1,6 @@
 """How much a checkpoint being written slows a single-threaded training loop, and how long save() blocks.
 
-    python benchmarks/async_interference.py            # 3 rounds of 8 s per mode and loop
+    python benchmarks/async_interference.py            # 3 fresh processes of 12 s per mode and loop
     python benchmarks/async_interference.py --quick    # a smoke run
 
 Loops (one core, where Python overhead dominates, as issue 44 asks):
@@ -9,17 +9,24 @@ Loops (one core, where Python overhead dominates, as issue 44 asks):
 
 The state saved, apart from the loop's own: 20,000 float32 variables of 1 KiB and 4 of 64 MiB.
 
-Modes, each for ``--seconds`` in a fresh process (modes interleaved, the order rotating by round):
-  none        the loop alone
-  async       back to back ``tp.Checkpoint.save`` with ``enable_async=True``: a new one as soon as
-              the previous is written (a write callback says so), called from the loop
+Modes, each in fresh processes (modes interleaved, the order rotating by round):
+  async          back to back ``tp.Checkpoint.save`` with ``enable_async=True``: a new one as soon
+                 as the previous is written (a write callback says so), called from the loop
   async-process  the same with ``async_writer="process"``: a child process writes
-  torch.save  ``torch.save`` of the same state (as tensors) back to back in a thread
-  sync        back to back synchronous ``tp.Checkpoint.save`` from the loop
+  torch.save     ``torch.save`` of the same state (as tensors) back to back in a thread
+  sync           a synchronous ``tp.Checkpoint.save`` from the loop every 10 steps
 
-Reported: steps per second of each loop per mode, as a share of ``none``; for ``async``, the
-median time ``save()`` blocked against the time of one copy of the state (``np.copyto`` into
-preallocated arrays). Medians over rounds.
+Within each process the loop runs in windows of ``--window`` seconds that alternate between no
+save and saves as the mode makes them (a window with saves is followed by the wait for its last
+save, which neither window counts). The share of a window with saves is its steps per second over
+the mean of the two windows without saves around it. This VM's speed drifts by 10-20% from one
+second to the next (other guests on the host), so fresh processes compared with each other
+measured that drift as much as the saves; neighbouring windows share it.
+
+Reported: steps per second without and with saves, the median share, saves per second and the
+loop's time lost per save; for the async modes, the median time ``save()`` blocked against the
+time of one copy of the state (``np.copyto`` into preallocated arrays). Medians over windows of
+all rounds.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-MODES = ("none", "async", "async-process", "torch.save", "sync")
+MODES = ("async", "async-process", "torch.save", "sync")
 LOOPS = ("torch", "numpy")
 
 
@@ -85,7 +92,7 @@ def _numpy_loop() -> Any:
     return step
 
 
-def _run_one(loop: str, mode: str, seconds: float, quick: bool, directory: str) -> dict[str, Any]:
+def _run_one(loop: str, mode: str, seconds: float, window: float, quick: bool, directory: str) -> dict[str, Any]:
     import trackpoint as tp
 
     step = _torch_loop() if loop == "torch" else _numpy_loop()
@@ -97,53 +104,88 @@ def _run_one(loop: str, mode: str, seconds: float, quick: bool, directory: str) 
     for _ in range(50):  # warm up the loop
         step()
     written = threading.Event()
-    written.set()
     writer = "process" if mode == "async-process" else None
     options = tp.CheckpointOptions(enable_async=True, experimental_write_callbacks=[written.set], async_writer=writer)
+    path = os.path.join(directory, "ckpt")
     blocked: list[float] = []
-    stop = threading.Event()
+    saving, idle, stop = threading.Event(), threading.Event(), threading.Event()
+    idle.set()
+    saved = [0]  # by torch.save
     saver = None
     if mode == "torch.save":
         import torch
 
         tensors = {name: torch.from_numpy(value) for name, value in state.items()}
 
-        def save_forever() -> None:
+        def save_while_asked() -> None:
             n = 0
             while not stop.is_set():
+                if not saving.wait(0.01):
+                    continue
+                idle.clear()
                 torch.save(tensors, os.path.join(directory, f"t{n % 2}.pt"))
                 n += 1
+                saved[0] += 1
+                idle.set()
 
-        saver = threading.Thread(target=save_forever, daemon=True)
-    path = os.path.join(directory, "ckpt")
-    os.sync()
-    if saver is not None:
+        saver = threading.Thread(target=save_while_asked, daemon=True)
         saver.start()
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        step()
-        steps += 1
-        if mode.startswith("async") and written.is_set():
-            written.clear()
-            began = time.perf_counter()
-            ckpt.write(path, options)
-            blocked.append(time.perf_counter() - began)
-        elif mode == "sync" and steps % 10 == 0:
-            ckpt.write(path)
-    elapsed = time.perf_counter() - start
+    elif mode.startswith("async"):
+        ckpt.write(path, options)  # the first save starts the writer (thread or process)
+        ckpt.sync()
+
+    def run(with_saves: bool) -> tuple[float, int]:
+        """Steps per second over one window, and the saves started in it."""
+        saves, steps, saved[0] = 0, 0, 0
+        written.set()
+        if with_saves and saver is not None:
+            saving.set()
+        start = time.perf_counter()
+        while time.perf_counter() - start < window:
+            step()
+            steps += 1
+            if not with_saves:
+                continue
+            if mode.startswith("async") and written.is_set():
+                written.clear()
+                began = time.perf_counter()
+                ckpt.write(path, options)
+                blocked.append(time.perf_counter() - began)
+                saves += 1
+            elif mode == "sync" and steps % 10 == 0:
+                ckpt.write(path)
+                saves += 1
+        rate = steps / (time.perf_counter() - start)
+        saving.clear()  # the last save finishes outside every window
+        idle.wait()
+        ckpt.sync()
+        return rate, saves + saved[0]
+
+    os.sync()
+    quiet, busy, shares, saves = [], [], [], 0
+    before = run(False)[0]
+    while (len(busy) + 1) * 2 * window <= seconds or not busy:
+        rate, started = run(True)
+        after = run(False)[0]
+        quiet.append(before)
+        busy.append(rate)
+        shares.append(rate / ((before + after) / 2))
+        saves += started
+        before = after
     stop.set()
     if saver is not None:
         saver.join()
-    ckpt.sync()
     copies = [np.empty_like(v) for v in state.values()]
     began = time.perf_counter()
     for target, value in zip(copies, state.values()):
         np.copyto(target, value)
     copy = time.perf_counter() - began
     return {
-        "steps_per_s": steps / elapsed,
-        "saves_per_s": len(blocked) / elapsed,
-        "blocked": statistics.median(blocked) if blocked else None,
+        "quiet": quiet,
+        "busy": busy,
+        "shares": shares,
+        "saves_per_s": saves / (len(busy) * window),
+        "blocked": blocked,
         "copy": copy,
     }
 
@@ -151,46 +193,51 @@ def _run_one(loop: str, mode: str, seconds: float, quick: bool, directory: str) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--seconds", type=float, default=12.0, help="per process: windows with and without saves")
+    parser.add_argument("--window", type=float, default=1.0)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument(
-        "--modes", default=",".join(MODES), help="a comma-separated subset of the modes (none always runs)"
-    )
+    parser.add_argument("--modes", default=",".join(MODES), help="a comma-separated subset of the modes")
     parser.add_argument("--one", nargs=3, metavar=("LOOP", "MODE", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    seconds = 1.0 if args.quick else args.seconds
+    seconds, window = (1.0, 0.5) if args.quick else (args.seconds, args.window)
     if args.one:
         loop, mode, directory = args.one
-        print(json.dumps(_run_one(loop, mode, seconds, args.quick, directory)))
+        print(json.dumps(_run_one(loop, mode, seconds, window, args.quick, directory)))
         return
     rounds = 1 if args.quick else args.rounds
-    modes = tuple(m for m in MODES if m == "none" or m in args.modes.split(","))
+    modes = tuple(m for m in MODES if m in args.modes.split(","))
     results: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for round_ in range(rounds):
         for loop in LOOPS:
             order = modes[round_ % len(modes) :] + modes[: round_ % len(modes)]
             for mode in order:
                 with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as directory:
-                    command = [sys.executable, __file__, "--seconds", str(seconds), "--one", loop, mode, directory]
-                    command += ["--quick"] if args.quick else []
+                    command = [sys.executable, __file__, "--seconds", str(seconds), "--window", str(window)]
+                    command += ["--one", loop, mode, directory] + (["--quick"] if args.quick else [])
                     out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
                 results.setdefault((loop, mode), []).append(json.loads(out.strip().splitlines()[-1]))
+
+    def pooled(loop: str, mode: str, field: str) -> list[float]:
+        return [value for r in results[(loop, mode)] for value in r[field]]
+
     # Back to back, a faster writer saves more often: the loop's loss per save tells writers apart.
-    print("| loop | mode | steps/s | share of none | async saves/s | loop time lost per save (s) |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(
+        "| loop | mode | steps/s without saves | steps/s with saves | share | saves/s | loop time lost per save (s) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for loop in LOOPS:
-        alone = statistics.median(r["steps_per_s"] for r in results[(loop, "none")])
         for mode in modes:
-            rate = statistics.median(r["steps_per_s"] for r in results[(loop, mode)])
-            saves = statistics.median(r["saves_per_s"] for r in results[(loop, mode)])
-            lost = f"{(1 - rate / alone) / saves:.3f}" if mode.startswith("async") and saves else ""
-            print(f"| {loop} | {mode} | {rate:.1f} | {rate / alone:.3f} | {saves:.2f} | {lost} |")
+            share = statistics.median(pooled(loop, mode, "shares"))
+            quiet, busy = statistics.median(pooled(loop, mode, "quiet")), statistics.median(pooled(loop, mode, "busy"))
+            rate = statistics.median(r["saves_per_s"] for r in results[(loop, mode)])
+            lost = f"{(1 - share) / rate:.3f}" if rate else ""
+            print(f"| {loop} | {mode} | {quiet:.1f} | {busy:.1f} | {share:.3f} | {rate:.2f} | {lost} |")
     print()
     copy = statistics.median(r["copy"] for loop in LOOPS for mode in modes for r in results[(loop, mode)])
     print("| mode | async save() blocked (s) | one copy of the state (s) | bound: 1.5 x copy + 5 ms |")
     print("| --- | --- | --- | --- |")
     for mode in (m for m in modes if m.startswith("async")):
-        blocked = [r["blocked"] for loop in LOOPS for r in results[(loop, mode)] if r["blocked"] is not None]
+        blocked = [b for loop in LOOPS for b in pooled(loop, mode, "blocked")]
         print(f"| {mode} | {statistics.median(blocked):.4f} | {copy:.4f} | {1.5 * copy + 0.005:.4f} |")
 
 

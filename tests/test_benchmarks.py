@@ -180,6 +180,6 @@ def test_async_interference_quick_runs_every_mode() -> None:
     assert result.returncode == 0, result.stderr[-4000:]
     rows = {tuple(cell.strip() for cell in line.split("|")[1:3]) for line in result.stdout.splitlines()}
     for loop in ("torch", "numpy"):
-        for mode in ("none", "async", "async-process", "torch.save", "sync"):
+        for mode in ("async", "async-process", "torch.save", "sync"):
             assert (loop, mode) in rows, result.stdout
     assert "| async-process |" in result.stdout  # the blocked-time row of the writer process

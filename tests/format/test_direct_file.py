@@ -47,6 +47,24 @@ def test_a_strided_buffer_is_refused_before_anything_is_written(tmp_path, direct
     assert (tmp_path / "data").read_bytes() == b"abc"
 
 
+def test_a_file_that_reuses_a_closed_files_buffer_holds_only_its_own_bytes(tmp_path, direct) -> None:
+    """Closed files leave their buffer to the next (no 2,048 page faults and an unmap per file);
+    the stale bytes it holds are never written past the new file's end."""
+    first = DirectFile(str(tmp_path / "first"))
+    first.write(b"a" * 10_000)
+    first.close()
+    spare = direct_file._spare[-1]
+    second = DirectFile(str(tmp_path / "second"))
+    assert second._buffer is spare
+    second.write(b"b" * 100)
+    second.flush()  # the padded block holds stale "a"s beyond the 100th byte: cut back
+    assert (tmp_path / "second").read_bytes() == b"b" * 100
+    second.write(b"c" * 5)
+    second.close()
+    assert (tmp_path / "second").read_bytes() == b"b" * 100 + b"c" * 5
+    assert (tmp_path / "first").read_bytes() == b"a" * 10_000
+
+
 def test_discard_leaves_what_was_only_gathered_unwritten(tmp_path, direct) -> None:
     f = DirectFile(str(tmp_path / "data"))
     f.write(b"x" * 10)

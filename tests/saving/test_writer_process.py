@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import ml_dtypes
@@ -91,6 +92,59 @@ def test_saves_of_other_keys_and_values_after_one_another(tmp_path) -> None:
     with tp.load_checkpoint(str(tmp_path / "second-2")) as reader:
         np.testing.assert_array_equal(reader.get_tensor("c/.ATTRIBUTES/VARIABLE_VALUE"), np.arange(1 << 20))
         assert "a/.ATTRIBUTES/VARIABLE_VALUE" not in reader.get_variable_to_shape_map()
+
+
+def test_a_layout_is_reused_only_for_the_same_dtypes_and_shapes(tmp_path) -> None:
+    """Saves of one checkpoint reuse the last staging layout while every dtype and shape stays;
+    a reshape or a dtype of the same size, or other strings, must still be written as they are."""
+    module = _model()
+    changes = [
+        lambda: module.small[0].assign(np.full(1, 7.0, np.float32)),  # same layout, a new value
+        lambda: setattr(module, "large", tp.Variable(module.large.numpy().reshape(200, 300))),
+        lambda: setattr(module, "large", tp.Variable(module.large.numpy().view(np.int64))),
+        lambda: setattr(module, "text", tp.Variable(b"other text")),
+        lambda: setattr(module, "empty", tp.Variable(np.zeros((3, 0), np.int8))),
+    ]
+    by_process, by_thread = tp.Checkpoint(model=module), tp.Checkpoint(model=module)
+    for step, change in enumerate(changes):
+        change()
+        by_process.write(str(tmp_path / f"process-{step}" / "ckpt"), PROCESS)
+        by_process.sync()
+        by_thread.write(str(tmp_path / f"thread-{step}" / "ckpt"), THREAD)
+        by_thread.sync()
+        assert _files(str(tmp_path / f"process-{step}")) == _files(str(tmp_path / f"thread-{step}")), step
+    with tp.load_checkpoint(str(tmp_path / "process-4" / "ckpt")) as reader:
+        assert reader.get_variable_to_dtype_map()["model/large/.ATTRIBUTES/VARIABLE_VALUE"] == np.int64
+        assert reader.get_tensor("model/large/.ATTRIBUTES/VARIABLE_VALUE").shape == (200, 300)
+        assert reader.get_tensor("model/text/.ATTRIBUTES/VARIABLE_VALUE") == b"other text"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_the_writers_run_off_the_cpu_the_save_was_called_on(tmp_path) -> None:
+    """A loop pinned to one CPU saves: the child (and the thread that stages for it) run on the
+    others, whichever CPUs the loop's thread passed on to the threads it started."""
+    allowed = os.sched_getaffinity(0)
+    cpu = max(allowed)
+    seen: dict[str, set[int]] = {}
+
+    def pinned_loop() -> None:
+        os.sched_setaffinity(0, {cpu})
+        ckpt = tp.Checkpoint(v=tp.Variable(np.arange(10.0)))
+        ckpt.write(
+            str(tmp_path / "ckpt"),
+            tp.CheckpointOptions(
+                enable_async=True,
+                async_writer="process",
+                experimental_write_callbacks=[lambda _: seen.update(writer=os.sched_getaffinity(0))],
+            ),
+        )
+        ckpt.sync()
+
+    thread = threading.Thread(target=pinned_loop)
+    thread.start()
+    thread.join()
+    assert os.sched_getaffinity(_child_pid()) == allowed - {cpu}
+    assert seen["writer"] == allowed - {cpu}  # the callbacks run on the checkpoint's writer thread
 
 
 def test_the_manager_callbacks_and_sync_work_as_with_the_thread(tmp_path) -> None:

@@ -136,6 +136,10 @@ class _ChildCommit(_AloneCommit):
     :mod:`.writer_process`); what the child cannot be sent (a slice of a larger tensor, say), this
     thread writes as :class:`_AloneCommit` does."""
 
+    def __init__(self, prefix: str) -> None:
+        super().__init__(prefix)
+        self.saver_cpu = writer_process.current_cpu()  # made by save(), on the training loop's thread
+
     def write(
         self,
         tensors: Tensors,
@@ -144,7 +148,7 @@ class _ChildCommit(_AloneCommit):
         record: Callable[[], None] | None,
         follow: Callable[[], None] | None,
     ) -> None:
-        if not writer_process.write_in_child(self.prefix, tensors):
+        if not writer_process.write_in_child(self.prefix, tensors, self.saver_cpu):
             super().write(tensors, owners, sharding, record, follow)
 
 

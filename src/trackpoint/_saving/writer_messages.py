@@ -8,7 +8,7 @@ inline values. An answer is JSON: null, or the error the write raised (its class
 ``trackpoint.errors``, arguments, path and key).
 
 Inline values are what the staged memory does not hold: ``bytes`` (the object graph), empty
-arrays, and string tensors (object arrays of ``bytes`` or ``str``; :func:`sendable` refuses any
+arrays, and string tensors (object arrays of ``bytes`` or ``str``; :func:`sendable_dtypes` refuses any
 other object array, which the thread then writes).
 
 Example:
@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Sequence
 from typing import IO, Any
@@ -42,7 +43,7 @@ __all__ = [
     "from_json",
     "receive",
     "send",
-    "sendable",
+    "sendable_dtypes",
     "to_json",
 ]
 
@@ -84,13 +85,16 @@ def _strings(value: np.ndarray) -> bool:
     return all(type(item) is bytes or type(item) is str for item in value.reshape(-1).tolist())
 
 
-def sendable(values: Sequence[Any]) -> bool:
-    """Whether every value can be sent: NumPy arrays (object arrays only of ``bytes`` or ``str``)
-    and ``bytes``."""
-    kinds = set(map(type, values))
-    if not kinds <= {np.ndarray, bytes}:
-        return False
-    return all(_strings(v) for v in values if type(v) is np.ndarray and v.dtype.hasobject)
+def sendable_dtypes(values: Sequence[Any]) -> list[np.dtype | None] | None:
+    """The dtypes of ``values`` (None for ``bytes``) when every value can be sent: NumPy arrays
+    (object arrays only of ``bytes`` or ``str``) and ``bytes``; None when one cannot."""
+    if not set(map(type, values)) <= {np.ndarray, bytes}:
+        return None
+    dtypes = list(map(getattr, values, itertools.repeat("dtype"), itertools.repeat(None)))
+    objects = {dtype for dtype in set(dtypes) if dtype is not None and dtype.hasobject}
+    if objects and not all(_strings(v) for v, dtype in zip(values, dtypes) if dtype in objects):
+        return None
+    return dtypes
 
 
 def encode_inline(row: int, value: Any) -> tuple[list[Any], list[bytes]]:

@@ -9,10 +9,11 @@ process, shared by its checkpoints and started by the first such save:
 
 1. The checkpoint's writer thread (still the one that runs ``sync()``, the write callbacks and
    the manager's accounting) copies the save's arrays into shared memory (a ``memfd``): the
-   small ones of a dtype by one ``np.concatenate`` (5 ms for 20,000), the large ones by
+   small ones of a dtype by one ``np.concatenate`` (8 ms for 20,000), the large ones by
    ``np.copyto``, which releases the GIL. It sends the keys (only when they differ from the
-   previous write's), dtype codes and shapes through a pipe (:mod:`.writer_messages`). About
-   20 ms of GIL a save of 20,000 tensors: 12 for the layout, the rest for the small copies.
+   previous write's), dtype codes and shapes through a pipe (:mod:`.writer_messages`). The
+   layout of the last write is reused while every dtype and shape stays the same (4 ms to
+   check for 20,000 tensors, against 17 to make it): about 15 ms of GIL a save in all.
 2. The child writes the bundle exactly as the thread would (:func:`.write.write_bundle`, the
    same bytes, temporary names and renames; the data files around the page cache, see
    :mod:`trackpoint._format.direct_file`) and answers None or the error it raised; the thread
@@ -22,6 +23,10 @@ process, shared by its checkpoints and started by the first such save:
 3. The shared memory stays mapped in both processes from save to save (mapping it afresh
    faulted in every page again: 0.15 s of CPU for 276 MiB, five times the copy). So from the
    first such save on, the process holds one more copy of the largest state it saved this way.
+4. The writer thread and the child run on the CPUs other than the one ``save()`` was called on
+   (:meth:`_Child.keep_off`). A single-threaded loop left alone on its CPU lost 5-10% less of
+   its steps than one the scheduler let the writers share (PERFORMANCE.md, "Saves beside a
+   training loop").
 
 The child dies with its parent (``PR_SET_PDEATHSIG``): a killed training process leaves what a
 killed thread leaves, temporary files that carry the child's PID and that a later save removes.
@@ -51,7 +56,7 @@ from trackpoint._saving import writer_messages as messages
 from trackpoint._saving.writer_messages import from_json, to_json
 from trackpoint.errors import CheckpointError, WriteError
 
-__all__ = ["AVAILABLE", "STOP_TIMEOUT", "main", "write_in_child"]
+__all__ = ["AVAILABLE", "STOP_TIMEOUT", "current_cpu", "main", "write_in_child"]
 
 #: Whether this system has what the writer process needs (``memfd_create``: Linux); elsewhere
 #: ``async_writer="process"`` saves are written by the thread.
@@ -62,6 +67,7 @@ SPAWN_TIMEOUT = 60.0  # seconds for starting a child (a fork and exec; seconds o
 _ALIGN = 64
 _LARGE = 1 << 16  # bytes: arrays this large are copied one by one, without the GIL
 _PR_SET_PDEATHSIG = 1
+_libc: Any = ctypes.CDLL(None, use_errno=True) if AVAILABLE else None  # prctl, sched_getcpu
 
 _first = operator.itemgetter(0)
 _second = operator.itemgetter(1)
@@ -79,13 +85,15 @@ class _Layout:
     arrays) is sent inline.
     """
 
-    def __init__(self, values: list[Any]) -> None:
-        # Per tensor only C loops (map, fromiter): 20,000 tensors take a few ms of the GIL.
+    def __init__(self, values: list[Any], dtypes: list[Any], shapes: list[Any]) -> None:
+        # Per tensor only C loops (map, fromiter): 20,000 tensors take about 10 ms of the GIL.
+        self.dtypes, self.shapes = dtypes, shapes  # what a later write must match to reuse this layout
         count, original = len(values), values
-        arrays = np.fromiter(map(operator.is_, map(type, values), itertools.repeat(np.ndarray)), bool, count)
-        if not arrays.all():  # the object graph's bytes, strings: each a placeholder here
+        arrays = np.fromiter(map(operator.is_not, dtypes, itertools.repeat(None)), bool, count)
+        if not arrays.all():  # the object graph's bytes: each a placeholder here
             values = [value if array else _EMPTY for value, array in zip(values, arrays.tolist())]
-        dtypes = list(map(_dtype, values))
+            dtypes = list(map(_dtype, values))
+            shapes = list(map(_shape, values))
         self.kinds = list(dict.fromkeys(dtypes))
         kinds = {dtype: code for code, dtype in enumerate(self.kinds)}
         self.codes = np.fromiter(map(kinds.__getitem__, dtypes), np.int32, count)
@@ -101,15 +109,16 @@ class _Layout:
             self.inline = {i: original[i] for i in rows.tolist()}
         large = sizes >= _LARGE
         self.offsets = np.zeros(len(values), np.int64)
-        self.groups: list[tuple[np.dtype, list[int], int]] = []  # dtype, rows, first offset
+        self.groups: list[tuple[np.dtype, list[int], int, int]] = []  # dtype, rows, first offset, bytes
         end = 0
         for code, dtype in enumerate(self.kinds):
             rows = np.flatnonzero((self.codes == code) & ~large & (sizes > 0))
             if len(rows):
                 end = -(-end // _ALIGN) * _ALIGN
                 self.offsets[rows] = end + np.cumsum(sizes[rows]) - sizes[rows]
-                self.groups.append((dtype, rows.tolist(), end))
-                end += int(sizes[rows].sum())
+                total = int(sizes[rows].sum())
+                self.groups.append((dtype, rows.tolist(), end, total))
+                end += total
         rows = np.flatnonzero(large)
         self.large = rows.tolist()
         if len(rows):
@@ -118,15 +127,28 @@ class _Layout:
             self.offsets[rows] = end + np.cumsum(aligned) - aligned
             end += int(aligned.sum())
         self.size = max(end, 1)
-        shapes = list(map(_shape, values))
         self.ndims = np.fromiter(map(len, shapes), np.int8, len(shapes))
         self.dims = np.fromiter(itertools.chain.from_iterable(shapes), np.int64)
 
+    @classmethod
+    def of(cls, values: list[Any], dtypes: list[Any], last: _Layout | None) -> _Layout:
+        """The layout of ``values`` (``dtypes``: theirs, None for bytes): ``last`` when the
+        values have the dtypes and shapes it was made for, with this write's inline values.
+
+        A checkpoint saves the same tensors each time, and comparing their dtypes and shapes
+        takes a third of the GIL that making the layout does (issue 44: the loop loses what
+        the writer holds).
+        """
+        shapes = list(map(getattr, values, itertools.repeat("shape"), itertools.repeat(None)))
+        if last is None or last.dtypes != dtypes or last.shapes != shapes:
+            return cls(values, dtypes, shapes)
+        last.inline = {row: values[row] for row in last.inline}
+        return last
+
     def fill(self, memory: np.ndarray, values: list[Any]) -> None:
         """Copy the staged arrays of ``values`` into ``memory`` (the mapped shared memory)."""
-        for dtype, rows, start in self.groups:
-            small = [values[i] for i in rows]
-            total = sum(map(_nbytes, small))
+        for dtype, rows, start, total in self.groups:
+            small = list(map(values.__getitem__, rows))
             np.concatenate(small, axis=None, out=memory[start : start + total].view(dtype))  # one C loop
         for i in self.large:
             start, size = int(self.offsets[i]), values[i].nbytes
@@ -237,13 +259,17 @@ class _Child:
         self.pid = os.getpid()  # a forked copy of this process starts its own child
         self.keys: list[str] | None = None  # the keys the child holds from the last write
         self.map: mmap.mmap | None = None
+        self.layout: _Layout | None = None  # of the last write
+        # Where the writers may run: a thread inherits the CPUs of the one that started it,
+        # and a loop pinned to one CPU must not pin them there too.
+        self.cpus = os.sched_getaffinity(0) | os.sched_getaffinity(os.getpid())
 
     def alive(self) -> bool:
         return self.pid == os.getpid() and self.process.poll() is None
 
-    def stage(self, values: list[Any]) -> _Layout:
-        """Copy ``values`` into the shared memory; return where they are."""
-        layout = _Layout(values)
+    def stage(self, values: list[Any], dtypes: list[Any]) -> _Layout:
+        """Copy ``values`` (``dtypes``: theirs, None for bytes) into the shared memory; return where they are."""
+        layout = self.layout = _Layout.of(values, dtypes, self.layout)
         if self.map is None or len(self.map) < layout.size:
             # Grown with room to spare, and kept mapped from save to save: a fresh mapping
             # faults in every page again, which took 0.15 s of a 276 MiB save (0.03 s to copy).
@@ -257,10 +283,21 @@ class _Child:
         del memory  # no view may outlive a save: the map may be replaced by the next
         return layout
 
-    def write(self, prefix: str, keys: list[str], values: list[Any]) -> None:
+    def keep_off(self, cpu: int | None) -> None:
+        """Run this thread and the child on the CPUs other than ``cpu``, the one the save was
+        called on, where the training loop runs: on it the writers would take the loop's time
+        (PERFORMANCE.md, "Saves beside a training loop")."""
+        others = self.cpus - {cpu}
+        if cpu is None or not others:
+            return
+        with contextlib.suppress(OSError):  # a CPU set the system refuses: the writers run anywhere
+            os.sched_setaffinity(0, others)
+            os.sched_setaffinity(self.process.pid, others)
+
+    def write(self, prefix: str, keys: list[str], values: list[Any], dtypes: list[Any]) -> None:
         assert self.process.stdin is not None and self.process.stdout is not None
         try:
-            layout = self.stage(values)
+            layout = self.stage(values, dtypes)
             assert self.map is not None
             # A checkpoint saves the same keys each time: 20,000 of them are a megabyte of JSON.
             sent = None if keys == self.keys else keys
@@ -300,9 +337,24 @@ _lock = threading.Lock()  # one write at a time: checkpoints share the child
 _child: _Child | None = None
 
 
-def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]]) -> bool:
-    """Write the bundle of ``tensors`` at ``prefix`` in the writer process; False, having done
-    nothing, when a value cannot be sent (:func:`.writer_messages.sendable`: a slice of a larger
+def current_cpu() -> int | None:
+    """The CPU the calling thread runs on now; None where the C library does not tell.
+
+    Example:
+        >>> current_cpu() in os.sched_getaffinity(0) | {None}
+        True
+    """
+    try:
+        cpu = _libc.sched_getcpu()
+    except AttributeError:
+        return None
+    return cpu if cpu >= 0 else None
+
+
+def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]], saver_cpu: int | None = None) -> bool:
+    """Write the bundle of ``tensors`` at ``prefix`` in the writer process, which runs, as the thread
+    that stages for it, off ``saver_cpu`` (:func:`current_cpu` of the thread that saved); False, having done
+    nothing, when a value cannot be sent (:func:`.writer_messages.sendable_dtypes`: a slice of a larger
     tensor, say), which the caller then writes itself.
 
     Raises:
@@ -311,7 +363,8 @@ def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]]) -> bool:
     """
     global _child
     values = list(map(_second, tensors))
-    if not messages.sendable(values):
+    dtypes = messages.sendable_dtypes(values)
+    if dtypes is None:
         return False
     keys = list(map(_first, tensors))
     with _lock:
@@ -327,14 +380,15 @@ def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]]) -> bool:
                     'save with CheckpointOptions(async_writer="thread")',
                     path=prefix,
                 ) from exc
-        _child.write(prefix, keys, values)
+        _child.keep_off(saver_cpu)
+        _child.write(prefix, keys, values, dtypes)
     return True
 
 
 def main(fd: int) -> None:
     """The child: write each bundle the parent sends, answer None or the exception raised."""
     with contextlib.suppress(OSError, AttributeError):  # Linux: die with the parent
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:
         return  # the parent is gone already
     from trackpoint._format.direct_file import write_around_page_cache
