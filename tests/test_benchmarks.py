@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 
@@ -183,3 +184,16 @@ def test_async_interference_quick_runs_every_mode() -> None:
         for mode in ("async", "async-process", "torch.save", "sync"):
             assert (loop, mode) in rows, result.stdout
     assert "| async-process |" in result.stdout  # the blocked-time row of the writer process
+
+
+@pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2 or shutil.which("taskset") is None, reason="needs 2 CPUs and taskset"
+)
+def test_vcpu_neighbours_quick_measures_a_share_per_cpu() -> None:
+    script = os.path.join(ROOT, "benchmarks", "vcpu_neighbours.py")
+    result = subprocess.run(
+        [sys.executable, script, "--quick", "--kinds", "spin"], check=False, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    (row,) = [line for line in result.stdout.splitlines() if line.startswith("| spin |")]
+    assert all(float(cell) > 0 for cell in row.split("|")[2:4]), result.stdout

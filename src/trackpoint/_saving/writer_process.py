@@ -48,7 +48,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -337,6 +337,13 @@ _lock = threading.Lock()  # one write at a time: checkpoints share the child
 _child: _Child | None = None
 
 
+def _columns(tensors: Sequence[tuple[str, Any]]) -> tuple[list[str], list[Any]]:
+    columns = getattr(tensors, "columns", None)  # a save's tensors (serialize._Tensors) have them ready
+    if columns is not None:
+        return cast(tuple[list[str], list[Any]], columns())
+    return list(map(_first, tensors)), list(map(_second, tensors))
+
+
 def current_cpu() -> int | None:
     """The CPU the calling thread runs on now; None where the C library does not tell.
 
@@ -362,11 +369,10 @@ def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]], saver_cpu: i
             :class:`~trackpoint.errors.WriteError` when the child could not be started or died.
     """
     global _child
-    values = list(map(_second, tensors))
+    keys, values = _columns(tensors)
     dtypes = messages.sendable_dtypes(values)
     if dtypes is None:
         return False
-    keys = list(map(_first, tensors))
     with _lock:
         if _child is None or not _child.alive():
             if _child is not None and _child.pid == os.getpid():
