@@ -17,8 +17,8 @@ Modes, each in fresh processes (modes interleaved, the order rotating by round):
   sync           a synchronous ``tp.Checkpoint.save`` from the loop every 10 steps
 
 Within each process the loop runs in windows of ``--window`` seconds that alternate between no
-save and saves as the mode makes them (a window with saves is followed by the wait for its last
-save, which neither window counts). The share of a window with saves is its steps per second over
+save and saves as the mode makes them; a window with saves goes on until its last save is
+written, so that it holds whole saves. The share of a window with saves is its steps per second over
 the mean of the two windows without saves around it. This VM's speed drifts by 10-20% from one
 second to the next (other guests on the host), so fresh processes compared with each other
 measured that drift as much as the saves; neighbouring windows share it.
@@ -135,15 +135,22 @@ def _run_one(loop: str, mode: str, seconds: float, window: float, quick: bool, d
         ckpt.sync()
 
     def run(with_saves: bool) -> tuple[float, int]:
-        """Steps per second over one window, and the saves started in it."""
+        """Steps per second over one window, and the saves started in it. A window with saves
+        lasts until its last save is written: it holds whole saves, each one's burst of Python
+        work at its start and its writing after."""
         saves, steps, saved[0] = 0, 0, 0
         written.set()
         if with_saves and saver is not None:
             saving.set()
         start = time.perf_counter()
-        while time.perf_counter() - start < window:
+        while True:
             step()
             steps += 1
+            if time.perf_counter() - start >= window:
+                saving.clear()
+                if written.is_set() and idle.is_set():
+                    break
+                continue
             if not with_saves:
                 continue
             if mode.startswith("async") and written.is_set():
@@ -155,17 +162,19 @@ def _run_one(loop: str, mode: str, seconds: float, window: float, quick: bool, d
             elif mode == "sync" and steps % 10 == 0:
                 ckpt.write(path)
                 saves += 1
-        rate = steps / (time.perf_counter() - start)
-        saving.clear()  # the last save finishes outside every window
+        elapsed = time.perf_counter() - start
         idle.wait()
         ckpt.sync()
-        return rate, saves + saved[0]
+        return steps / elapsed, saves + saved[0]
 
     os.sync()
-    quiet, busy, shares, saves = [], [], [], 0
+    quiet, busy, shares, saves, busy_seconds = [], [], [], 0, []
     before = run(False)[0]
-    while (len(busy) + 1) * 2 * window <= seconds or not busy:
+    began_all = time.perf_counter()
+    while time.perf_counter() - began_all + 2 * window <= seconds or not busy:
+        began = time.perf_counter()
         rate, started = run(True)
+        busy_seconds.append(time.perf_counter() - began)
         after = run(False)[0]
         quiet.append(before)
         busy.append(rate)
@@ -184,7 +193,7 @@ def _run_one(loop: str, mode: str, seconds: float, window: float, quick: bool, d
         "quiet": quiet,
         "busy": busy,
         "shares": shares,
-        "saves_per_s": saves / (len(busy) * window),
+        "saves_per_s": saves / sum(busy_seconds),
         "blocked": blocked,
         "copy": copy,
     }
