@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 MODES = ("async", "async-process", "torch.save", "sync")
+SAVE_TIMEOUT = 120.0  # seconds a window with saves waits for its last save after its end
 LOOPS = ("torch", "numpy")
 
 
@@ -92,9 +93,13 @@ def _numpy_loop() -> Any:
     return step
 
 
-def _run_one(loop: str, mode: str, seconds: float, window: float, quick: bool, directory: str) -> dict[str, Any]:
+def _run_one(
+    loop: str, mode: str, seconds: float, window: float, quick: bool, directory: str, loop_cpu: int | None
+) -> dict[str, Any]:
     import trackpoint as tp
 
+    if loop_cpu is not None:  # the loop's thread only: the writers keep to the other CPUs by themselves
+        os.sched_setaffinity(0, {loop_cpu})
     step = _torch_loop() if loop == "torch" else _numpy_loop()
     state = _state(quick)
     variables = {name: tp.Variable(value) for name, value in state.items()}
@@ -111,6 +116,7 @@ def _run_one(loop: str, mode: str, seconds: float, window: float, quick: bool, d
     saving, idle, stop = threading.Event(), threading.Event(), threading.Event()
     idle.set()
     saved = [0]  # by torch.save
+    failures: list[BaseException] = []  # of torch.save, raised by the loop
     saver = None
     if mode == "torch.save":
         import torch
@@ -123,7 +129,13 @@ def _run_one(loop: str, mode: str, seconds: float, window: float, quick: bool, d
                 if not saving.wait(0.01):
                     continue
                 idle.clear()
-                torch.save(tensors, os.path.join(directory, f"t{n % 2}.pt"))
+                if not saving.is_set():  # the window ended meanwhile: no save runs into the next
+                    idle.set()
+                    continue
+                try:
+                    torch.save(tensors, os.path.join(directory, f"t{n % 2}.pt"))
+                except Exception as exc:  # noqa: BLE001 - raised by the loop, which waits for this save
+                    failures.append(exc)
                 n += 1
                 saved[0] += 1
                 idle.set()
@@ -146,10 +158,16 @@ def _run_one(loop: str, mode: str, seconds: float, window: float, quick: bool, d
         while True:
             step()
             steps += 1
-            if time.perf_counter() - start >= window:
+            now = time.perf_counter() - start
+            if now >= window:
                 saving.clear()
                 if written.is_set() and idle.is_set():
                     break
+                if failures:
+                    raise failures[0]
+                if now >= window + SAVE_TIMEOUT:  # a failed async save calls no callback: sync() raises it
+                    ckpt.sync()
+                    raise TimeoutError(f"a save started in this window is not written after {SAVE_TIMEOUT} s")
                 continue
             if not with_saves:
                 continue
@@ -206,12 +224,15 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=1.0)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--modes", default=",".join(MODES), help="a comma-separated subset of the modes")
+    parser.add_argument(
+        "--loop-cpu", type=int, help="pin the loop's thread to this CPU (this VM takes the disk's interrupts on one)"
+    )
     parser.add_argument("--one", nargs=3, metavar=("LOOP", "MODE", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     seconds, window = (1.0, 0.5) if args.quick else (args.seconds, args.window)
     if args.one:
         loop, mode, directory = args.one
-        print(json.dumps(_run_one(loop, mode, seconds, window, args.quick, directory)))
+        print(json.dumps(_run_one(loop, mode, seconds, window, args.quick, directory, args.loop_cpu)))
         return
     rounds = 1 if args.quick else args.rounds
     modes = tuple(m for m in MODES if m in args.modes.split(","))
@@ -223,7 +244,9 @@ def main() -> None:
                 with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as directory:
                     command = [sys.executable, __file__, "--seconds", str(seconds), "--window", str(window)]
                     command += ["--one", loop, mode, directory] + (["--quick"] if args.quick else [])
-                    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+                    command += [] if args.loop_cpu is None else ["--loop-cpu", str(args.loop_cpu)]
+                    timeout = seconds * 4 + 600  # the windows, the waits for their last saves, the setup
+                    out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=timeout).stdout
                 results.setdefault((loop, mode), []).append(json.loads(out.strip().splitlines()[-1]))
 
     def pooled(loop: str, mode: str, field: str) -> list[float]:

@@ -13,7 +13,7 @@ to another does one of:
 The neighbour is stopped (SIGSTOP) and continued (SIGCONT) in alternate windows; the share of a
 window with the neighbour running is its steps per second over the mean of the two windows
 without it around it (as ``async_interference`` measures). Each case runs with the loop on each
-of the first two CPUs, because the disk's interrupts are delivered to one CPU
+of the first two CPUs this process may use, because the disk's interrupts are delivered to one CPU
 (``/proc/interrupts``), whose loop they interrupt. Needs Linux, two CPUs and ``dd``.
 
 What it shows on this VM (PERFORMANCE.md, "Saves beside a training loop"): a writer process
@@ -62,7 +62,7 @@ def _neighbour(kind: str, cpu: int, directory: str) -> list[str]:
     return ["taskset", "-c", str(cpu), *script]
 
 
-def _share(kind: str, loop_cpu: int, pairs: int, window: float, directory: str) -> float:
+def _share(kind: str, loop_cpu: int, other: int, pairs: int, window: float, directory: str) -> float:
     os.sched_setaffinity(0, {loop_cpu})
     step = async_interference._torch_loop()
     for _ in range(100):
@@ -75,7 +75,7 @@ def _share(kind: str, loop_cpu: int, pairs: int, window: float, directory: str) 
             steps += 1
         return steps / (time.perf_counter() - start)
 
-    neighbour = subprocess.Popen(_neighbour(kind, 1 - loop_cpu, directory), start_new_session=True)
+    neighbour = subprocess.Popen(_neighbour(kind, other, directory), start_new_session=True)
     try:
         time.sleep(0.5)
         os.killpg(neighbour.pid, signal.SIGSTOP)
@@ -103,11 +103,12 @@ def main() -> None:
     pairs, window = (2, 0.2) if args.quick else (args.pairs, args.window)
     if len(os.sched_getaffinity(0)) < 2:
         sys.exit("needs two CPUs")
-    print("| neighbour on the other CPU | loop on CPU 0: share | loop on CPU 1: share |")
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    print(f"| neighbour on the other CPU | loop on CPU {first}: share | loop on CPU {second}: share |")
     print("| --- | --- | --- |")
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as directory:
         for kind in (k for k in KINDS if k in args.kinds.split(",")):
-            shares = [_share(kind, cpu, pairs, window, directory) for cpu in (0, 1)]
+            shares = [_share(kind, a, b, pairs, window, directory) for a, b in ((first, second), (second, first))]
             print(f"| {kind} | {shares[0]:.3f} | {shares[1]:.3f} |")
 
 

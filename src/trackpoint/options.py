@@ -115,7 +115,8 @@ class CheckpointOptions:
         async_writer: Not in TF. Who writes an ``enable_async`` save: None or ``"thread"``, a
             thread of this process; ``"process"``, a child process shared by this process's
             checkpoints (Linux), from a copy of the state in shared memory and around the page
-            cache, so that the training process keeps its GIL and its core. It holds one more
+            cache, so that the training process keeps its GIL and its core; the writers run on
+            the CPUs other than the one ``save()`` was called on. It holds one more
             copy of the state from the first such save on. It applies to a process saving alone
             at a local path with no sharding callback, and is ignored otherwise.
 

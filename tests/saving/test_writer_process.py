@@ -96,55 +96,78 @@ def test_saves_of_other_keys_and_values_after_one_another(tmp_path) -> None:
 
 def test_a_layout_is_reused_only_for_the_same_dtypes_and_shapes(tmp_path) -> None:
     """Saves of one checkpoint reuse the last staging layout while every dtype and shape stays;
-    a reshape or a dtype of the same size, or other strings, must still be written as they are."""
+    a reshape, a dtype of the same size, bytes for an array, or other strings must still be
+    written as they are. (A tp.Variable keeps native byte order; the next test takes the other.)"""
     module = _model()
-    changes = [
-        lambda: module.small[0].assign(np.full(1, 7.0, np.float32)),  # same layout, a new value
-        lambda: setattr(module, "large", tp.Variable(module.large.numpy().reshape(200, 300))),
-        lambda: setattr(module, "large", tp.Variable(module.large.numpy().view(np.int64))),
-        lambda: setattr(module, "text", tp.Variable(b"other text")),
-        lambda: setattr(module, "empty", tp.Variable(np.zeros((3, 0), np.int8))),
+    module.flip = tp.Variable(np.arange(6.0))
+    changes = [  # (change, whether the last layout may serve)
+        (lambda: module.small[0].assign(np.full(1, 7.0, np.float32)), True),
+        (lambda: setattr(module, "large", tp.Variable(module.large.numpy().reshape(200, 300))), False),
+        (lambda: setattr(module, "large", tp.Variable(module.large.numpy().view(np.int64))), False),
+        (lambda: setattr(module, "text", tp.Variable(b"other text")), True),
+        (lambda: setattr(module, "flip", tp.Variable(b"bytes now")), False),
+        (lambda: setattr(module, "flip", tp.Variable(np.arange(6.0))), False),
+        (lambda: setattr(module, "empty", tp.Variable(np.zeros((3, 0), np.int8))), False),
     ]
     by_process, by_thread = tp.Checkpoint(model=module), tp.Checkpoint(model=module)
-    for step, change in enumerate(changes):
+    by_process.write(str(tmp_path / "first" / "ckpt"), PROCESS)
+    by_process.sync()
+    for step, (change, reused) in enumerate(changes):
         change()
+        last = writer_process._child.layout if writer_process._child is not None else None
         by_process.write(str(tmp_path / f"process-{step}" / "ckpt"), PROCESS)
         by_process.sync()
+        assert (writer_process._child.layout is last) == reused, step
         by_thread.write(str(tmp_path / f"thread-{step}" / "ckpt"), THREAD)
         by_thread.sync()
         assert _files(str(tmp_path / f"process-{step}")) == _files(str(tmp_path / f"thread-{step}")), step
-    with tp.load_checkpoint(str(tmp_path / "process-4" / "ckpt")) as reader:
+    with tp.load_checkpoint(str(tmp_path / "process-6" / "ckpt")) as reader:
         assert reader.get_variable_to_dtype_map()["model/large/.ATTRIBUTES/VARIABLE_VALUE"] == np.int64
         assert reader.get_tensor("model/large/.ATTRIBUTES/VARIABLE_VALUE").shape == (200, 300)
         assert reader.get_tensor("model/text/.ATTRIBUTES/VARIABLE_VALUE") == b"other text"
 
 
+def test_a_layout_is_not_reused_across_byte_orders_or_from_bytes_to_float64() -> None:
+    native = np.arange(4.0)
+    last = writer_process._Layout.of([native], [native.dtype], None)
+    swapped = native.astype(">f8")
+    assert writer_process._Layout.of([swapped], [swapped.dtype], last) is not last
+    assert writer_process._Layout.of([native.copy()], [native.dtype], last) is last
+    # np.dtype(None) is float64, so the dtypes alone compare equal: the shapes tell them apart.
+    of_bytes = writer_process._Layout.of([b"text"], [None], None)
+    assert [None] == [native.dtype]
+    assert writer_process._Layout.of([native], [native.dtype], of_bytes) is not of_bytes
+
+
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
-def test_the_writers_run_off_the_cpu_the_save_was_called_on(tmp_path) -> None:
-    """A loop pinned to one CPU saves: the child (and the thread that stages for it) run on the
-    others, whichever CPUs the loop's thread passed on to the threads it started."""
+@pytest.mark.parametrize("options", [PROCESS, THREAD], ids=["process", "thread"])
+def test_the_writers_run_off_the_cpu_the_save_was_called_on(tmp_path, options) -> None:
+    """A loop pinned to one CPU saves: the writer thread (and the child, for the process writer)
+    run on the others, whichever CPUs the loop's thread passed on to the threads it started."""
     allowed = os.sched_getaffinity(0)
     cpu = max(allowed)
     seen: dict[str, set[int]] = {}
+    callback = tp.CheckpointOptions(
+        experimental_write_callbacks=[lambda _: seen.update(writer=os.sched_getaffinity(0))]
+    )
+    options = tp.CheckpointOptions(
+        enable_async=True,
+        async_writer=options.async_writer,
+        experimental_write_callbacks=callback.experimental_write_callbacks,
+    )
 
     def pinned_loop() -> None:
         os.sched_setaffinity(0, {cpu})
         ckpt = tp.Checkpoint(v=tp.Variable(np.arange(10.0)))
-        ckpt.write(
-            str(tmp_path / "ckpt"),
-            tp.CheckpointOptions(
-                enable_async=True,
-                async_writer="process",
-                experimental_write_callbacks=[lambda _: seen.update(writer=os.sched_getaffinity(0))],
-            ),
-        )
+        ckpt.write(str(tmp_path / "ckpt"), options)
         ckpt.sync()
 
     thread = threading.Thread(target=pinned_loop)
     thread.start()
     thread.join()
-    assert os.sched_getaffinity(_child_pid()) == allowed - {cpu}
     assert seen["writer"] == allowed - {cpu}  # the callbacks run on the checkpoint's writer thread
+    if options.async_writer == "process":
+        assert os.sched_getaffinity(_child_pid()) == allowed - {cpu}
 
 
 def test_the_manager_callbacks_and_sync_work_as_with_the_thread(tmp_path) -> None:

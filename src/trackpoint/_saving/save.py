@@ -52,7 +52,7 @@ from trackpoint._graph import kept_values
 from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.save_layout import SaveLayout
 from trackpoint._graph.serialize import SerializedCheckpoint, serialize
-from trackpoint._saving import writer_process
+from trackpoint._saving import cpus, writer_process
 from trackpoint._saving.async_writer import AsyncWriter
 from trackpoint._saving.committer import Commit, Committer, Tensors, committer_for
 from trackpoint._saving.incremental import Previous
@@ -136,10 +136,6 @@ class _ChildCommit(_AloneCommit):
     :mod:`.writer_process`); what the child cannot be sent (a slice of a larger tensor, say), this
     thread writes as :class:`_AloneCommit` does."""
 
-    def __init__(self, prefix: str) -> None:
-        super().__init__(prefix)
-        self.saver_cpu = writer_process.current_cpu()  # made by save(), on the training loop's thread
-
     def write(
         self,
         tensors: Tensors,
@@ -148,7 +144,7 @@ class _ChildCommit(_AloneCommit):
         record: Callable[[], None] | None,
         follow: Callable[[], None] | None,
     ) -> None:
-        if not writer_process.write_in_child(self.prefix, tensors, self.saver_cpu):
+        if not writer_process.write_in_child(self.prefix, tensors):
             super().write(tensors, owners, sharding, record, follow)
 
 
@@ -277,7 +273,13 @@ def save_checkpoint(
 
     if settings.enable_async:
         snapshot = serialized.snapshot()
-        state.background().submit(lambda: write(snapshot), prefix)
+        saver = cpus.current()  # the training loop's CPU, left to it (see .cpus)
+
+        def write_off_the_loop() -> None:
+            cpus.keep_off(saver)
+            write(snapshot)
+
+        state.background().submit(write_off_the_loop, prefix)
     else:
         state.settle()  # keep saves in order behind any background write
         write(serialized)

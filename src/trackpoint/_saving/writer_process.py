@@ -23,10 +23,8 @@ process, shared by its checkpoints and started by the first such save:
 3. The shared memory stays mapped in both processes from save to save (mapping it afresh
    faulted in every page again: 0.15 s of CPU for 276 MiB, five times the copy). So from the
    first such save on, the process holds one more copy of the largest state it saved this way.
-4. The writer thread and the child run on the CPUs other than the one ``save()`` was called on
-   (:meth:`_Child.keep_off`). A single-threaded loop left alone on its CPU lost 5-10% less of
-   its steps than one the scheduler let the writers share (PERFORMANCE.md, "Saves beside a
-   training loop").
+4. The child runs on the CPUs of the writer thread, which an async save keeps off the CPU
+   ``save()`` was called on (:mod:`.cpus`).
 
 The child dies with its parent (``PR_SET_PDEATHSIG``): a killed training process leaves what a
 killed thread leaves, temporary files that carry the child's PID and that a later save removes.
@@ -52,11 +50,12 @@ from typing import Any, cast
 
 import numpy as np
 
+from trackpoint._saving import cpus
 from trackpoint._saving import writer_messages as messages
 from trackpoint._saving.writer_messages import from_json, to_json
 from trackpoint.errors import CheckpointError, WriteError
 
-__all__ = ["AVAILABLE", "STOP_TIMEOUT", "current_cpu", "main", "write_in_child"]
+__all__ = ["AVAILABLE", "STOP_TIMEOUT", "main", "write_in_child"]
 
 #: Whether this system has what the writer process needs (``memfd_create``: Linux); elsewhere
 #: ``async_writer="process"`` saves are written by the thread.
@@ -67,7 +66,6 @@ SPAWN_TIMEOUT = 60.0  # seconds for starting a child (a fork and exec; seconds o
 _ALIGN = 64
 _LARGE = 1 << 16  # bytes: arrays this large are copied one by one, without the GIL
 _PR_SET_PDEATHSIG = 1
-_libc: Any = ctypes.CDLL(None, use_errno=True) if AVAILABLE else None  # prctl, sched_getcpu
 
 _first = operator.itemgetter(0)
 _second = operator.itemgetter(1)
@@ -140,7 +138,9 @@ class _Layout:
         the writer holds).
         """
         shapes = list(map(getattr, values, itertools.repeat("shape"), itertools.repeat(None)))
-        if last is None or last.dtypes != dtypes or last.shapes != shapes:
+        # Shapes first: a dtype compares equal to None (np.dtype(None) is float64), but a
+        # shape never does, so a row that turns from bytes into an array (or back) is seen here.
+        if last is None or last.shapes != shapes or last.dtypes != dtypes:
             return cls(values, dtypes, shapes)
         last.inline = {row: values[row] for row in last.inline}
         return last
@@ -260,9 +260,6 @@ class _Child:
         self.keys: list[str] | None = None  # the keys the child holds from the last write
         self.map: mmap.mmap | None = None
         self.layout: _Layout | None = None  # of the last write
-        # Where the writers may run: a thread inherits the CPUs of the one that started it,
-        # and a loop pinned to one CPU must not pin them there too.
-        self.cpus = os.sched_getaffinity(0) | os.sched_getaffinity(os.getpid())
 
     def alive(self) -> bool:
         return self.pid == os.getpid() and self.process.poll() is None
@@ -283,17 +280,6 @@ class _Child:
         del memory  # no view may outlive a save: the map may be replaced by the next
         return layout
 
-    def keep_off(self, cpu: int | None) -> None:
-        """Run this thread and the child on the CPUs other than ``cpu``, the one the save was
-        called on, where the training loop runs: on it the writers would take the loop's time
-        (PERFORMANCE.md, "Saves beside a training loop")."""
-        others = self.cpus - {cpu}
-        if cpu is None or not others:
-            return
-        with contextlib.suppress(OSError):  # a CPU set the system refuses: the writers run anywhere
-            os.sched_setaffinity(0, others)
-            os.sched_setaffinity(self.process.pid, others)
-
     def write(self, prefix: str, keys: list[str], values: list[Any], dtypes: list[Any]) -> None:
         assert self.process.stdin is not None and self.process.stdout is not None
         try:
@@ -302,6 +288,7 @@ class _Child:
             # A checkpoint saves the same keys each time: 20,000 of them are a megabyte of JSON.
             sent = None if keys == self.keys else keys
             messages.send(self.process.stdin, layout.encode(prefix, sent, len(self.map)))
+            layout.inline = dict.fromkeys(layout.inline)  # the rows stay; the graph's bytes need not
             self.keys = keys
             answer = messages.decode_error(messages.receive(self.process.stdout)[0])
         except (OSError, EOFError, CheckpointError) as exc:
@@ -344,23 +331,8 @@ def _columns(tensors: Sequence[tuple[str, Any]]) -> tuple[list[str], list[Any]]:
     return list(map(_first, tensors)), list(map(_second, tensors))
 
 
-def current_cpu() -> int | None:
-    """The CPU the calling thread runs on now; None where the C library does not tell.
-
-    Example:
-        >>> current_cpu() in os.sched_getaffinity(0) | {None}
-        True
-    """
-    try:
-        cpu = _libc.sched_getcpu()
-    except AttributeError:
-        return None
-    return cpu if cpu >= 0 else None
-
-
-def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]], saver_cpu: int | None = None) -> bool:
-    """Write the bundle of ``tensors`` at ``prefix`` in the writer process, which runs, as the thread
-    that stages for it, off ``saver_cpu`` (:func:`current_cpu` of the thread that saved); False, having done
+def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]]) -> bool:
+    """Write the bundle of ``tensors`` at ``prefix`` in the writer process, on this thread's CPUs; False, having done
     nothing, when a value cannot be sent (:func:`.writer_messages.sendable_dtypes`: a slice of a larger
     tensor, say), which the caller then writes itself.
 
@@ -386,7 +358,7 @@ def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]], saver_cpu: i
                     'save with CheckpointOptions(async_writer="thread")',
                     path=prefix,
                 ) from exc
-        _child.keep_off(saver_cpu)
+        cpus.follow(_child.process.pid)
         _child.write(prefix, keys, values, dtypes)
     return True
 
@@ -394,7 +366,7 @@ def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]], saver_cpu: i
 def main(fd: int) -> None:
     """The child: write each bundle the parent sends, answer None or the exception raised."""
     with contextlib.suppress(OSError, AttributeError):  # Linux: die with the parent
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:
         return  # the parent is gone already
     from trackpoint._format.direct_file import write_around_page_cache
