@@ -117,3 +117,16 @@ def gcs_bucket(fake_gcs) -> Iterator[str]:
         yield f"gs://{name}"
     finally:
         tp.set_storage_options(f"gs://{name}")
+
+
+@pytest.fixture(params=["process", "thread"])
+def downloader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Who runs the whole downloads of the test: the download process (running before the test
+    starts) or a thread of this process (the process switched off)."""
+    from trackpoint._storage import download_process
+
+    if request.param == "thread":
+        monkeypatch.setattr(download_process, "ENABLED", False)
+    else:
+        assert download_process.started(60.0) is not None, "the download process did not start within 60 s"
+    return str(request.param)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint._storage import ranged
+from trackpoint._storage import download_process, ranged
 
 pytestmark = (
     pytest.mark.slow
@@ -105,7 +105,9 @@ def test_verify_and_convert_fetch_the_data_together_not_tensor_by_tensor(bucket,
     assert len(_data_gets(proxy, s3)) <= 2, _data_gets(proxy, s3)
 
 
-def test_a_repeated_restore_downloads_the_data_at_once_without_a_request_for_the_graph(bucket, proxy, s3) -> None:
+def test_a_repeated_restore_downloads_the_data_at_once_without_a_request_for_the_graph(
+    bucket, proxy, s3, downloader
+) -> None:
     """The restore into the same objects again (an evaluator reading each new checkpoint) reads
     most of the checkpoint as the last one did: the whole object is downloaded from the start,
     and the object graph is read from that copy rather than by a ranged GET of its own."""
@@ -115,9 +117,11 @@ def test_a_repeated_restore_downloads_the_data_at_once_without_a_request_for_the
     ckpt = tp.Checkpoint(model=restored)
     ckpt.read(first).assert_consumed()
     proxy.gets.clear()
+    begun = download_process.begun()
     ckpt.read(second).assert_consumed()
     assert float(restored.big.numpy()[-1]) == 5.0 and float(restored.small["t1999"].numpy()[0]) == 5.0 + 1999
     assert _data_gets(proxy, s3) == [None]
+    assert download_process.begun() - begun == (1 if downloader == "process" else 0)
 
 
 def test_a_repeated_partial_restore_still_fetches_only_its_part(bucket, proxy, s3) -> None:
@@ -132,7 +136,7 @@ def test_a_repeated_partial_restore_still_fetches_only_its_part(bucket, proxy, s
     assert gets and all(h is not None for h in gets) and sum(_range_bytes(h) for h in gets) < 3 << 20, gets
 
 
-def test_a_download_begun_ahead_that_fails_is_made_again_by_the_read(bucket, proxy, s3) -> None:
+def test_a_download_begun_ahead_that_fails_is_made_again_by_the_read(bucket, proxy, s3, downloader) -> None:
     url = tp.Checkpoint(model=_model(6.0)).write(f"{bucket}/run/ckpt-1")
     restored = _model(0.0)
     ckpt = tp.Checkpoint(model=restored)
@@ -155,7 +159,7 @@ def test_a_download_begun_ahead_that_fails_is_made_again_by_the_read(bucket, pro
     assert _data_gets(proxy, s3) == [None, None]
 
 
-def test_an_object_replaced_under_a_download_begun_ahead_is_never_restored(bucket, proxy, s3) -> None:
+def test_an_object_replaced_under_a_download_begun_ahead_is_never_restored(bucket, proxy, s3, downloader) -> None:
     url = tp.Checkpoint(model=_model(7.0)).write(f"{bucket}/run/ckpt-1")
     restored = _model(0.0)
     ckpt = tp.Checkpoint(model=restored)
@@ -177,7 +181,7 @@ def test_an_object_replaced_under_a_download_begun_ahead_is_never_restored(bucke
     assert replaced and float(restored.big.numpy()[0]) == 0.0  # all or nothing: no value taken
 
 
-def test_a_download_begun_ahead_frees_its_copy_when_the_reader_closed_first(bucket, s3) -> None:
+def test_a_download_begun_ahead_frees_its_copy_when_the_reader_closed_first(bucket, s3, downloader) -> None:
     url = tp.Checkpoint(model=_model(1.0)).write(f"{bucket}/run/ckpt-1")
     before = _spool_copies()
     mirror = ranged.RangedObject(f"{url}.data-00000-of-00001", "data shard")

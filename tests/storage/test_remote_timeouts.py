@@ -142,7 +142,9 @@ def test_a_restore_whose_data_reads_stall_times_out_as_one_s3fs_request_does(buc
     assert len(gets) <= asked, f"{len(gets)} GETs of the data object where s3fs alone asks {asked} times"
 
 
-def test_a_repeated_restore_whose_download_stalls_times_out_as_one_s3fs_request_does(bucket, stalled, proxy) -> None:
+def test_a_repeated_restore_whose_download_stalls_times_out_as_one_s3fs_request_does(
+    bucket, stalled, proxy, downloader
+) -> None:
     """The restore into the same objects again downloads the data object ahead, by a GET that
     stalls: the restore gives up as one s3fs request does, with no second request after it."""
     proxy.fault = None

@@ -30,8 +30,8 @@ from typing import IO, Any
 
 import numpy as np
 
-from trackpoint import errors
 from trackpoint._saving.wire import from_json, pack, to_json, unpack
+from trackpoint._storage import child_processes
 from trackpoint.errors import CheckpointError, WriteError
 
 __all__ = [
@@ -127,20 +127,9 @@ def decode_inline(record: list[Any], parts: list[bytes]) -> tuple[Any, int]:
 
 def encode_error(error: BaseException | None, prefix: str) -> bytes:
     """The answer to a write: null, or ``error`` as a ``trackpoint.errors`` class can be made again."""
-    if error is None:
-        return to_json(None)
-    if not isinstance(error, CheckpointError):
-        error = WriteError(f"could not write checkpoint {prefix}: {type(error).__name__}: {error}", path=prefix)
-    args = [a if isinstance(a, (str, int, float)) or a is None else str(a) for a in error.args]
-    return to_json({"class": type(error).__name__, "args": args, "path": error.path, "key": error.key})
+    return child_processes.encode_error(error, WriteError, f"could not write checkpoint {prefix}", prefix)
 
 
 def decode_error(raw: bytes) -> CheckpointError | None:
     """The error an :func:`encode_error` answer carries (a ``WriteError`` if its class is unknown)."""
-    answer = from_json(raw)
-    if answer is None:
-        return None
-    cls = getattr(errors, str(answer["class"]), None)
-    if not (isinstance(cls, type) and issubclass(cls, CheckpointError)):
-        cls = WriteError
-    return cls(*answer["args"], path=answer["path"], key=answer["key"])
+    return child_processes.decode_error(raw)

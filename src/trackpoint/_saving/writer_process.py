@@ -35,13 +35,10 @@ of it published; the next save starts a new child.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import itertools
 import mmap
 import operator
 import os
-import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -53,6 +50,7 @@ import numpy as np
 from trackpoint._saving import cpus
 from trackpoint._saving import writer_messages as messages
 from trackpoint._saving.writer_messages import from_json, to_json
+from trackpoint._storage import child_processes
 from trackpoint.errors import CheckpointError, WriteError
 
 __all__ = ["AVAILABLE", "STOP_TIMEOUT", "main", "write_in_child"]
@@ -62,10 +60,8 @@ __all__ = ["AVAILABLE", "STOP_TIMEOUT", "main", "write_in_child"]
 AVAILABLE = hasattr(os, "memfd_create")
 
 STOP_TIMEOUT = 10.0  # seconds a child is given to leave once its pipe closes, then it is killed
-SPAWN_TIMEOUT = 60.0  # seconds for starting a child (a fork and exec; seconds on a loaded machine)
 _ALIGN = 64
 _LARGE = 1 << 16  # bytes: arrays this large are copied one by one, without the GIL
-_PR_SET_PDEATHSIG = 1
 
 _first = operator.itemgetter(0)
 _second = operator.itemgetter(1)
@@ -204,55 +200,13 @@ class _Write:
         return tensors
 
 
-def _spawn(fd: int) -> subprocess.Popen[bytes]:
-    """Start a writer process that reads ``fd``, from a thread that lives as long as this process.
-
-    ``PR_SET_PDEATHSIG`` fires when the *thread* that started the child ends, not the process:
-    started by a checkpoint's writer thread, the child would die with that checkpoint. The
-    spawning thread is a daemon: never joined, it outlives the interpreter's exit handlers
-    (where pending saves are finished) and ends only with the process.
-    """
-    global _spawner
-    with _spawner_lock:
-        if _spawner is None:
-            _spawner = queue.SimpleQueue()
-            threading.Thread(
-                target=_spawn_forever, args=(_spawner,), name="trackpoint-writer-spawner", daemon=True
-            ).start()
-    code = "import sys; sys.path[:0] = sys.argv[2:]; from trackpoint._saving.writer_process import main; main(int(sys.argv[1]))"
-    answer: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    _spawner.put(([sys.executable, "-c", code, str(fd), *sys.path], fd, answer))
-    try:
-        result = answer.get(timeout=SPAWN_TIMEOUT)
-    except queue.Empty:
-        raise OSError(f"the writer process did not start within {SPAWN_TIMEOUT:.0f} s") from None
-    if isinstance(result, BaseException):
-        raise result
-    return result
-
-
-def _spawn_forever(requests: queue.SimpleQueue[Any]) -> None:
-    while True:
-        command, fd, answer = requests.get()
-        try:
-            answer.put(
-                subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(fd,), close_fds=True)
-            )
-        except OSError as exc:
-            answer.put(exc)
-
-
-_spawner: queue.SimpleQueue[Any] | None = None
-_spawner_lock = threading.Lock()
-
-
 class _Child:
     """One child process and the shared memory it reads."""
 
     def __init__(self) -> None:
         self.fd = os.memfd_create("trackpoint-async-save", os.MFD_CLOEXEC)
         try:
-            self.process = _spawn(self.fd)
+            self.process = child_processes.spawn("trackpoint._saving.writer_process", self.fd)
         except BaseException:
             os.close(self.fd)
             raise
@@ -365,9 +319,7 @@ def write_in_child(prefix: str, tensors: Sequence[tuple[str, Any]]) -> bool:
 
 def main(fd: int) -> None:
     """The child: write each bundle the parent sends, answer None or the exception raised."""
-    with contextlib.suppress(OSError, AttributeError):  # Linux: die with the parent
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1:
+    if not child_processes.die_with_parent():
         return  # the parent is gone already
     from trackpoint._format.direct_file import write_around_page_cache
     from trackpoint._saving.write import write_bundle

@@ -9,9 +9,11 @@ clearing what killed writers left), :mod:`.files` (one door for every read),
 :mod:`.local_files` (opening untrusted local paths), :mod:`.shard_files` (a reader's open data
 files), :mod:`.naming` (a bundle's file names), :mod:`.readahead` (page-cache hints) and
 :mod:`.pending_writes` (this process's saves still in flight). The object store itself is
-reached through fsspec in :mod:`.fsspec_io` (reads, listing), :mod:`.ranged` (ranged reads)
-and :mod:`.commit` (conditional writes), with what differs between stores in :mod:`.providers`; fsspec and its
-backends are optional and imported only when a URL is used.
+reached through fsspec in :mod:`.fsspec_io` (reads, listing), :mod:`.ranged` (ranged reads, with
+whole downloads from S3 run by :mod:`.download_process`) and :mod:`.commit` (conditional writes),
+with what differs between stores in :mod:`.providers`; fsspec and its backends are optional and
+imported only when a URL is used. :mod:`.child_processes` starts our helper processes (the
+download process, and the writer process of async saves).
 
 The format layer asks :func:`trackpoint._storage.storage.storage_for` which storage holds a
 path and goes through that object for every read, publication and state-file swap. Nothing

@@ -39,10 +39,10 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from trackpoint._storage import fsspec_io, providers
+from trackpoint._storage import download_process, fsspec_io, providers
 from trackpoint._storage.spans import Span
 from trackpoint._storage.spans import blocks as _blocks
 from trackpoint._storage.spans import merge as _merge
@@ -72,7 +72,15 @@ class _Stream:
         self.waiting = 0  # the end of the bytes a read waits for: reads are woken only then
         self.done = False
         self.cancelled = False  # the copy was closed: the download stops at its next piece
+        self.cancel: Callable[[], None] | None = None  # tells the download process so
         self.error: CheckpointError | None = None  # the store did not answer: reads raise it
+
+
+def _spool() -> int:
+    """A new empty local copy, already unlinked: nothing to clean up once it is closed, whatever happens."""
+    fd, name = tempfile.mkstemp(prefix="trackpoint-spool-")
+    os.unlink(name)
+    return fd
 
 
 class _Closed(CheckpointError):
@@ -126,6 +134,19 @@ class RangedObject:
         from fsspec.asyn import sync
 
         fs.invalidate_cache(path)  # see fsspec_io._info
+        spool = _spool()
+        try:
+            download = download_process.start(url, what, fs, where, spool, whole_within, None)
+            if download is not None:
+                answer = download.answer(STALL_SECONDS)
+                mirror = cls(url, what, fsspec_io.stat_of(answer.info))
+                if answer.draining:
+                    mirror._follow(download, spool)
+                    spool = -1
+                return mirror
+        finally:
+            if spool >= 0:
+                os.close(spool)
         body, info = call(url, what, functools.partial(sync, fs.loop, providers.s3_open, fs, *where))
         mirror = cls(url, what, fsspec_io.stat_of(info))
         if 0 < mirror.size <= whole_within and whole_within >= 0:
@@ -234,9 +255,21 @@ class RangedObject:
         shared yet); ``body``: that of a GET already answered (of ``etag``), else one is made."""
         if self.fd < 0:
             self._open_sparse()
+        fd = os.dup(self.fd)  # the download's own: a close() meanwhile frees no descriptor under it
+        if body is None:
+            fs, path = fsspec_io.filesystem(self.url)
+            where = providers.s3_location(fs, path)
+            assert where is not None  # only streamed where it is S3
+            version = fsspec_io.identity(self.stat)
+            download = download_process.start(self.url, self.what, fs, where, fd, None, version)
+            if download is not None:
+                os.close(fd)  # the helper holds its own
+                self._streamed = True
+                self._stream = _Stream()
+                self._attach(download, self._stream)
+                return
         stream = self._stream = _Stream()
         self._streamed = True
-        fd = os.dup(self.fd)  # the download's own: a close() meanwhile frees no descriptor under it
         threading.Thread(
             target=self._run_stream, args=(stream, fd, body, etag), name="trackpoint-prefetch", daemon=True
         ).start()
@@ -250,11 +283,7 @@ class RangedObject:
             view, done = memoryview(data), 0
             while done < len(view):
                 done += os.pwrite(fd, view[done:], offset + done)
-            with self._arrived:
-                stream.covered = offset + len(data)
-                if stream.waiting and stream.covered >= stream.waiting:
-                    stream.waiting = 0
-                    self._arrived.notify_all()
+            self._advance(stream, offset + len(data))
 
         error: CheckpointError | None = None
         changed = False  # another version than the one first read: the reads raise it
@@ -274,29 +303,59 @@ class RangedObject:
             if call(self.url, self.what, drain) != self.size:
                 changed = True
                 raise self._changed()
-            self.requests += 1
             whole = True
         except CheckpointError as exc:
             error = exc
         finally:
-            with self._arrived:
-                stream.done = True
-                if self._stream is stream:  # not closed meanwhile
-                    if whole:
-                        self._have = [(0, self.size)]
-                        self._stream = None
-                    elif changed or isinstance(error, UNANSWERED):
-                        stream.error = error  # the reads raise it: asking again would wait as long
-                    else:  # what arrived is of the version first read; the reads fetch the rest
-                        _log.debug(
-                            "%s: the download begun ahead failed; reads fetch what they need: %s", self.url, error
-                        )
-                        self._have = _merge([*self._have, (0, stream.covered)], 0)
-                        self._stream = None
-                    if self.fd >= 0:  # filling holes is no change of the object (see _fetch)
-                        os.utime(self.fd, ns=(self._stamp, self._stamp))
-                self._arrived.notify_all()
+            self._ended(stream, whole, changed, error)
             os.close(fd)
+
+    def _advance(self, stream: _Stream, covered: int) -> None:
+        """The download ``stream`` has brought bytes ``[0, covered)``: wake the reads that wait for them."""
+        with self._arrived:
+            stream.covered = covered
+            if stream.waiting and stream.covered >= stream.waiting:
+                stream.waiting = 0
+                self._arrived.notify_all()
+
+    def _ended(self, stream: _Stream, whole: bool, changed: bool, error: CheckpointError | None) -> None:
+        """The download ``stream`` ended: with every byte (``whole``), with another version than the
+        one first read (``changed``), or with ``error``."""
+        if whole:
+            self.requests += 1
+        with self._arrived:
+            stream.done = True
+            if self._stream is stream:  # not closed meanwhile
+                if whole:
+                    self._have = [(0, self.size)]
+                    self._stream = None
+                elif changed or isinstance(error, UNANSWERED):
+                    stream.error = error  # the reads raise it: asking again would wait as long
+                else:  # what arrived is of the version first read; the reads fetch the rest
+                    _log.debug("%s: the download begun ahead failed; reads fetch what they need: %s", self.url, error)
+                    self._have = _merge([*self._have, (0, stream.covered)], 0)
+                    self._stream = None
+                if self.fd >= 0:  # filling holes is no change of the object (see _fetch)
+                    os.utime(self.fd, ns=(self._stamp, self._stamp))
+            self._arrived.notify_all()
+
+    def _follow(self, download: download_process.Download, spool: int) -> None:
+        """Take ``spool``, the copy the helper downloads into, as this object's copy (not shared yet)."""
+        os.ftruncate(spool, self.size)  # readers compare the copy's size between passes (see module docstring)
+        self.fd, self._stamp = spool, os.fstat(spool).st_mtime_ns
+        self._streamed = True
+        self._stream = _Stream()
+        self._attach(download, self._stream)
+
+    def _attach(self, download: download_process.Download, stream: _Stream) -> None:
+        """Follow ``download``, run by the helper process, as ``stream`` (see :mod:`.download_process`)."""
+        stream.cancel = download.cancel
+
+        def ended(total: int | None, error: CheckpointError | None) -> None:
+            changed = error is None and total != self.size
+            self._ended(stream, error is None and not changed, changed, self._changed() if changed else error)
+
+        download.attach(functools.partial(self._advance, stream), ended)
 
     def _run_prefetch(self, done: threading.Event) -> None:
         fd, fetched = -1, None
@@ -319,8 +378,7 @@ class RangedObject:
             done.set()
 
     def _open_sparse(self) -> None:
-        fd, name = tempfile.mkstemp(prefix="trackpoint-spool-")
-        os.unlink(name)  # nothing to clean up once the descriptor is closed, whatever happens
+        fd = _spool()
         try:
             os.ftruncate(fd, self.size)  # holes: no disk used until a range is written
             self._stamp = os.fstat(fd).st_mtime_ns
@@ -412,5 +470,7 @@ class RangedObject:
             self._prefetch = None  # a download under way frees its copy when it ends
             if self._stream is not None:
                 self._stream.cancelled = True
+                if self._stream.cancel is not None:
+                    self._stream.cancel()
                 self._stream = None
             self._arrived.notify_all()

@@ -1,0 +1,129 @@
+"""The work of the download process (:mod:`.download_process`): each GET streamed into the copy it was given.
+
+Runs in the helper only. A request names the filesystem (``fs.to_dict()`` of an s3fs
+filesystem; no other class is made), the environment to make it in, the object, a size limit
+and the version expected; its local copy comes with it as a descriptor. The answers, all JSON:
+``{"number", "info", "draining", "changed"}`` once the GET is answered, ``{"number", "covered"}``
+as the bytes come, and ``{"number", "end", "error"}`` last (``end``: the bytes that came, or null).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import socket
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from trackpoint._storage import child_processes, fsspec_io, providers
+from trackpoint._storage.download_process import _FS_CLASS, _MESSAGE, REPORT_BYTES
+from trackpoint._storage.store_errors import call
+from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError
+
+__all__ = ["serve"]
+
+_KEPT = 8  # filesystems kept (one per set of options and environment)
+_filesystems: OrderedDict[str, Any] = OrderedDict()
+_made = threading.Lock()
+
+
+class _Cancelled(CheckpointError):
+    """Raised into a download whose copy the parent closed, to stop it."""
+
+
+def serve(sock: socket.socket) -> None:
+    """Take requests from ``sock`` until it closes; run each on a thread of its own."""
+    sent = threading.Lock()
+    cancelled: set[int] = set()
+
+    def send(message: dict[str, Any]) -> None:
+        with sent, contextlib.suppress(OSError):  # the parent gone: this process dies with it
+            sock.send(json.dumps(message).encode())
+
+    while True:
+        try:
+            raw, fds, _, _ = socket.recv_fds(sock, _MESSAGE, 1)
+        except OSError:
+            return
+        if not raw:
+            return
+        request = json.loads(raw)
+        if "cancel" in request:
+            cancelled.add(request["cancel"])
+            for fd in fds:
+                os.close(fd)
+            continue
+        threading.Thread(target=_download, args=(request, fds[0], cancelled, send), daemon=True).start()
+
+
+def _filesystem(described: dict[str, Any], env: dict[str, str]) -> Any:
+    """The s3fs filesystem ``described``, made (once) in the parent's environment ``env``."""
+    if described.get("cls") != _FS_CLASS:
+        raise InvalidArgumentError(f"the download process makes only {_FS_CLASS} filesystems")
+    key = json.dumps([described, env], sort_keys=True)
+    with _made:
+        fs = _filesystems.get(key)
+        if fs is None:
+            from fsspec import AbstractFileSystem
+            from fsspec.asyn import sync
+
+            # botocore reads credentials from the environment when its client is made: that
+            # is now, under the parent's environment, one filesystem at a time.
+            os.environ.clear()
+            os.environ.update(env)
+            fs = AbstractFileSystem.from_dict({**described, "skip_instance_cache": True})
+            sync(fs.loop, fs.set_session)
+            _filesystems[key] = fs
+            while len(_filesystems) > _KEPT:
+                _filesystems.popitem(last=False)
+        _filesystems.move_to_end(key)
+    return fs
+
+
+def _download(request: dict[str, Any], fd: int, cancelled: set[int], send: Any) -> None:
+    number, url, what = request["number"], request["url"], request["what"]
+    total: int | None = None
+    error: BaseException | None = None
+    try:
+        from fsspec.asyn import sync
+
+        fs = _filesystem(request["fs"], request["env"])
+        bucket, key = request["where"]
+        body, info = call(url, what, functools.partial(sync, fs.loop, providers.s3_open, fs, bucket, key))
+        size, etag = int(info.get("size") or 0), info.get("ETag") or ""
+        expect, limit = request["expect"], request["limit"]
+        changed = expect is not None and list(fsspec_io.identity(fsspec_io.stat_of(info))) != expect
+        draining = not changed and 0 < size and (limit is None or size <= limit)
+        send({"number": number, "info": {"size": size, "ETag": etag}, "draining": draining, "changed": changed})
+        if not draining:
+            fs.loop.call_soon_threadsafe(body.close)  # the body is the loop's to close
+            total = 0
+            return
+        reported = 0
+
+        def write(offset: int, data: bytes) -> None:  # on the client's event loop
+            nonlocal reported
+            if number in cancelled:
+                raise _Cancelled(f"{url}: the local copy was closed")
+            view, done = memoryview(data), 0
+            while done < len(view):
+                done += os.pwrite(fd, view[done:], offset + done)
+            covered = offset + len(data)
+            if covered - reported >= REPORT_BYTES:
+                reported = covered
+                send({"number": number, "covered": covered})
+
+        drain = functools.partial(sync, fs.loop, providers.s3_drain, fs, bucket, key, body, etag, write)
+        total = call(url, what, drain)
+    except Exception as exc:  # noqa: BLE001 - sent to the parent, whose reads raise it or fetch again
+        error = exc
+    finally:
+        os.close(fd)
+        cancelled.discard(number)
+        if total is not None and error is None:
+            send({"number": number, "covered": total})
+        raw = child_processes.encode_error(error, DataLossError, f"{url}: the download of the {what}", url)
+        send({"number": number, "end": total if error is None else None, "error": raw.decode()})
