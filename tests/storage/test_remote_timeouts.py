@@ -142,6 +142,9 @@ def test_a_restore_whose_data_reads_stall_times_out_as_one_s3fs_request_does(buc
     assert len(gets) <= asked, f"{len(gets)} GETs of the data object where s3fs alone asks {asked} times"
 
 
+# The download process only: the thread's download waits in the same place (RangedObject._await), and
+# each run of this test takes about a minute of the suite.
+@pytest.mark.parametrize("downloader", ["process"], indirect=True)
 def test_a_repeated_restore_whose_download_stalls_times_out_as_one_s3fs_request_does(
     bucket, stalled, proxy, downloader
 ) -> None:

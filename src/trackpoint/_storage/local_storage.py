@@ -10,12 +10,14 @@ prefix keeps its previous version until the new index is in place (see
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from trackpoint._storage import atomic, is_url, local_files, naming, previous, temps
+from trackpoint._storage.opening import Opening
 from trackpoint.errors import WriteError
 
 if TYPE_CHECKING:
@@ -58,6 +60,10 @@ class LocalStorage:
     ) -> tuple[int, os.stat_result, RangedObject | None]:
         fd, stat = local_files.open_regular(path, what)
         return fd, stat, None
+
+    def start_data(self, path: str, what: str, whole_within: int) -> Opening:
+        fd, stat, _ = self.open_data(path, what)  # a local file opens at once
+        return Opening(lambda: (fd, stat, None), functools.partial(os.close, fd))
 
     def temp_path(self, final: str) -> str:
         return temps.temp_path(final)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from trackpoint._storage import atomic, commit, fsspec_io, is_url, naming, object_bundles, temps
+from trackpoint._storage.opening import Opening
 from trackpoint._storage.ranged import RangedObject
 from trackpoint._storage.store_errors import UNANSWERED
 from trackpoint.errors import CheckpointError
@@ -61,6 +62,9 @@ class ObjectStorage:
     ) -> tuple[int, os.stat_result, RangedObject | None]:
         mirror = RangedObject.opened(path, what, whole_within)
         return -1, mirror.stat, mirror
+
+    def start_data(self, path: str, what: str, whole_within: int) -> Opening:
+        return RangedObject.opening(path, what, whole_within)
 
     def temp_path(self, final: str) -> str:
         """A local name in the temporary directory: the object is uploaded once whole."""

@@ -40,9 +40,10 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from trackpoint._storage import download_process, fsspec_io, providers
+from trackpoint._storage.opening import Opening
 from trackpoint._storage.spans import Span
 from trackpoint._storage.spans import blocks as _blocks
 from trackpoint._storage.spans import merge as _merge
@@ -74,6 +75,11 @@ class _Stream:
         self.cancelled = False  # the copy was closed: the download stops at its next piece
         self.cancel: Callable[[], None] | None = None  # tells the download process so
         self.error: CheckpointError | None = None  # the store did not answer: reads raise it
+
+
+def _let_go(download: download_process.Download, spool: int) -> None:
+    download.cancel()
+    os.close(spool)
 
 
 def _spool() -> int:
@@ -124,8 +130,46 @@ class RangedObject:
         Raises:
             NotFoundError: No object is at ``url``.
         """
+        return cast(RangedObject, cls.opening(url, what, whole_within).finish()[2])
+
+    @classmethod
+    def opening(cls, url: str, what: str, whole_within: int) -> Opening:
+        """:meth:`opened`, begun: where the download process runs the download (see
+        :mod:`.download_process`), its GET is sent now and its answer waited for by
+        :meth:`Opening.finish`, so the caller works meanwhile; elsewhere the object is opened now."""
         fs, path = fsspec_io.filesystem(url)
         where = providers.s3_location(fs, path)
+        if where is not None and whole_within >= 0:
+            fs.invalidate_cache(path)  # see fsspec_io._info
+            spool = _spool()
+            download = download_process.start(url, what, fs, where, spool, whole_within, None)
+            if download is not None:
+                answered = functools.partial(cls._answered, url, what, download, spool)
+                return Opening(lambda: (-1, *answered()), functools.partial(_let_go, download, spool))
+            os.close(spool)
+        mirror = cls._opened_here(url, what, whole_within, fs, path, where)
+        return Opening(lambda: (-1, mirror.stat, mirror), mirror.close)
+
+    @classmethod
+    def _answered(
+        cls, url: str, what: str, download: download_process.Download, spool: int
+    ) -> tuple[os.stat_result, RangedObject]:
+        """The object whose download the helper began into ``spool`` (taken over), once its GET is answered."""
+        try:
+            answer = download.answer(STALL_SECONDS)
+            mirror = cls(url, what, fsspec_io.stat_of(answer.info))
+            if answer.draining:
+                mirror._follow(download, spool)
+                spool = -1
+            return mirror.stat, mirror
+        finally:
+            if spool >= 0:
+                os.close(spool)
+
+    @classmethod
+    def _opened_here(
+        cls, url: str, what: str, whole_within: int, fs: Any, path: str, where: tuple[str, str] | None
+    ) -> RangedObject:
         if where is None or whole_within < 0:
             mirror = cls(url, what)
             if mirror.size <= whole_within:
@@ -133,23 +177,9 @@ class RangedObject:
             return mirror
         from fsspec.asyn import sync
 
-        fs.invalidate_cache(path)  # see fsspec_io._info
-        spool = _spool()
-        try:
-            download = download_process.start(url, what, fs, where, spool, whole_within, None)
-            if download is not None:
-                answer = download.answer(STALL_SECONDS)
-                mirror = cls(url, what, fsspec_io.stat_of(answer.info))
-                if answer.draining:
-                    mirror._follow(download, spool)
-                    spool = -1
-                return mirror
-        finally:
-            if spool >= 0:
-                os.close(spool)
         body, info = call(url, what, functools.partial(sync, fs.loop, providers.s3_open, fs, *where))
         mirror = cls(url, what, fsspec_io.stat_of(info))
-        if 0 < mirror.size <= whole_within and whole_within >= 0:
+        if 0 < mirror.size <= whole_within:
             mirror._start_stream(body, info.get("ETag") or "")
         else:
             fs.loop.call_soon_threadsafe(body.close)  # the body is the loop's to close

@@ -10,10 +10,11 @@ raises instead of returning other values.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from trackpoint._storage import files, naming
 from trackpoint._storage.storage import storage_for
@@ -21,9 +22,12 @@ from trackpoint._storage.store_errors import UNANSWERED
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
+    from trackpoint._storage.opening import Opening
     from trackpoint._storage.ranged import RangedObject
 
 __all__ = ["ShardFiles", "identity"]
+
+_log = logging.getLogger("trackpoint")
 
 Identity = tuple[int, int, int, int]
 
@@ -54,6 +58,7 @@ class ShardFiles:
         self._fds: dict[int, tuple[int, int]] = {}  # shard id -> (descriptor, size when opened)
         # At a URL: shard id -> its local copy, filled with the ranges readers ask for.
         self._objects: dict[int, RangedObject] = {}
+        self._starting: dict[int, Opening] = {}  # shards begun by prefetch, not opened yet
         # What each file was when first opened, so that a reopen after release() can tell
         # whether it still is the checkpoint this index describes.
         self._identities: dict[int, Identity] = {}
@@ -114,6 +119,18 @@ class ShardFiles:
         """
         if not self.local_copies:
             return
+        if self.num_shards == 1 and expected.get(0, limit + 1) <= limit:
+            # The only shard: its download's GET is sent now and answered while the caller works
+            # on the object graph; the first read takes the answer (see Storage.start_data).
+            with self._lock:
+                if 0 not in self._fds and 0 not in self._starting and not self._closed:
+                    try:
+                        self._starting[0] = self._storage.start_data(self.path(0), "data shard", limit)
+                    except UNANSWERED:
+                        raise
+                    except CheckpointError:
+                        pass  # left for the read that needs it to report
+            return
         total = 0
         for shard_id in range(self.num_shards):
             guess = expected.get(shard_id, limit + 1)
@@ -131,8 +148,10 @@ class ShardFiles:
 
     def held_whole(self, shard_id: int) -> bool:
         """Whether the shard is open and, at a URL, all of it is in the local copy already or
-        downloading whole (the reads wait for their bytes)."""
+        downloading whole (the reads wait for their bytes), as one begun by :meth:`prefetch` is meant to."""
         with self._lock:
+            if shard_id in self._starting:
+                return True
             if shard_id not in self._fds:
                 return False
             mirror = self._objects.get(shard_id)
@@ -141,8 +160,9 @@ class ShardFiles:
     def _open(self, shard_id: int, key: str, whole_within: int = -1) -> tuple[int, int]:
         """Open a shard (under the lock): a local file, or the mirror of an object at a URL."""
         path = self.path(shard_id)
+        opened = self._finish_started(shard_id)
         try:
-            fd, stat, mirror = self._storage.open_data(path, "data shard", whole_within)
+            fd, stat, mirror = opened or self._storage.open_data(path, "data shard", whole_within)
         except NotFoundError as exc:
             if self._released or self.index_changed():
                 raise self.changed(NotFoundError, path, key, "this data shard was deleted") from exc
@@ -165,6 +185,21 @@ class ShardFiles:
         if mirror is not None:
             self._objects[shard_id] = mirror
         return self._fds[shard_id]
+
+    def _finish_started(self, shard_id: int) -> tuple[int, os.stat_result, RangedObject | None] | None:
+        """The shard as :meth:`prefetch` began to open it, if it did and that went well. As a
+        prefetch that fails, one that failed is forgotten (the caller opens the shard again and
+        reports what is wrong), unless the store did not answer: asking again would wait as long."""
+        starting = self._starting.pop(shard_id, None)
+        if starting is None:
+            return None
+        try:
+            return cast(tuple[int, os.stat_result, "RangedObject | None"], starting.finish())
+        except UNANSWERED:
+            raise
+        except CheckpointError as exc:
+            _log.debug("%s: the download begun ahead failed; the read opens the shard again: %s", self.prefix, exc)
+            return None
 
     def _check_unchanged(self, shard_id: int, found: Identity, path: str, key: str) -> None:
         """After :meth:`release`: raise unless a reopened data file is the one this index describes.
@@ -228,6 +263,9 @@ class ShardFiles:
             self._released = True
             fds, self._fds = list(self._fds.values()), {}
             mirrors, self._objects = list(self._objects.values()), {}
+            starting, self._starting = list(self._starting.values()), {}
+        for opening in starting:
+            opening.cancel()
         for fd, _ in fds:
             if fd >= 0:
                 os.close(fd)
@@ -245,3 +283,6 @@ class ShardFiles:
             for mirror in self._objects.values():
                 mirror.close()
             self._objects.clear()
+            for opening in self._starting.values():
+                opening.cancel()
+            self._starting.clear()

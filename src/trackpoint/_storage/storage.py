@@ -24,6 +24,7 @@ from trackpoint._storage.local_storage import LOCAL
 from trackpoint._storage.object_storage import OBJECTS
 
 if TYPE_CHECKING:
+    from trackpoint._storage.opening import Opening
     from trackpoint._storage.ranged import RangedObject
 
 __all__ = ["Storage", "storage_for"]
@@ -83,6 +84,11 @@ class Storage(Protocol):
         """A data shard to read: ``(fd, stat, None)``, or ``(-1, stat, copy)`` where ``copy``
         fetches the ranges asked for into a local file whose descriptor it holds (and starts
         downloading all of it when it holds at most ``whole_within`` bytes)."""
+        ...
+
+    def start_data(self, path: str, what: str, whole_within: int) -> Opening:
+        """:meth:`open_data`, begun: the shard is given by the opening's ``finish()`` (at a URL
+        its download's GET may be answered meanwhile), or let go by its ``cancel()``."""
         ...
 
     # Writing: each file under temp_path, then publish puts them all in place, the index last.
