@@ -165,7 +165,7 @@ class BundleReader:
         """The index's values as :func:`decode_spans` takes them: data, starts, ends by row."""
         if self._spans is None:
             table = self._table
-            self._spans = (padded(table.data), np.array(table.starts, np.int64), np.array(table.ends, np.int64))
+            self._spans = (padded(table.data), table.starts, table.ends)
         return self._spans
 
     # -- data files ---------------------------------------------------------------------

@@ -27,7 +27,7 @@ from trackpoint._format.wire import (
     SHAPE_DIM,
 )
 
-__all__ = ["EntryColumns", "decode_spans", "distinct", "padded"]
+__all__ = ["EntryColumns", "decode_spans", "distinct", "padded", "varints"]
 
 _VARINT_FIELDS = (ENTRY_DTYPE, ENTRY_SHARD_ID, ENTRY_OFFSET, ENTRY_SIZE)
 _KNOWN_TAGS = (*_VARINT_FIELDS, ENTRY_CRC32C, ENTRY_SHAPE)
@@ -81,7 +81,7 @@ class EntryColumns:
         return shapes
 
 
-def _varints(data: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def varints(data: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The varints starting at ``pos``: ``(values as uint64, byte lengths, ok)``; ok is False when over-long.
 
     Byte by byte over the rows still going: most varints here are one or two bytes long.
@@ -129,7 +129,7 @@ def decode_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Entr
         for tag, column in fields.items():
             sel = rows[tags == tag]
             if len(sel):
-                value, size, ok = _varints(data, pos[sel] + 1)
+                value, size, ok = varints(data, pos[sel] + 1)
                 column[sel] = value
                 pos[sel] += 1 + size
                 plain[sel[~ok]] = False
@@ -145,7 +145,7 @@ def decode_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Entr
             pos[sel] += 5
         sel = rows[tags == ENTRY_SHAPE]  # a TensorShapeProto, parsed below
         if len(sel):
-            length, size, ok = _varints(data, pos[sel] + 1)
+            length, size, ok = varints(data, pos[sel] + 1)
             plain[sel[~ok | (shape_start[sel] >= 0)]] = False  # a repeated shape would merge: leave it to protobuf
             shape_start[sel] = pos[sel] + 1 + size
             shape_end[sel] = shape_start[sel] + np.minimum(length, 1 << 40).astype(np.int64)
@@ -167,7 +167,7 @@ def decode_spans(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Entr
         good = (data[at] == SHAPE_DIM) & (dim_len < 0x80)  # a one-byte length
         empty = good & (dim_len == 0)
         sized = good & (dim_len > 0) & (data[at + 2] == DIM_SIZE)
-        value, size, ok = _varints(data, at + 3)
+        value, size, ok = varints(data, at + 3)
         sized &= ok & (size + 1 == dim_len)
         column = np.zeros(n, np.uint64)
         column[rows[sized]] = value[sized]

@@ -18,8 +18,9 @@ import struct
 from dataclasses import dataclass
 
 import cramjam
+import numpy as np
 
-from trackpoint._format import varint
+from trackpoint._format import block_lanes, varint
 from trackpoint._format.crc import crc32c, unmask
 from trackpoint._format.sstable import BLOCK_TRAILER_SIZE, FOOTER_SIZE, NO_COMPRESSION, SNAPPY, TABLE_MAGIC
 from trackpoint.errors import DataLossError
@@ -55,15 +56,22 @@ def _read_block(data: bytes, offset: int, size: int, what: str) -> memoryview:
     raise DataLossError(f"{what}: unknown block compression type {block_type} at offset {offset}")
 
 
-def _block_spans(block: memoryview, what: str, base: int = 0) -> tuple[bytes, list[bytes], list[int], list[int]]:
-    """A block's entries: ``(contents, keys, value starts, value ends)``, values as spans of contents
-    (shifted by ``base``: where the contents will start once blocks are joined)."""
+def _restarts(block: memoryview, what: str) -> tuple[int, np.ndarray]:
+    """Where a block's entries end, and its restart offsets (checked only for fitting the block)."""
     if len(block) < 4:
         raise DataLossError(f"{what}: block of {len(block)} bytes is too short")
     (num_restarts,) = struct.unpack_from("<I", block, len(block) - 4)
     limit = len(block) - 4 - 4 * num_restarts
     if num_restarts == 0 or limit < 0:
         raise DataLossError(f"{what}: bad restart array ({num_restarts} restarts in a {len(block)}-byte block)")
+    return limit, np.frombuffer(block, "<u4", num_restarts, limit)
+
+
+def _block_spans(block: memoryview, what: str, base: int = 0) -> tuple[bytes, list[bytes], np.ndarray, np.ndarray]:
+    """A block's entries, one by one: ``(contents, keys, value starts, value ends)``, values as
+    spans of contents (shifted by ``base``: where the contents will start once blocks are joined).
+    The restart array is not used: a damaged one misleads nothing here."""
+    limit, _ = _restarts(block, what)
     data = bytes(block[:limit])  # slicing bytes is cheaper than slicing a memoryview and copying
     keys: list[bytes] = []
     starts: list[int] = []
@@ -97,12 +105,12 @@ def _block_spans(block: memoryview, what: str, base: int = 0) -> tuple[bytes, li
         add_start(base + end)
         pos = end + value_len
         add_end(base + pos)
-    return data, keys, starts, ends
+    return data, keys, np.array(starts, np.int64), np.array(ends, np.int64)
 
 
 def _block_entries(block: memoryview, what: str) -> list[tuple[bytes, bytes]]:
     data, keys, starts, ends = _block_spans(block, what)
-    return [(key, data[a:b]) for key, a, b in zip(keys, starts, ends)]
+    return [(key, data[a:b]) for key, a, b in zip(keys, starts.tolist(), ends.tolist())]
 
 
 @dataclass(frozen=True)
@@ -114,11 +122,11 @@ class TableSpans:
 
     keys: list[bytes]
     data: bytes
-    starts: list[int]
-    ends: list[int]
+    starts: np.ndarray
+    ends: np.ndarray
 
     def value(self, i: int) -> bytes:
-        return self.data[self.starts[i] : self.ends[i]]
+        return self.data[int(self.starts[i]) : int(self.ends[i])]
 
 
 def read_table_spans(data: bytes, what: str, damaged: list[str] | None = None) -> TableSpans:
@@ -143,29 +151,66 @@ def read_table_spans(data: bytes, what: str, damaged: list[str] | None = None) -
     _, _, pos = _decode_handle(footer, 0, f"{what} footer")  # the metaindex is unused
     index_offset, index_size, _ = _decode_handle(footer, pos, f"{what} footer")
     index = _block_entries(_read_block(data, index_offset, index_size, what), f"{what} index block")
-    keys: list[bytes] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    contents: list[bytes] = []
-    base = 0
+    blocks: list[tuple[int, memoryview]] = []  # each data block's offset and contents
     for _, handle in index:
         try:
             offset, size, _ = _decode_handle(handle, 0, f"{what} index entry")
-            block, block_keys, block_starts, block_ends = _block_spans(
-                _read_block(data, offset, size, what), f"{what} data block at {offset}", base
-            )
+            blocks.append((offset, _read_block(data, offset, size, what)))
+        except DataLossError as exc:
+            if damaged is None:
+                raise
+            damaged.append(str(exc))
+    spans = _by_lanes(blocks) or _one_by_one(blocks, what, damaged)
+    keys = spans.keys
+    if not all(map(bytes.__lt__, keys, keys[1:])):  # in C; the loop below only names the culprit
+        for a, b in itertools.pairwise(keys):
+            if b <= a:
+                raise DataLossError(f"{what}: keys out of order or repeated ({a!r}, {b!r})")
+    return spans
+
+
+def _by_lanes(blocks: list[tuple[int, memoryview]]) -> TableSpans | None:
+    """Every data block's entries at once (:mod:`.block_lanes`); None where the lanes cannot vouch for them."""
+    contents: list[bytes] = []
+    starts: list[np.ndarray] = []
+    base = 0
+    for _, block in blocks:
+        try:
+            limit, restarts = _restarts(block, "")
+        except DataLossError:
+            return None  # read one by one, which words it
+        if restarts[0] != 0:
+            return None  # a run would reach back into the block before
+        contents.append(bytes(block[:limit]))
+        starts.append(restarts.astype(np.int64) + base)
+        base += limit
+    if not blocks:
+        return None
+    data = contents[0] if len(contents) == 1 else b"".join(contents)
+    lanes = block_lanes.block_spans(data, np.concatenate(starts), 0)
+    return TableSpans(lanes[0], data, lanes[1], lanes[2]) if lanes is not None else None
+
+
+def _one_by_one(blocks: list[tuple[int, memoryview]], what: str, damaged: list[str] | None) -> TableSpans:
+    """Every data block's entries, each block read entry by entry; a damaged one skipped into ``damaged``."""
+    keys: list[bytes] = []
+    starts: list[np.ndarray] = []
+    ends: list[np.ndarray] = []
+    contents: list[bytes] = []
+    base = 0
+    for offset, block in blocks:
+        try:
+            held, block_keys, block_starts, block_ends = _block_spans(block, f"{what} data block at {offset}", base)
         except DataLossError as exc:
             if damaged is None:
                 raise
             damaged.append(str(exc))
             continue
         keys += block_keys
-        starts += block_starts
-        ends += block_ends
-        contents.append(block)
-        base += len(block)
-    if not all(map(bytes.__lt__, keys, keys[1:])):  # in C; the loop below only names the culprit
-        for a, b in itertools.pairwise(keys):
-            if b <= a:
-                raise DataLossError(f"{what}: keys out of order or repeated ({a!r}, {b!r})")
-    return TableSpans(keys, contents[0] if len(contents) == 1 else b"".join(contents), starts, ends)
+        starts.append(block_starts)
+        ends.append(block_ends)
+        contents.append(held)
+        base += len(held)
+    data = contents[0] if len(contents) == 1 else b"".join(contents)
+    empty = np.zeros(0, np.int64)
+    return TableSpans(keys, data, np.concatenate(starts) if starts else empty, np.concatenate(ends) if ends else empty)
