@@ -132,7 +132,7 @@ class Checkpoint(AutoTrackable):
         else:
             counter = make(0)
             self._tp_attached["save_counter"] = counter
-            structure_changed()
+            structure_changed()  # attached to the root from outside its children: noted on no object
             # A restore parked the checkpoint's save_counter on the root, which has no such
             # child. (A weakly held root that is gone has nothing parked: the counter is
             # still made, as TF makes it.)

@@ -86,7 +86,7 @@ class Optimizer(Trackable):
                 f"{var.shape}"
             )
         self._slots.setdefault(slot_name, {})[id(var)] = (var, slot)
-        structure_changed()
+        structure_changed(self)
         return slot
 
     def add_slot(self, var: Variable, slot_name: str, initial_value: Any = None) -> Variable:

@@ -83,6 +83,39 @@ def test_a_replaced_variable_walks_again_and_gets_the_value(tmp_path, reuse) -> 
     assert live.dense.kernel.numpy()[0, 0] == 2.0 and old_kernel.numpy()[0, 0] == 1.0
 
 
+def test_objects_built_elsewhere_between_two_restores_leave_the_replay_standing(tmp_path, reuse, caplog) -> None:
+    """Another model built between two restores (an evaluator building its metrics, a benchmark
+    its fresh copy) changes no object of this one: the second restore repeats the bindings, and
+    its status knows every live object bound without walking them."""
+    one, two = _two_checkpoints(tmp_path)
+    live = model(0.0, shared=True)
+    ckpt = tp.Checkpoint(model=live)
+    ckpt.read(one).assert_consumed()
+    elsewhere = model(5.0, shared=True)  # moves the process-wide epoch
+    elsewhere.extra = tp.Variable(1.0)
+    reuse.clear()
+    with caplog.at_level("DEBUG", logger="trackpoint"):
+        ckpt.read(two).assert_consumed()
+    assert reuse.repeated() and _values(live) == [2.0, 2.0, 2.0]
+    assert not [r for r in caplog.records if "walking the live objects" in r.getMessage()]
+    assert _values(elsewhere) == [5.0, 5.0, 5.0]
+
+
+def test_a_child_added_to_a_bound_object_after_another_model_was_built_walks_again(tmp_path, reuse) -> None:
+    """The change that matters is noted on the object that changed, whatever else changed since."""
+    one, two = _two_checkpoints(tmp_path)
+    live = model(0.0, shared=True)
+    ckpt = tp.Checkpoint(model=live)
+    ckpt.read(one).assert_consumed()
+    model(5.0, shared=True)
+    live.layers[1]["extra"] = tp.Variable(np.zeros(2, np.float32))  # a container of this model gains a child
+    reuse.clear()
+    status = ckpt.read(two)
+    assert reuse.walked("the structure changed since") and _values(live) == [2.0, 2.0, 2.0]
+    with pytest.raises(AssertionError):
+        status.assert_existing_objects_matched()  # the new child is no checkpoint's: a walk finds it
+
+
 def test_a_checkpoint_with_another_graph_walks_again(tmp_path, reuse) -> None:
     one, _ = _two_checkpoints(tmp_path)
     smaller = tp.Module()

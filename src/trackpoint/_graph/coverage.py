@@ -23,7 +23,7 @@ from typing import cast
 
 from trackpoint._graph.live import ask_containers
 from trackpoint._tracking.base import Trackable
-from trackpoint._tracking.epoch import structure_epoch, untracked_reason
+from trackpoint._tracking.epoch import changed_since, structure_epoch, untracked_reason
 from trackpoint._tracking.slots import slot_variables
 
 __all__ = ["Coverage"]
@@ -97,8 +97,6 @@ class Coverage:
     ) -> str | None:
         if self.epoch is None:
             return self.reason or "the structure changed during the restore, or a walk followed it"
-        if self.epoch != structure_epoch():
-            return "the structure changed since the restore"
         root_ref = bound.get(0)
         if root_ref is None or root_ref() is not root:
             return "the root is not the object bound to the checkpoint's root"
@@ -106,11 +104,14 @@ class Coverage:
         if not all(map(operator.is_not, objects, itertools.repeat(None))):  # `None in` would call __eq__
             return "a bound object was garbage-collected"
         live = cast(list[Trackable], objects)
+        epoch = self.epoch
+        if changed_since(epoch, live):
+            return "the structure changed since the restore"
         reason = untracked_reason(live, lookups=True)
         if reason is not None:
             return reason
         ask_containers(live)  # may raise, or move the epoch, as the walk of live objects would
-        if self.epoch != structure_epoch():
+        if changed_since(epoch, live):
             return "a container changed its children when asked"
         slots = [] if skip_slot_variables else [slot for *_, slot in slot_variables(live)]
         if attached or slots:

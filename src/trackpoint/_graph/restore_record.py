@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from trackpoint._tracking.base import Trackable
-from trackpoint._tracking.epoch import structure_epoch, untracked_reason
+from trackpoint._tracking.epoch import changed_since, structure_epoch, untracked_reason
 
 if TYPE_CHECKING:
     from trackpoint._graph.coordinator import RestoreCoordinator
@@ -82,7 +82,7 @@ class RestoreRecord:
         The root is compared too: a copy of a checkpoint object (``copy.deepcopy``) carries
         its record along, whose references still point at the original's objects.
         """
-        if self.epoch != structure_epoch():
+        if self.epoch != structure_epoch() and changed_since(self.epoch, (ref() for ref in self.bound.values())):
             return "the structure changed since (an object gained, lost or replaced a child or a slot)"
         root_ref = self.bound.get(0)
         if root_ref is None or root_ref() is not root:

@@ -127,7 +127,7 @@ class Trackable:
                 "name is already declared as a dependency. Names must be unique (or overwrite=True)."
             )
         children[name] = trackable
-        structure_changed()
+        structure_changed(self)
         try:
             self._handle_deferred_dependencies(name, trackable)
         except BaseException:
@@ -137,13 +137,13 @@ class Trackable:
                 del children[name]
             else:
                 children[name] = current
-            structure_changed()
+            structure_changed(self)
             raise
         return trackable
 
     def _untrack(self, name: str) -> None:
         if self._tp_state()["children"].pop(name, None) is not None:
-            structure_changed()
+            structure_changed(self)
 
     def _defer_restore(self, name: str | None, position: PendingRestore) -> None:
         """Remember a checkpoint node for the child ``name`` that does not exist yet; with

@@ -60,7 +60,7 @@ class DictWrapper(Trackable, dict):
             self._tp_snapshot = dict.copy(self)
             dict.clear(self)
             dict.update(self, self._tp_storage)
-            structure_changed()
+            structure_changed(self)
         return not self._tp_external
 
     def _tp_track(self, key: Any, value: Any) -> Any:
@@ -72,7 +72,7 @@ class DictWrapper(Trackable, dict):
                 self._track_trackable(value, key, overwrite=True)
             elif self._tp_non_string_key is None:
                 self._tp_non_string_key = (key,)
-                structure_changed()
+                structure_changed(self)
         return value
 
     def _trackable_children(self) -> dict[str, Trackable]:

@@ -20,10 +20,23 @@ import itertools
 from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["structure_changed", "structure_epoch", "trust_children", "trust_slots", "untracked_reason"]
+__all__ = [
+    "changed_since",
+    "structure_changed",
+    "structure_epoch",
+    "trust_children",
+    "trust_slots",
+    "untracked_reason",
+]
 
 _ticks = itertools.count(1)  # next() is atomic under the GIL, unlike += on a global
 _epoch = 0
+_unnoted = 0  # the tick of the last change not noted on the object that changed
+
+
+def _stamp(obj: Any) -> int:
+    return getattr(obj, "_tp_changed", 0)
+
 
 _children: set[Callable[..., Any]] = set()  # trusted _trackable_children functions
 _lookups: set[Callable[..., Any]] = set()  # trusted _lookup_dependency functions
@@ -31,15 +44,40 @@ _SLOT_METHODS = ("get_slot_names", "get_slot", "_create_or_restore_slot_variable
 _slots: set[tuple[Callable[..., Any] | None, ...]] = set()  # trusted triples of _SLOT_METHODS
 
 
-def structure_changed() -> None:
-    """Note that some object gained, lost or replaced a child (or a slot)."""
-    global _epoch
-    _epoch = next(_ticks)
+def structure_changed(owner: object | None = None) -> None:
+    """Note that ``owner`` gained, lost or replaced a child (or a slot); None: some object did.
+
+    The epoch moves either way; the change is also noted on ``owner`` (its ``_tp_changed``),
+    so that :func:`changed_since` can tell that objects elsewhere changed, not these.
+    """
+    global _epoch, _unnoted
+    _epoch = tick = next(_ticks)
+    if owner is None:
+        _unnoted = tick
+        return
+    try:
+        object.__setattr__(owner, "_tp_changed", tick)
+    except (AttributeError, TypeError):  # no room on it (__slots__): nothing can be said of any object
+        _unnoted = tick
 
 
 def structure_epoch() -> int:
     """The current epoch; equal values mean no tracked structure changed in between."""
     return _epoch
+
+
+def changed_since(epoch: int, objects: Iterable[Any]) -> bool:
+    """Whether any of ``objects`` gained, lost or replaced a child or a slot after ``epoch`` (an
+    earlier :func:`structure_epoch`), or a change was made that was not noted on its object.
+
+    An object that changed is noted so by :func:`structure_changed`; objects created or changed
+    elsewhere since (another model built beside these) leave these as they were.
+    """
+    if _epoch == epoch:
+        return False
+    if _unnoted > epoch:
+        return True
+    return max(map(_stamp, objects), default=0) > epoch
 
 
 def trust_children(cls: type[Any]) -> None:

@@ -69,7 +69,7 @@ class ListWrapper(Trackable, list):
         self._tp_external = True
         self._tp_snapshot = list.copy(self)
         self._tp_resync()
-        structure_changed()
+        structure_changed(self)
 
     def _tp_quick_check(self) -> None:
         """The O(1) part of the outside-change check, for appends (a save does the full one)."""
@@ -79,7 +79,7 @@ class ListWrapper(Trackable, list):
     def _tp_mark_non_append(self) -> None:
         if not self._tp_non_append:
             self._tp_non_append = True
-            structure_changed()
+            structure_changed(self)
 
     def _tp_non_append_if_tracking(self, *incoming: Any) -> None:
         """A non-append change: it breaks positions if the list (or what comes in) holds a trackable."""
