@@ -132,3 +132,24 @@ def test_an_object_replaced_before_the_process_gets_it_is_reported_changed(bucke
     finally:
         mirror.close()
     assert fsspec_io.identity(fsspec_io.stat_object(url, "data shard")) != fsspec_io.identity(mirror.stat)
+
+
+def test_the_process_makes_its_client_in_the_environment_of_the_moment(bucket, s3_endpoint, monkeypatch) -> None:
+    """Credentials taken out of this process's environment after the helper started are gone
+    for its next download too: it answers as a thread's download would, with no credentials."""
+    assert download_process.started(60.0) is not None
+    url = tp.Checkpoint(model=_model(1.0)).write(f"{bucket}/run/ckpt-1") + ".data-00000-of-00001"
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    fs = s3fs.S3FileSystem(endpoint_url=s3_endpoint, skip_instance_cache=True)
+    spool = os.open("/dev/null", os.O_WRONLY)
+    try:
+        download = download_process.start(url, "data shard", fs, tuple(url[5:].split("/", 1)), spool, None, None)
+        assert download is not None
+        with pytest.raises(tp.errors.PermissionDeniedError, match="credentials"):
+            download.answer(60.0)
+    finally:
+        os.close(spool)

@@ -10,7 +10,7 @@ process of its own the download runs on the other core, beside the restore.
 The helper is one process per Python process, started by the first download that could use it
 (that download still runs on a thread) and kept for the next ones. The parent sends it, over a
 Unix socket, the filesystem as s3fs rebuilds it (``fs.to_dict()``), the environment (botocore
-reads credentials there), the bucket and key, and the descriptor of the local copy. The helper
+reads credentials there: the part :func:`client_environment` keeps), the bucket and key, and the descriptor of the local copy. The helper
 makes the GET with the same ``providers.s3_open`` and ``providers.s3_drain`` the thread would
 use (the same retries, conditions and error translation), writes each piece into the copy and
 reports how far it has come, every :data:`REPORT_BYTES` and at the end. A reader thread here
@@ -31,18 +31,19 @@ import itertools
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from trackpoint._storage import child_processes
 from trackpoint.errors import CheckpointError, DataLossError
 
-__all__ = ["REPORT_BYTES", "Answer", "Download", "helper_pid", "start", "started"]
+__all__ = ["REPORT_BYTES", "Answer", "Download", "client_environment", "helper_pid", "start", "started"]
 
 _log = logging.getLogger("trackpoint")
 
@@ -51,6 +52,9 @@ _log = logging.getLogger("trackpoint")
 REPORT_BYTES = 4 << 20
 _MESSAGE = 1 << 16  # bytes: a message (JSON) is at most this long
 _FS_CLASS = "s3fs.core:S3FileSystem"
+_CLIENT_NAME = re.compile(
+    r"(AWS_|BOTO_|FSSPEC_|S3FS_).*|.*_PROXY|NETRC|SSL_CERT_(FILE|DIR)|REQUESTS_CA_BUNDLE|CURL_CA_BUNDLE", re.IGNORECASE
+)
 
 #: Whether a helper may be used at all (tests switch it off to exercise the thread path).
 ENABLED = hasattr(socket, "send_fds") and hasattr(os, "pwrite")
@@ -268,6 +272,17 @@ def _start_helper() -> None:
         _starting = helper is None
 
 
+def client_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What of ``environ`` an S3 client reads when it is made: botocore's and fsspec's settings
+    (credentials, profiles, region, endpoints), proxies and certificate bundles.
+
+    Example:
+        >>> client_environment({"AWS_PROFILE": "ci", "https_proxy": "http://p:3128", "HOME": "/root"})
+        {'AWS_PROFILE': 'ci', 'https_proxy': 'http://p:3128'}
+    """
+    return {name: value for name, value in environ.items() if _CLIENT_NAME.match(name)}
+
+
 def _sendable(fs: Any) -> dict[str, Any] | None:
     """``fs`` as the helper makes it again, or None where it cannot (then a thread downloads)."""
     if f"{type(fs).__module__}:{type(fs).__qualname__}" != _FS_CLASS:
@@ -306,11 +321,13 @@ def start(
         "url": url,
         "what": what,
         "fs": described,
-        "env": dict(os.environ),
+        "env": client_environment(os.environ),
         "where": list(where),
         "limit": limit,
         "expect": list(expect) if expect is not None else None,
     }
+    if len(json.dumps(request)) > _MESSAGE:  # more options than a message holds: a thread runs it
+        return None
     try:
         return helper.begin(request, fd)
     except OSError as exc:

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from typing import Any
 
 from trackpoint._storage import child_processes, fsspec_io, providers
-from trackpoint._storage.download_process import _FS_CLASS, _MESSAGE, REPORT_BYTES
+from trackpoint._storage.download_process import _FS_CLASS, _MESSAGE, REPORT_BYTES, client_environment
 from trackpoint._storage.store_errors import call
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError
 
@@ -50,13 +50,16 @@ def serve(sock: socket.socket) -> None:
             return
         if not raw:
             return
-        request = json.loads(raw)
+        try:
+            request = json.loads(raw)
+        except ValueError:
+            request = {}
         if "cancel" in request:
             cancelled.add(request["cancel"])
-            for fd in fds:
-                os.close(fd)
-            continue
-        threading.Thread(target=_download, args=(request, fds[0], cancelled, send), daemon=True).start()
+        elif "number" in request and len(fds) == 1:
+            threading.Thread(target=_download, args=(request, fds.pop(), cancelled, send), daemon=True).start()
+        for fd in fds:  # a message that is neither: nothing to do (the parent sends none)
+            os.close(fd)
 
 
 def _filesystem(described: dict[str, Any], env: dict[str, str]) -> Any:
@@ -72,7 +75,8 @@ def _filesystem(described: dict[str, Any], env: dict[str, str]) -> Any:
 
             # botocore reads credentials from the environment when its client is made: that
             # is now, under the parent's environment, one filesystem at a time.
-            os.environ.clear()
+            for name in client_environment(os.environ).keys() - env.keys():
+                del os.environ[name]
             os.environ.update(env)
             fs = AbstractFileSystem.from_dict({**described, "skip_instance_cache": True})
             sync(fs.loop, fs.set_session)
