@@ -99,6 +99,20 @@ def test_remote_compare_quick_runs_every_contender() -> None:
         assert result.stdout.count(row) == 2, result.stdout  # large and many
 
 
+def test_remote_downloads_quick_runs_both_contenders() -> None:
+    pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "remote_downloads.py"), "--quick"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    for row in ("| download process |", "| thread |", "| s3fs get |"):
+        assert row in result.stdout, result.stdout
+
+
 def test_remote_floor_runs_every_contender() -> None:
     pytest.importorskip("moto.server", reason="moto[server] is in the test extra")
     result = subprocess.run(

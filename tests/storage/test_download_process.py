@@ -153,3 +153,28 @@ def test_the_process_makes_its_client_in_the_environment_of_the_moment(bucket, s
             download.answer(60.0)
     finally:
         os.close(spool)
+
+
+def test_a_download_that_ended_before_it_was_followed_ends_its_stream_at_once() -> None:
+    """The helper may report a download's end before the reader follows it (a small object, an
+    answer of another version), while the reader holds its object's lock (ensure, prefetch):
+    the end is passed on at once, on that thread, without waiting for the lock it holds."""
+    import threading
+
+    mirror = ranged.RangedObject(
+        "s3://b/ckpt.data-00000-of-00001", "data shard", os.stat_result((0,) * 6 + (10, 0, 0, 0))
+    )
+    download = download_process.Download(helper=None, number=0, url=mirror.url)  # type: ignore[arg-type]
+    download._ended(10, None)
+    stream = ranged._Stream()
+    done = threading.Event()
+
+    def follow() -> None:
+        with mirror._lock:
+            mirror._stream = stream
+            mirror._attach(download, stream)
+        done.set()
+
+    threading.Thread(target=follow, daemon=True).start()
+    assert done.wait(10), "following a download that had ended waited for the lock its own thread held"
+    assert stream.done and mirror.whole

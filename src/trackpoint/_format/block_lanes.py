@@ -8,8 +8,9 @@ reads the next entry of every lane: its three varints, where its key and value l
 are then joined in one pass.
 
 Anything the lanes cannot vouch for gives None: a restart array out of order, a run that does
-not end exactly where the next begins, a run that does not start with a whole key, an
-over-long varint, a key or value past the run, a prefix longer than the key before it. The
+not end exactly where the next begins, a run that does not start with a whole key, a length of
+more than 5 bytes, a key or value past the run, a prefix longer than the key before it, a run
+of more than 64 entries. The
 caller then reads the block entry by entry (``sstable_read._block_spans``), which also words
 the error. Where a block is sound the two readings give the same entries.
 
@@ -31,6 +32,8 @@ from trackpoint._format.entry_columns import varints
 __all__ = ["block_spans"]
 
 _PAD = bytes(3 * 10)  # three varints of at most 10 bytes may be read past the last entry
+_VARINT32 = 5  # bytes
+_MAX_STEPS = 64  # entries per run: writers restart every 16 (TensorFlow's, LevelDB's, ours)
 
 
 def block_spans(data: bytes, restarts: np.ndarray, base: int) -> tuple[list[bytes], np.ndarray, np.ndarray] | None:
@@ -51,8 +54,11 @@ def block_spans(data: bytes, restarts: np.ndarray, base: int) -> tuple[list[byte
         shared, n1, ok1 = varints(buf, at)
         unshared, n2, ok2 = varints(buf, at + n1)
         value_len, n3, ok3 = varints(buf, at + n1 + n2)
-        # Lengths past the block are refused before any sum can overflow.
+        # Lengths past the block are refused before any sum can overflow; as the reading one by
+        # one does, a length takes at most 5 bytes (a varint32).
         if not (ok1 & ok2 & ok3).all() or (np.maximum(np.maximum(shared, unshared), value_len) > limit).any():
+            return None
+        if (np.maximum(np.maximum(n1, n2), n3) > _VARINT32).any():
             return None
         key_start = at + n1 + n2 + n3
         key_end = key_start + unshared.astype(np.int64)
@@ -60,6 +66,8 @@ def block_spans(data: bytes, restarts: np.ndarray, base: int) -> tuple[list[byte
         if (value_end > run_ends[lanes]).any() or (not steps and shared.any()):
             return None
         steps.append((lanes, shared.astype(np.int64), key_start, key_end, value_end))
+        if len(steps) > _MAX_STEPS:
+            return None  # runs far longer than any writer's: one step per entry would cost more than a loop
         pos[lanes] = value_end
         lanes = lanes[value_end < run_ends[lanes]]
     # Entry (lane, step) goes at the lane's first entry plus the step: lanes are in file order.

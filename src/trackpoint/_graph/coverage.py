@@ -6,9 +6,10 @@ Owner: the restore coordinator holds one :class:`Coverage`; the walks (``walk``)
 bound; walking the live objects again costs as much as the restore's own walk on a model of
 many variables (``tests/graph/test_live_coverage.py`` checks the answer against that walk).
 Invalidation: it holds only while the restore's walks bound every live child of every object
-they expanded (each walk that finds otherwise declines it, with the reason), and while the
-structure epoch stands where it stood before the walk (:meth:`Coverage.settle`, and again when
-asked); a later walk (restore-on-create) unsettles it. Every decline is logged at DEBUG on the
+they expanded (each walk that finds otherwise declines it, with the reason), and while none of
+the bound objects gained, lost or replaced a child or slot since the walk (the epoch is settled
+by :meth:`Coverage.settle`; ``epoch.changed_since`` is asked when the answer is wanted); a later
+walk (restore-on-create) unsettles it. Every decline is logged at DEBUG on the
 ``trackpoint.reuse`` logger and kept in :attr:`Coverage.reason`.
 """
 
@@ -77,9 +78,9 @@ class Coverage:
         optimizers unless slots are skipped) is bound, known without walking them; False (the
         reason logged) when that is not known.
 
-        Known when the restore's walks covered every object, when nothing gained, lost or
-        replaced a child or slot since (the epoch stands where it stood before the walk, and
-        every bound object's class reports such changes), and when the root, the attached
+        Known when the restore's walks covered every object, when no bound object gained, lost
+        or replaced a child or slot since (``epoch.changed_since``, and every bound object's
+        class reports such changes), and when the root, the attached
         objects and every slot the bound optimizers hold are bound. The objects found from the
         root are then exactly the bound ones.
         """

@@ -7,9 +7,9 @@ checkpoint, restores the same object graph into the same objects; repeating the 
 spares the walk, and only the values are read (PERFORMANCE.md has the measurement, which
 must stay above 20% on a realistic model to keep this module). Invalidation: a record is
 made only from a walk that a repeat reproduces exactly (the walk reports every event that
-would not repeat to its :class:`Recorder`, with a reason), and applies only while the
-structure epoch (``_tracking.epoch``) has not moved, to the same serialized graph, options
-and root. Every refusal is logged at DEBUG on the ``trackpoint.reuse`` logger.
+would not repeat to its :class:`Recorder`, with a reason), and applies only while none of its
+bound objects gained, lost or replaced a child or slot (``_tracking.epoch.changed_since``:
+objects built elsewhere meanwhile do not count), to the same serialized graph, options and root. Every refusal is logged at DEBUG on the ``trackpoint.reuse`` logger.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class RestoreRecord:
         The root is compared too: a copy of a checkpoint object (``copy.deepcopy``) carries
         its record along, whose references still point at the original's objects.
         """
-        if self.epoch != structure_epoch() and changed_since(self.epoch, (ref() for ref in self.bound.values())):
+        if changed_since(self.epoch, (ref() for ref in self.bound.values())):
             return "the structure changed since (an object gained, lost or replaced a child or a slot)"
         root_ref = self.bound.get(0)
         if root_ref is None or root_ref() is not root:

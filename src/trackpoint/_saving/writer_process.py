@@ -59,7 +59,7 @@ __all__ = ["AVAILABLE", "STOP_TIMEOUT", "main", "write_in_child"]
 #: ``async_writer="process"`` saves are written by the thread.
 AVAILABLE = hasattr(os, "memfd_create")
 
-STOP_TIMEOUT = 10.0  # seconds a child is given to leave once its pipe closes, then it is killed
+STOP_TIMEOUT = child_processes.STOP_TIMEOUT
 _ALIGN = 64
 _LARGE = 1 << 16  # bytes: arrays this large are copied one by one, without the GIL
 

@@ -29,14 +29,16 @@ from typing import Any
 from trackpoint import errors
 from trackpoint.errors import CheckpointError
 
-__all__ = ["SPAWN_TIMEOUT", "decode_error", "die_with_parent", "encode_error", "spawn"]
+__all__ = ["SPAWN_TIMEOUT", "STOP_TIMEOUT", "decode_error", "die_with_parent", "encode_error", "spawn"]
 
 SPAWN_TIMEOUT = 60.0  # seconds for starting a child (a fork and exec; seconds on a loaded machine)
+STOP_TIMEOUT = 10.0  # seconds a child is given to leave once its pipe or socket closes, then it is killed
 _PR_SET_PDEATHSIG = 1
 
 
-def spawn(module: str, fd: int) -> subprocess.Popen[bytes]:
-    """Start ``module.main(fd)`` in a new interpreter, with ``fd`` passed on and pipes on its stdin and stdout.
+def spawn(module: str, fd: int, pipes: bool = True) -> subprocess.Popen[bytes]:
+    """Start ``module.main(fd)`` in a new interpreter, with ``fd`` passed on, and pipes on its stdin
+    and stdout (``pipes``; else both are ``/dev/null``).
 
     It is started from a thread that lives as long as this process: ``PR_SET_PDEATHSIG`` fires
     when the *thread* that started the child ends, not the process, so a child started by a
@@ -56,7 +58,7 @@ def spawn(module: str, fd: int) -> subprocess.Popen[bytes]:
             ).start()
     code = f"import sys; sys.path[:0] = sys.argv[2:]; from {module} import main; main(int(sys.argv[1]))"
     answer: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    _spawner.put(([sys.executable, "-c", code, str(fd), *sys.path], fd, answer))
+    _spawner.put(([sys.executable, "-c", code, str(fd), *sys.path], fd, pipes, answer))
     try:
         result = answer.get(timeout=SPAWN_TIMEOUT)
     except queue.Empty:
@@ -68,17 +70,26 @@ def spawn(module: str, fd: int) -> subprocess.Popen[bytes]:
 
 def _spawn_forever(requests: queue.SimpleQueue[Any]) -> None:
     while True:
-        command, fd, answer = requests.get()
+        command, fd, pipes, answer = requests.get()
+        stream = subprocess.PIPE if pipes else subprocess.DEVNULL
         try:
-            answer.put(
-                subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(fd,), close_fds=True)
-            )
+            answer.put(subprocess.Popen(command, stdin=stream, stdout=stream, pass_fds=(fd,), close_fds=True))
         except OSError as exc:
             answer.put(exc)
 
 
 _spawner: queue.SimpleQueue[Any] | None = None
 _spawner_lock = threading.Lock()
+
+
+def _forget_spawner() -> None:
+    """In a forked copy of this process: the spawning thread was not copied; the next spawn starts one."""
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_spawner)
 
 
 def die_with_parent() -> bool:

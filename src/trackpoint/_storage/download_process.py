@@ -41,15 +41,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from trackpoint._storage import child_processes
-from trackpoint.errors import CheckpointError, DataLossError
+from trackpoint.errors import CheckpointError, DataLossError, DeadlineExceededError
 
-__all__ = ["REPORT_BYTES", "Answer", "Download", "client_environment", "helper_pid", "start", "started"]
+__all__ = [
+    "REPORT_BYTES",
+    "REPORT_SECONDS",
+    "Answer",
+    "Download",
+    "client_environment",
+    "helper_pid",
+    "start",
+    "started",
+]
 
 _log = logging.getLogger("trackpoint")
 
 #: The helper reports its progress at least every this many bytes (and at the end): each report
 #: wakes a thread here, which takes the GIL from the restore.
 REPORT_BYTES = 4 << 20
+#: ... and at least every this many seconds while bytes come: a slow link still shows progress
+#: long before a read gives up on it (``ranged.STALL_SECONDS``).
+REPORT_SECONDS = 0.5
 _MESSAGE = 1 << 16  # bytes: a message (JSON) is at most this long
 _FS_CLASS = "s3fs.core:S3FileSystem"
 _CLIENT_NAME = re.compile(
@@ -73,9 +85,10 @@ class Answer:
 class Download:
     """One download in the helper, as its owner sees it (see :meth:`attach`)."""
 
-    def __init__(self, helper: _Helper, number: int) -> None:
+    def __init__(self, helper: _Helper, number: int, url: str) -> None:
         self._helper = helper
         self.number = number
+        self.url = url
         self._answered = threading.Event()
         self._answer: Answer | None = None
         self._error: CheckpointError | None = None
@@ -94,7 +107,11 @@ class Download:
         """
         if not self._answered.wait(timeout):
             self.cancel()
-            raise DataLossError(f"the download process gave no answer within {timeout:.0f} s")
+            raise DeadlineExceededError(
+                f"{self.url}: the download process had no answer to its GET within {timeout:.0f} s; check the "
+                "endpoint and the network, or set a shorter read_timeout in the storage options to fail sooner",
+                path=self.url,
+            )
         if self._error is not None:
             raise self._error
         assert self._answer is not None
@@ -105,8 +122,8 @@ class Download:
     ) -> None:
         """Have ``on_progress(covered)`` called as bytes ``[0, covered)`` are in the copy, and
         ``on_end(total, error)`` once when the download ends (``total``: the bytes that came, None
-        on an error); what happened before is passed on now. Both run on the thread that reads
-        the helper's reports, and must not block."""
+        on an error). What happened before is passed on at once, on the calling thread; the rest
+        on the thread that reads the helper's reports. Neither may block."""
         with self._lock:
             self._on_progress, self._on_end = on_progress, on_end
             covered, end = self._covered, self._end
@@ -132,7 +149,9 @@ class Download:
 
     def _ended(self, total: int | None, error: CheckpointError | None) -> None:
         if not self._answered.is_set():
-            self._answered_with(None, error)
+            self._answered_with(
+                None, error or DataLossError(f"{self.url}: the download ended unanswered", path=self.url)
+            )
         with self._lock:
             self._end = (total, error)
             on_end = self._on_end
@@ -147,7 +166,7 @@ class _Helper:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.process: subprocess.Popen[bytes] = child_processes.spawn(
-                "trackpoint._storage.download_process", theirs.fileno()
+                "trackpoint._storage.download_process", theirs.fileno(), pipes=False
             )
         except BaseException:
             ours.close()
@@ -164,12 +183,20 @@ class _Helper:
         threading.Thread(target=self._listen, name="trackpoint-download-reports", daemon=True).start()
 
     def begin(self, request: dict[str, Any], fd: int) -> Download:
+        """Hand a download to the helper.
+
+        Raises:
+            OSError: It could not be sent (the helper is gone, or the request does not fit a message).
+        """
         with self._lock:
-            download = Download(self, next(self._numbers))
+            download = Download(self, next(self._numbers), request["url"])
+            message = json.dumps({**request, "number": download.number}).encode()
+            if len(message) > _MESSAGE:
+                raise OSError(f"a request of {len(message)} bytes does not fit a message")
             self._downloads[download.number] = download
             self.begun += 1
         try:
-            socket.send_fds(self.sock, [json.dumps({**request, "number": download.number}).encode()], [fd])
+            socket.send_fds(self.sock, [message], [fd])
         except OSError:
             with self._lock:
                 self._downloads.pop(download.number, None)
@@ -177,31 +204,41 @@ class _Helper:
         return download
 
     def send(self, message: dict[str, Any]) -> None:
+        if self.pid != os.getpid():
+            return  # a forked copy: the socket and the downloads are the parent's
         with contextlib.suppress(OSError):  # a helper gone has stopped every download already
             self.sock.send(json.dumps(message).encode())
 
     def _listen(self) -> None:
-        while True:
-            try:
-                raw = self.sock.recv(_MESSAGE)
-            except OSError:
-                raw = b""
-            if not raw:
-                break
-            report = json.loads(raw)
-            with self._lock:
-                download = self._downloads.get(report["number"])
-                if download is not None and "end" in report:
-                    del self._downloads[report["number"]]
-            if download is None:
-                continue
-            if "info" in report:
-                download._answered_with(Answer(report["info"], report["draining"], report["changed"]), None)
-            elif "covered" in report:
-                download._progressed(report["covered"])
-            else:
-                download._ended(report["end"], child_processes.decode_error(report["error"].encode()))
-        self._stopped()
+        try:
+            while self._take_report():
+                pass
+        finally:
+            self._stopped()
+
+    def _take_report(self) -> bool:
+        """Pass the helper's next report on; False once it is gone (or said what it cannot have)."""
+        try:
+            raw = self.sock.recv(_MESSAGE)
+            report = json.loads(raw) if raw else None
+        except (OSError, ValueError):
+            report = None
+        if not isinstance(report, dict) or not isinstance(report.get("number"), int):
+            return False
+        with self._lock:
+            download = self._downloads.get(report["number"])
+            if download is not None and "end" in report:
+                del self._downloads[report["number"]]
+        if download is None:
+            return True
+        # A report that is not of these forms ends the reading (KeyError): the helper's downloads fail over.
+        if "info" in report:
+            download._answered_with(Answer(report["info"], report["draining"], report["changed"]), None)
+        elif "covered" in report:
+            download._progressed(report["covered"])
+        else:
+            download._ended(report["end"], child_processes.decode_error(report["error"].encode()))
+        return True
 
     def _stopped(self) -> None:
         """The helper is gone: every download it had ends, as a failed thread's would."""
@@ -209,14 +246,21 @@ class _Helper:
         with self._lock:
             left, self._downloads = list(self._downloads.values()), {}
         for download in left:
-            download._ended(None, DataLossError("the download process ended before the download did"))
+            message = f"{download.url}: the download process ended before the download did"
+            download._ended(None, DataLossError(message, path=download.url))
         with contextlib.suppress(OSError):
             self.sock.close()
+        try:  # it ends once its socket closes; reaped here, so that no zombie is left
+            self.process.wait(timeout=child_processes.STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
 
 
 _lock = threading.Lock()
 _helper: _Helper | None = None
 _starting = False
+_failed = False  # a helper could not be started: downloads run on threads from then on
 _begun_before = 0  # downloads handed to helpers that are gone
 
 
@@ -227,7 +271,7 @@ def _ready_helper() -> _Helper | None:
         helper = _helper
         if helper is not None and helper.alive and helper.pid == os.getpid():
             return helper
-        if not _starting:
+        if not _starting and not _failed:
             _starting = True
             threading.Thread(target=_start_helper, name="trackpoint-download-start", daemon=True).start()
         return None
@@ -238,9 +282,7 @@ def started(timeout: float) -> int | None:
     benchmarks, which want it running before they time or count anything); its PID, or None."""
     deadline = time.monotonic() + timeout
     while (helper := _ready_helper()) is None:
-        with _lock:
-            failed = not _starting
-        if failed or time.monotonic() > deadline:
+        if _failed or time.monotonic() > deadline:
             return None
         time.sleep(0.02)
     return helper.process.pid
@@ -259,7 +301,7 @@ def begun() -> int:
 
 
 def _start_helper() -> None:
-    global _helper, _starting, _begun_before
+    global _helper, _starting, _failed, _begun_before
     try:
         helper: _Helper | None = _Helper()
     except OSError as exc:
@@ -269,7 +311,18 @@ def _start_helper() -> None:
         _begun_before += _helper.begun if _helper is not None else 0
         _helper = helper
         # A helper that died is started again by a later download; one that could not start is not.
-        _starting = helper is None
+        _starting, _failed = False, helper is None
+
+
+def _forget_after_fork() -> None:
+    """In a forked copy of this process: the helper is the parent's; a download starts one of its own."""
+    global _helper, _starting, _failed, _lock
+    _lock = threading.Lock()
+    _helper, _starting, _failed = None, False, False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def client_environment(environ: Mapping[str, str]) -> dict[str, str]:

@@ -15,11 +15,13 @@ import json
 import os
 import socket
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
 from trackpoint._storage import child_processes, fsspec_io, providers
-from trackpoint._storage.download_process import _FS_CLASS, _MESSAGE, REPORT_BYTES, client_environment
+from trackpoint._storage.download_process import _FS_CLASS, _MESSAGE, REPORT_BYTES, REPORT_SECONDS, client_environment
+from trackpoint._storage.local_files import write_at
 from trackpoint._storage.store_errors import call
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError
 
@@ -37,6 +39,7 @@ class _Cancelled(CheckpointError):
 def serve(sock: socket.socket) -> None:
     """Take requests from ``sock`` until it closes; run each on a thread of its own."""
     sent = threading.Lock()
+    running: set[int] = set()
     cancelled: set[int] = set()
 
     def send(message: dict[str, Any]) -> None:
@@ -55,9 +58,11 @@ def serve(sock: socket.socket) -> None:
         except ValueError:
             request = {}
         if "cancel" in request:
-            cancelled.add(request["cancel"])
+            if request["cancel"] in running:  # one that ended already has nothing to stop
+                cancelled.add(request["cancel"])
         elif "number" in request and len(fds) == 1:
-            threading.Thread(target=_download, args=(request, fds.pop(), cancelled, send), daemon=True).start()
+            running.add(request["number"])
+            threading.Thread(target=_download, args=(request, fds.pop(), running, cancelled, send), daemon=True).start()
         for fd in fds:  # a message that is neither: nothing to do (the parent sends none)
             os.close(fd)
 
@@ -87,7 +92,7 @@ def _filesystem(described: dict[str, Any], env: dict[str, str]) -> Any:
     return fs
 
 
-def _download(request: dict[str, Any], fd: int, cancelled: set[int], send: Any) -> None:
+def _download(request: dict[str, Any], fd: int, running: set[int], cancelled: set[int], send: Any) -> None:
     number, url, what = request["number"], request["url"], request["what"]
     total: int | None = None
     error: BaseException | None = None
@@ -106,18 +111,17 @@ def _download(request: dict[str, Any], fd: int, cancelled: set[int], send: Any) 
             fs.loop.call_soon_threadsafe(body.close)  # the body is the loop's to close
             total = 0
             return
-        reported = 0
+        reported, reported_at = 0, time.monotonic()
 
         def write(offset: int, data: bytes) -> None:  # on the client's event loop
-            nonlocal reported
+            nonlocal reported, reported_at
             if number in cancelled:
                 raise _Cancelled(f"{url}: the local copy was closed")
-            view, done = memoryview(data), 0
-            while done < len(view):
-                done += os.pwrite(fd, view[done:], offset + done)
+            write_at(fd, data, offset)
             covered = offset + len(data)
-            if covered - reported >= REPORT_BYTES:
-                reported = covered
+            now = time.monotonic()
+            if covered - reported >= REPORT_BYTES or now - reported_at >= REPORT_SECONDS:
+                reported, reported_at = covered, now
                 send({"number": number, "covered": covered})
 
         drain = functools.partial(sync, fs.loop, providers.s3_drain, fs, bucket, key, body, etag, write)
@@ -126,6 +130,7 @@ def _download(request: dict[str, Any], fd: int, cancelled: set[int], send: Any) 
         error = exc
     finally:
         os.close(fd)
+        running.discard(number)
         cancelled.discard(number)
         if total is not None and error is None:
             send({"number": number, "covered": total})

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trackpoint._storage import providers
+from trackpoint._storage.local_files import write_at
 from trackpoint._storage.storage_options import options_for
 from trackpoint._storage.store_errors import call, translate
 from trackpoint.errors import DataLossError, InvalidArgumentError, NotFoundError
@@ -222,10 +223,7 @@ def download(
                 data = call(url, what, functools.partial(fs.cat_file, path, start=0, end=info.st_size))
             else:
                 data = b""
-            view, done = memoryview(data), 0
-            while done < len(view):
-                done += os.write(handle, view[done:])
-            os.lseek(handle, 0, os.SEEK_SET)  # at its start, as a descriptor just opened is
+            write_at(handle, data, 0)  # the offset stays at the start, as a descriptor just opened has it
         except BaseException:
             os.close(handle)
             raise

@@ -139,3 +139,18 @@ def read_regular(path: str, what: str, limit: int) -> tuple[bytes, os.stat_resul
     finally:
         os.close(fd)
     return chunks[0] if len(chunks) == 1 else b"".join(chunks), info
+
+
+def write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
+    """Write all of ``data`` at ``offset`` of ``fd`` (``pwrite`` may write less than asked).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryFile() as f:
+        ...     write_at(f.fileno(), b"xyz", 2)
+        ...     os.pread(f.fileno(), 5, 0)
+        b'\\x00\\x00xyz'
+    """
+    view, done = memoryview(data), 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)

@@ -13,8 +13,10 @@ fetched into it before it reads them: a reader never reads a range that was not 
   object is downloaded whole instead, by the backend's own streamed download (one GET on
   s3fs; servers such as moto read the whole object for every ranged GET).
 - A reader that will want most of the object says so early (:meth:`RangedObject.prefetch`,
-  or :meth:`RangedObject.opened` with ``whole_within``): the whole download runs on a helper
-  thread while the reader works on other things. On S3 it is streamed into the copy itself,
+  or :meth:`RangedObject.opened` with ``whole_within``): the whole download runs beside the
+  reader, in the download process on S3 where it can (:mod:`.download_process`: there its
+  client's work does not take the reader's GIL), else on a helper thread. On S3 it is
+  streamed into the copy itself,
   and a fetch waits only until the bytes it wants have arrived (the download publishes how
   far it has come), so values are read and assigned while the rest still downloads; a
   download opened by :meth:`RangedObject.opened` is the object's first request (its answer
@@ -43,6 +45,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from trackpoint._storage import download_process, fsspec_io, providers
+from trackpoint._storage.local_files import write_at
 from trackpoint._storage.opening import Opening
 from trackpoint._storage.spans import Span
 from trackpoint._storage.spans import blocks as _blocks
@@ -113,7 +116,9 @@ class RangedObject:
         self._stamp = 0
         self.requests = 0  # ranged GETs made (and whole downloads), for tests and benchmarks
         self._have: list[Span] = []
-        self._lock = threading.Lock()
+        # Reentrant: a download in the helper process that ended before it was followed reports
+        # its end at once, on the thread that follows it, which holds the lock (ensure, prefetch).
+        self._lock = threading.RLock()
         self._arrived = threading.Condition(self._lock)  # notified as a streamed download advances
         self._prefetch: threading.Event | None = None  # set when a download begun by prefetch() ends
         self._stream: _Stream | None = None  # a download streamed into the copy (S3)
@@ -121,7 +126,7 @@ class RangedObject:
 
     @classmethod
     def opened(cls, url: str, what: str, whole_within: int) -> RangedObject:
-        """The object at ``url``, downloading whole on a helper thread already if it holds at most
+        """The object at ``url``, downloading whole beside the caller already if it holds at most
         ``whole_within`` bytes (see :meth:`prefetch`).
 
         On S3 the download's GET is the first request: its answer gives the size and ETag that
@@ -258,7 +263,7 @@ class RangedObject:
         return self.whole or (stream is not None and stream.error is None)
 
     def prefetch(self) -> None:
-        """Start downloading the whole object on a helper thread, for a reader about to want most of it.
+        """Start downloading the whole object beside the reader, which is about to want most of it.
 
         Meanwhile :meth:`ensure` waits for the bytes it wants (on S3; elsewhere for the whole
         download). A prefetch that fails is forgotten (the next :meth:`ensure` fetches what is
@@ -281,8 +286,9 @@ class RangedObject:
         return self.size > 0 and providers.s3_location(fs, path) is not None
 
     def _start_stream(self, body: Any, etag: str) -> None:
-        """Stream the object into the copy on a helper thread (the lock held, or the object not
-        shared yet); ``body``: that of a GET already answered (of ``etag``), else one is made."""
+        """Stream the object into the copy, in the download process or on a helper thread (the lock
+        held, or the object not shared yet); ``body``: that of a GET already answered (of
+        ``etag``), else one is made (and by the download process, where it can)."""
         if self.fd < 0:
             self._open_sparse()
         fd = os.dup(self.fd)  # the download's own: a close() meanwhile frees no descriptor under it
@@ -310,9 +316,7 @@ class RangedObject:
         def write(offset: int, data: bytes) -> None:  # on the client's event loop
             if stream.cancelled:
                 raise _Closed(f"{self.url}: the local copy was closed")
-            view, done = memoryview(data), 0
-            while done < len(view):
-                done += os.pwrite(fd, view[done:], offset + done)
+            write_at(fd, data, offset)
             self._advance(stream, offset + len(data))
 
         error: CheckpointError | None = None
@@ -343,7 +347,7 @@ class RangedObject:
     def _advance(self, stream: _Stream, covered: int) -> None:
         """The download ``stream`` has brought bytes ``[0, covered)``: wake the reads that wait for them."""
         with self._arrived:
-            stream.covered = covered
+            stream.covered = max(stream.covered, covered)  # a report passed on late never takes bytes back
             if stream.waiting and stream.covered >= stream.waiting:
                 stream.waiting = 0
                 self._arrived.notify_all()
@@ -476,9 +480,7 @@ class RangedObject:
             for (start, end), data in zip(group, fetched, strict=True):
                 if len(data) != end - start:
                     raise self._changed()
-                view, done = memoryview(data), 0
-                while done < len(view):
-                    done += os.pwrite(self.fd, view[done:], start + done)
+                write_at(self.fd, data, start)
             group = [block] if block is not None else []
         # Filling holes is no change of the object: the copy keeps the modification time it was
         # made with, which in-place restores compare to tell a file written between two passes.

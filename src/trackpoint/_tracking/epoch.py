@@ -1,5 +1,8 @@
 """The structure epoch: a process-wide count that moves whenever an object's children or slots change.
 
+Each change is also noted on the object that changed (:func:`structure_changed`), so a reuse
+can ask whether *its* objects changed (:func:`changed_since`) rather than whether any object did.
+
 Two reuses depend on it: a save that repeats the layout of the previous save (see
 ``_graph.save_layout``) and a restore that repeats the bindings of the previous restore
 (see ``_graph.restore_record``). Both hold only while the epoch stands still *and* every
@@ -35,7 +38,12 @@ _unnoted = 0  # the tick of the last change not noted on the object that changed
 
 
 def _stamp(obj: Any) -> int:
-    return getattr(obj, "_tp_changed", 0)
+    # From the instance's own attributes: a class's __getattr__ could answer anything.
+    try:
+        stamp = vars(obj).get("_tp_changed", 0)
+    except TypeError:  # no __dict__ (__slots__): structure_changed could note nothing on it
+        return 0
+    return stamp if type(stamp) is int else 1 << 62
 
 
 _children: set[Callable[..., Any]] = set()  # trusted _trackable_children functions
@@ -49,6 +57,9 @@ def structure_changed(owner: object | None = None) -> None:
 
     The epoch moves either way; the change is also noted on ``owner`` (its ``_tp_changed``),
     so that :func:`changed_since` can tell that objects elsewhere changed, not these.
+    ``owner`` must be the very object whose ``_trackable_children`` (or slot methods) now answer
+    otherwise: a change noted on another object would let a restore repeat bindings that no
+    longer hold. When unsure, pass nothing: every record and every reused layout then lapses.
     """
     global _epoch, _unnoted
     _epoch = tick = next(_ticks)
