@@ -24,6 +24,9 @@ pytestmark = pytest.mark.slow
 
 # What a user sets to give up soon: botocore's read timeout and its attempts per s3fs attempt.
 SHORT = {"config_kwargs": {"read_timeout": 0.5, "retries": {"max_attempts": 1}}}
+# And s3fs's attempts around each request (an attribute: S3FileSystem takes no such option). Its
+# default, 5, spends most of each test's time in s3fs's backoff between attempts.
+S3FS_RETRIES = 2
 KEY = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
 
 
@@ -34,9 +37,13 @@ def _model(value: float) -> tp.Module:
 
 
 @pytest.fixture()
-def stalled(bucket: str, proxy) -> Iterator[dict[str, Any]]:
+def stalled(bucket: str, proxy, monkeypatch) -> Iterator[dict[str, Any]]:
     """A directory ``run`` holding ckpt-1 and its state object, saved through the proxy; then
-    the proxy stalls every request. Yields the options the URLs use (the proxy, ``SHORT``)."""
+    the proxy stalls every request. Yields the options the URLs use (the proxy, ``SHORT``); s3fs
+    makes ``S3FS_RETRIES`` attempts."""
+    import s3fs
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "retries", S3FS_RETRIES)
     options = {"endpoint_url": proxy.endpoint, "key": "testing", "secret": "testing", **SHORT}
     tp.set_storage_options(bucket, **options)
     try:
@@ -142,8 +149,8 @@ def test_a_restore_whose_data_reads_stall_times_out_as_one_s3fs_request_does(buc
     assert len(gets) <= asked, f"{len(gets)} GETs of the data object where s3fs alone asks {asked} times"
 
 
-# The download process only: the thread's download waits in the same place (RangedObject._await), and
-# each run of this test takes about a minute of the suite.
+# The download process only: the thread's download waits in the same place (RangedObject._await). The
+# process makes its own filesystem: asking no more often than s3fs alone shows it took the retries.
 @pytest.mark.parametrize("downloader", ["process"], indirect=True)
 def test_a_repeated_restore_whose_download_stalls_times_out_as_one_s3fs_request_does(
     bucket, stalled, proxy, downloader

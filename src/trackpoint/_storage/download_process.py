@@ -9,7 +9,8 @@ process of its own the download runs on the other core, beside the restore.
 
 The helper is one process per Python process, started by the first download that could use it
 (that download still runs on a thread) and kept for the next ones. The parent sends it, over a
-Unix socket, the filesystem as s3fs rebuilds it (``fs.to_dict()``), the environment (botocore
+Unix socket, the filesystem as s3fs rebuilds it (``fs.to_dict()``, and its ``retries``, which
+that does not carry), the environment (botocore
 reads credentials there: the part :func:`client_environment` keeps), the bucket and key, and the descriptor of the local copy. The helper
 makes the GET with the same ``providers.s3_open`` and ``providers.s3_drain`` the thread would
 use (the same retries, conditions and error translation), writes each piece into the copy and
@@ -340,6 +341,8 @@ def _sendable(fs: Any) -> dict[str, Any] | None:
     """``fs`` as the helper makes it again, or None where it cannot (then a thread downloads)."""
     if f"{type(fs).__module__}:{type(fs).__qualname__}" != _FS_CLASS:
         return None  # a subclass may behave otherwise than the s3fs the helper makes
+    if type(fs.retries) is not int:
+        return None
     try:
         described = fs.to_dict()
         json.dumps(described)
@@ -374,6 +377,7 @@ def start(
         "url": url,
         "what": what,
         "fs": described,
+        "retries": fs.retries,
         "env": client_environment(os.environ),
         "where": list(where),
         "limit": limit,

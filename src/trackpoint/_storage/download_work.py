@@ -1,7 +1,7 @@
 """The work of the download process (:mod:`.download_process`): each GET streamed into the copy it was given.
 
 Runs in the helper only. A request names the filesystem (``fs.to_dict()`` of an s3fs
-filesystem; no other class is made), the environment to make it in, the object, a size limit
+filesystem, and its ``retries``; no other class is made), the environment to make it in, the object, a size limit
 and the version expected; its local copy comes with it as a descriptor. The answers, all JSON:
 ``{"number", "info", "draining", "changed"}`` once the GET is answered, ``{"number", "covered"}``
 as the bytes come, and ``{"number", "end", "error"}`` last (``end``: the bytes that came, or null).
@@ -67,11 +67,15 @@ def serve(sock: socket.socket) -> None:
             os.close(fd)
 
 
-def _filesystem(described: dict[str, Any], env: dict[str, str]) -> Any:
-    """The s3fs filesystem ``described``, made (once) in the parent's environment ``env``."""
+def _filesystem(described: dict[str, Any], env: dict[str, str], retries: int) -> Any:
+    """The s3fs filesystem ``described``, made (once) in the parent's environment ``env``.
+
+    ``retries`` is the parent's ``fs.retries``: s3fs's attempts around each request, an attribute
+    (of the class, or set on a filesystem) that ``to_dict`` does not carry.
+    """
     if described.get("cls") != _FS_CLASS:
         raise InvalidArgumentError(f"the download process makes only {_FS_CLASS} filesystems")
-    key = json.dumps([described, env], sort_keys=True)
+    key = json.dumps([described, env, retries], sort_keys=True)
     with _made:
         fs = _filesystems.get(key)
         if fs is None:
@@ -84,6 +88,7 @@ def _filesystem(described: dict[str, Any], env: dict[str, str]) -> Any:
                 del os.environ[name]
             os.environ.update(env)
             fs = AbstractFileSystem.from_dict({**described, "skip_instance_cache": True})
+            fs.retries = retries
             sync(fs.loop, fs.set_session)
             _filesystems[key] = fs
             while len(_filesystems) > _KEPT:
@@ -99,7 +104,7 @@ def _download(request: dict[str, Any], fd: int, running: set[int], cancelled: se
     try:
         from fsspec.asyn import sync
 
-        fs = _filesystem(request["fs"], request["env"])
+        fs = _filesystem(request["fs"], request["env"], request["retries"])
         bucket, key = request["where"]
         body, info = call(url, what, functools.partial(sync, fs.loop, providers.s3_open, fs, bucket, key))
         size, etag = int(info.get("size") or 0), info.get("ETag") or ""
