@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import trackpoint as tp
-from trackpoint._storage import download_process, fsspec_io, ranged
+from trackpoint._storage import download_process, fsspec_io, ranged, ranged_stream
 
 s3fs = pytest.importorskip("s3fs", reason="s3fs is in the test extra")
 
@@ -166,7 +166,7 @@ def test_a_download_that_ended_before_it_was_followed_ends_its_stream_at_once() 
     )
     download = download_process.Download(helper=None, number=0, url=mirror.url)  # type: ignore[arg-type]
     download._ended(10, None)
-    stream = ranged._Stream()
+    stream = ranged_stream.Stream()
     done = threading.Event()
 
     def follow() -> None:
