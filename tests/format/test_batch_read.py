@@ -16,6 +16,7 @@ from tests.helpers import assert_bit_equal
 from tests.strategies import tensor_dicts
 from trackpoint._format.batch_read import OverlappingLoader, ReadPlan, SerialLoader
 from trackpoint._format.bundle_reader import BundleReader
+from trackpoint._format.crc import crc32c
 from trackpoint._format.read_tuning import ReadTuning
 
 ALWAYS_AHEAD = ReadTuning(read_ahead_rows=0)
@@ -107,6 +108,44 @@ def _hundred_small_tensors(tmp_path) -> tuple[str, list[str]]:
     tensors = {f"t{i:03d}": np.full(256, i, np.float32) for i in range(100)}
     tp.save_tensors(prefix, tensors)
     return prefix, sorted(tensors)
+
+
+def _damage(prefix: str, key: str, at: int = 7) -> None:
+    """Flip one byte of ``key``'s bytes in its data file (its checksum in the index kept)."""
+    entry = BundleReader(prefix).entry(key)
+    path = f"{prefix}.data-00000-of-00001"
+    with open(path, "r+b") as f:
+        f.seek(entry.offset + at)
+        byte = f.read(1)[0]
+        f.seek(entry.offset + at)
+        f.write(bytes([byte ^ 0x10]))
+
+
+def test_alike_tensors_in_a_run_are_verified_together_once_per_run(tmp_path, monkeypatch) -> None:
+    """Back-to-back tensors of one size: one crc over the run's bytes, not one per tensor."""
+    from trackpoint._format import batch_read
+
+    prefix, keys = _hundred_small_tensors(tmp_path)
+    calls: list[int] = []
+
+    def counted(data, *args):
+        calls.append(len(data))
+        return crc32c(data, *args)
+
+    monkeypatch.setattr(batch_read, "crc32c", counted)
+    values = read_many(BundleReader(prefix), keys)
+    assert [float(v[0]) for v in values] == list(range(100))
+    assert calls == [100 * 1024], calls
+
+
+@pytest.mark.parametrize("damaged", [["t000"], ["t042"], ["t099"], ["t042", "t077"]])
+def test_a_damaged_tensor_in_a_run_verified_together_is_named(tmp_path, damaged: list[str]) -> None:
+    """The run's crc fails; each tensor is then checked, and the first damaged one is named."""
+    prefix, keys = _hundred_small_tensors(tmp_path)
+    for key in damaged:
+        _damage(prefix, key)
+    with pytest.raises(tp.errors.DataLossError, match=f"checksum mismatch for key '{damaged[0]}'"):
+        read_many(BundleReader(prefix), keys)
 
 
 class _Recorder:

@@ -88,6 +88,29 @@ def test_crc32c_combine(a: bytes, b: bytes) -> None:
     assert crc32c_combine(crc32c(a), crc32c(b), len(b)) == crc32c(a + b)
 
 
+@given(st.integers(0, 70), st.integers(0, 300), st.randoms(use_true_random=False))
+def test_crc32c_of_run_is_the_crc_of_the_pieces_joined(count: int, length: int, rng) -> None:
+    """Any number of pieces (padding to a power of two included), any length (0 too)."""
+    from trackpoint._format.crc import crc32c_of_run
+
+    pieces = [rng.randbytes(length) for _ in range(count)]
+    crcs = np.array([crc32c(p) for p in pieces], np.uint64)
+    assert crc32c_of_run(crcs, length) == crc32c(b"".join(pieces))
+
+
+def test_crc32c_of_run_differs_when_any_one_piece_does() -> None:
+    """A changed piece changes the run's crc, whichever piece and whichever bit of its crc."""
+    from trackpoint._format.crc import crc32c_of_run
+
+    crcs = np.array([crc32c(bytes([i]) * 8) for i in range(37)], np.uint64)
+    whole = crc32c_of_run(crcs, 8)
+    for piece in range(len(crcs)):
+        for bit in range(32):
+            changed = crcs.copy()
+            changed[piece] ^= np.uint64(1 << bit)
+            assert crc32c_of_run(changed, 8) != whole, (piece, bit)
+
+
 def test_crc32c_combine_of_long_parts() -> None:
     """Parts of the sizes parallel reads checksum (up to 64 MiB: powers of x up to x^(2^29))."""
     from trackpoint._format.crc import crc32c_combine
