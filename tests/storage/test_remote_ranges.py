@@ -124,6 +124,58 @@ def test_a_repeated_restore_downloads_the_data_at_once_without_a_request_for_the
     assert download_process.begun() - begun == (1 if downloader == "process" else 0)
 
 
+def test_a_repeated_restore_begins_the_data_download_before_the_index_is_parsed(
+    bucket, proxy, s3, downloader, monkeypatch
+) -> None:
+    """The last restore into these objects read most of a one-shard checkpoint: the next begins
+    that shard's download as soon as the index's bytes are in, before they are parsed."""
+    from trackpoint._format import bundle_reader
+    from trackpoint._storage.object_storage import ObjectStorage
+
+    first = tp.Checkpoint(model=_model(3.0)).write(f"{bucket}/run/ckpt-1")
+    second = tp.Checkpoint(model=_model(5.0)).write(f"{bucket}/run/ckpt-2")
+    restored = _model(0.0)
+    ckpt = tp.Checkpoint(model=restored)
+    events: list[str] = []
+    read_index, start_data = bundle_reader.read_index, ObjectStorage.start_data
+
+    def parsing(*args, **kwargs):
+        events.append("index parsed")
+        return read_index(*args, **kwargs)
+
+    def starting(self, path, *args, **kwargs):
+        events.append(f"download of {path.rsplit('/', 1)[-1]}")
+        return start_data(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(bundle_reader, "read_index", parsing)
+    monkeypatch.setattr(ObjectStorage, "start_data", starting)
+    ckpt.read(first).assert_consumed()
+    assert events == ["index parsed"]  # a first restore fetches what its walk asks for
+    events.clear()
+    proxy.requests.clear()
+    ckpt.read(second).assert_consumed()
+    assert events == ["download of ckpt-2.data-00000-of-00001", "index parsed"]
+    assert float(restored.big.numpy()[-1]) == 5.0 and float(restored.small["t1999"].numpy()[0]) == 5.0 + 1999
+    assert _requests_for(proxy, "ckpt-2.data-00000-of-00001") == ["GET"]
+    assert _requests_for(proxy, "ckpt-2.index") == ["GET"]
+
+
+def test_a_download_begun_for_one_shard_is_let_go_when_the_index_names_two(bucket, proxy, s3, downloader) -> None:
+    """The last restore read a one-shard checkpoint, the next is of two shards: the early GET (of
+    a one-shard name that is not there) is let go, and the two shards are read."""
+    restored = _model(0.0)
+    ckpt = tp.Checkpoint(model=restored)
+    ckpt.read(tp.Checkpoint(model=_model(3.0)).write(f"{bucket}/run/ckpt-1")).assert_consumed()
+    two = tp.CheckpointOptions(experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(8 << 20))
+    url = tp.Checkpoint(model=_model(7.0)).write(f"{bucket}/run/ckpt-2", options=two)
+    shards = [name for name in s3.find(f"{bucket[5:]}/run") if "ckpt-2.data-" in name]
+    assert len(shards) > 1 and not any(name.endswith("-of-00001") for name in shards), shards
+    proxy.gets.clear()
+    ckpt.read(url).assert_consumed()
+    assert float(restored.big.numpy()[-1]) == 7.0 and float(restored.small["t1999"].numpy()[0]) == 7.0 + 1999
+    assert any(path.endswith("ckpt-2.data-00000-of-00001") for path, _ in proxy.gets)  # the early GET was sent
+
+
 def test_a_repeated_partial_restore_still_fetches_only_its_part(bucket, proxy, s3) -> None:
     url = tp.Checkpoint(model=_model(2.0)).write(f"{bucket}/run/ckpt-1")
     partial = tp.Module()

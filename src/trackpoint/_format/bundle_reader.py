@@ -38,10 +38,14 @@ from trackpoint._storage import naming
 from trackpoint._storage.readahead import start_readahead
 from trackpoint._storage.shard_files import ShardFiles, identity
 from trackpoint._storage.storage import storage_for
+from trackpoint._storage.store_errors import UNANSWERED
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time
+
+    from trackpoint._storage.opening import Opening
+    from trackpoint._storage.storage import Storage
 
 __all__ = ["BundleReader", "Entry"]
 
@@ -64,21 +68,31 @@ class BundleReader:
         damaged_blocks: list[str] | None = None,
         tuning: ReadTuning = DEFAULT_TUNING,
         index: tuple[bytes, os.stat_result] | None = None,
+        one_shard_early: bool = False,
     ) -> None:
         """Open ``prefix.index``; with ``damaged_blocks``, skip and record damaged index blocks.
 
         ``tuning`` sets how data files are read (see :class:`ReadTuning`). ``index``: at a URL,
         the index object's bytes and stat that the caller has just fetched
-        (:func:`~trackpoint._format.state_file.resolve_index`).
+        (:func:`~trackpoint._format.state_file.resolve_index`). ``one_shard_early``: with
+        ``index``, the caller expects one data shard and to read most of it (a repeated
+        restore): its download starts before the index is parsed (``Storage.start_data``), and
+        is let go if the index says otherwise.
         """
         # An overwrite of the prefix cut short inside TF's window is read from its kept
         # previous version (see trackpoint._storage.previous).
-        self.prefix = storage_for(prefix).readable_prefix(prefix)
+        storage = storage_for(prefix)
+        self.prefix = storage.readable_prefix(prefix)
         self.index_path = naming.index_filename(self.prefix)
         self.tuning = tuning
-        table, header, stat = read_index(
-            prefix, self.index_path, damaged_blocks, index if index is not None and self.prefix == prefix else None
-        )
+        given = index if index is not None and self.prefix == prefix else None
+        early = self._start_one_shard(storage) if one_shard_early and given is not None else None
+        try:
+            table, header, stat = read_index(prefix, self.index_path, damaged_blocks, given)
+        except BaseException:
+            if early is not None:
+                early.cancel()
+            raise
         count = len(table.keys) - 1
         self.num_shards = header.num_shards
         self.big_endian = header.endianness == pb.BundleHeaderProto.BIG
@@ -86,6 +100,23 @@ class BundleReader:
         self._rows: dict[bytes, int] = dict(zip(table.keys[1:], range(1, count + 1)))  # key -> row of the table
         self._spans: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # for entry_columns, made on demand
         self._files = ShardFiles(self.prefix, self.index_path, identity(stat), self.num_shards, readable_key)
+        if early is not None:
+            if self.num_shards == 1:  # the object it downloads is this shard
+                self._files.begun(0, early)
+            else:
+                early.cancel()
+
+    def _start_one_shard(self, storage: Storage) -> Opening | None:
+        """The download of the data shard of a one-shard checkpoint at this prefix, begun (see
+        ``__init__``); None where it could not begin (the read that needs the shard will say why)."""
+        if not storage.local_copies:
+            return None
+        try:
+            return storage.start_data(naming.data_filename(self.prefix, 0, 1), "data shard", self.tuning.prefetch_bytes)
+        except UNANSWERED:
+            raise
+        except CheckpointError:
+            return None
 
     # -- index --------------------------------------------------------------------------
 

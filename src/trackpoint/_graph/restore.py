@@ -71,7 +71,10 @@ def restore_checkpoint(
         DataLossError: The graph or a value is damaged.
         NotFoundError: A file of the checkpoint is missing.
     """
-    reader = BundleReader(prefix, index=index)
+    # At a URL, the index in hand: the data shard the last restore read whole starts downloading
+    # before the index is parsed (see BundleReader), as it most likely is there again.
+    early = index is not None and previous is not None and previous.read_one_shard_whole
+    reader = BundleReader(prefix, index=index, one_shard_early=early)
     assumed = False  # the graph taken for the last restore's, to be compared before any value is taken
     try:
         if previous is not None and 2 * len(previous.value_keys) >= reader.entry_count:

@@ -60,6 +60,8 @@ class RestoreRecord:
         covered: Whether the walk bound every live child of every object it expanded (see
             ``Coverage.binds_every_live_object``); a repeat, made only while the
             structure is the one walked, holds it too.
+        num_shards: The data shards of the checkpoint it was read from.
+        entry_count: The entries of that checkpoint's index.
     """
 
     epoch: int
@@ -74,6 +76,14 @@ class RestoreRecord:
     deferred_slots: list[tuple[int, int, int, str]]
     unused_attributes: dict[int, tuple[str, ...]]
     covered: bool
+    num_shards: int
+    entry_count: int
+
+    @property
+    def read_one_shard_whole(self) -> bool:
+        """Whether the restore read most of a checkpoint of one data shard: a repeat (most likely
+        of a checkpoint of the same structure) will too, so it may start that download early."""
+        return self.num_shards == 1 and 2 * len(self.value_keys) >= self.entry_count
 
     def refusal(self, graph: bytes | None, skip_slot_variables: bool, root: Trackable) -> str | None:
         """Why this record does not hold, now, for a restore of the serialized ``graph`` into
@@ -171,6 +181,8 @@ class Recorder:
             self.slot_waits,
             {node_id: tuple(names) for node_id, names in coordinator.unused_attributes.items()},
             coordinator.coverage.covered,
+            coordinator.values.reader.num_shards,
+            coordinator.values.reader.entry_count,
         )
 
 

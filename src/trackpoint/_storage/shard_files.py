@@ -146,6 +146,16 @@ class ShardFiles:
                 return
             mirror.prefetch()
 
+    def begun(self, shard_id: int, opening: Opening) -> None:
+        """Take ``opening``, the shard at :meth:`path` ``shard_id`` begun before this reader knew
+        its shards, as :meth:`prefetch` would have begun it; let it go if the shard is open or
+        begun already, or the reader closed."""
+        with self._lock:
+            if shard_id not in self._fds and shard_id not in self._starting and not self._closed:
+                self._starting[shard_id] = opening
+                return
+        opening.cancel()
+
     def held_whole(self, shard_id: int) -> bool:
         """Whether the shard is open and, at a URL, all of it is in the local copy already or
         downloading whole (the reads wait for their bytes), as one begun by :meth:`prefetch` is meant to."""
