@@ -9,9 +9,9 @@ process of its own the download runs on the other core, beside the restore.
 
 The helper is one process per Python process, started by the first download that could use it
 (that download still runs on a thread) and kept for the next ones. The parent sends it, over a
-Unix socket, the filesystem as s3fs rebuilds it (``fs.to_dict()``, and its ``retries``, which
-that does not carry), the environment (botocore
-reads credentials there: the part :func:`client_environment` keeps), the bucket and key, and the descriptor of the local copy. The helper
+Unix socket, the filesystem as s3fs rebuilds it (``fs.to_dict()``) with its ``retries`` (an
+attribute ``to_dict`` leaves out), the environment (botocore reads credentials there: the part
+:func:`client_environment` keeps), the bucket and key, and the descriptor of the local copy. The helper
 makes the GET with the same ``providers.s3_open`` and ``providers.s3_drain`` the thread would
 use (the same retries, conditions and error translation), writes each piece into the copy and
 reports how far it has come, every :data:`REPORT_BYTES` and at the end. A reader thread here

@@ -1,8 +1,8 @@
 """The work of the download process (:mod:`.download_process`): each GET streamed into the copy it was given.
 
 Runs in the helper only. A request names the filesystem (``fs.to_dict()`` of an s3fs
-filesystem, and its ``retries``; no other class is made), the environment to make it in, the object, a size limit
-and the version expected; its local copy comes with it as a descriptor. The answers, all JSON:
+filesystem, and its ``retries``; no other class is made), the environment to make it in, the
+object, a size limit and the version expected; its local copy comes with it as a descriptor. The answers, all JSON:
 ``{"number", "info", "draining", "changed"}`` once the GET is answered, ``{"number", "covered"}``
 as the bytes come, and ``{"number", "end", "error"}`` last (``end``: the bytes that came, or null).
 """
