@@ -121,11 +121,19 @@ def _damage(prefix: str, key: str, at: int = 7) -> None:
         f.write(bytes([byte ^ 0x10]))
 
 
+def _alike_run(tmp_path) -> tuple[str, list[str]]:
+    """1,500 tensors of 256 bytes, back to back: one run of alike tensors, over ``_ALIKE_RUN``."""
+    prefix = str(tmp_path / "ckpt")
+    tensors = {f"t{i:04d}": np.full(64, i, np.float32) for i in range(1500)}
+    tp.save_tensors(prefix, tensors)
+    return prefix, sorted(tensors)
+
+
 def test_alike_tensors_in_a_run_are_verified_together_once_per_run(tmp_path, monkeypatch) -> None:
-    """Back-to-back tensors of one size: one crc over the run's bytes, not one per tensor."""
+    """Back-to-back tensors of one size: one crc over the run's bytes, not one per tensor; fewer
+    than ``_ALIKE_RUN`` of them, one each."""
     from trackpoint._format import batch_read
 
-    prefix, keys = _hundred_small_tensors(tmp_path)
     calls: list[int] = []
 
     def counted(data, *args):
@@ -133,15 +141,21 @@ def test_alike_tensors_in_a_run_are_verified_together_once_per_run(tmp_path, mon
         return crc32c(data, *args)
 
     monkeypatch.setattr(batch_read, "crc32c", counted)
+    prefix, keys = _alike_run(tmp_path)
     values = read_many(BundleReader(prefix), keys)
-    assert [float(v[0]) for v in values] == list(range(100))
-    assert calls == [100 * 1024], calls
+    assert [float(v[0]) for v in values] == list(range(1500))
+    assert calls == [1500 * 256], calls[:5]
+    calls.clear()
+    (tmp_path / "few").mkdir()
+    few, few_keys = _hundred_small_tensors(tmp_path / "few")
+    read_many(BundleReader(few), few_keys)
+    assert calls == [1024] * 100, calls[:5]
 
 
-@pytest.mark.parametrize("damaged", [["t000"], ["t042"], ["t099"], ["t042", "t077"]])
+@pytest.mark.parametrize("damaged", [["t0000"], ["t0742"], ["t1499"], ["t0042", "t0777"]])
 def test_a_damaged_tensor_in_a_run_verified_together_is_named(tmp_path, damaged: list[str]) -> None:
     """The run's crc fails; each tensor is then checked, and the first damaged one is named."""
-    prefix, keys = _hundred_small_tensors(tmp_path)
+    prefix, keys = _alike_run(tmp_path)
     for key in damaged:
         _damage(prefix, key)
     with pytest.raises(tp.errors.DataLossError, match=f"checksum mismatch for key '{damaged[0]}'"):

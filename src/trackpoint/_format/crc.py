@@ -101,26 +101,29 @@ def _shift(length: int) -> int:
     return shift
 
 
+_BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(bool)  # [byte, bit]: whether it is set
+
+
 @functools.lru_cache(maxsize=256)
 def _shift_tables(length: int) -> np.ndarray:
     """``crc -> crc * x^(8 * length)`` as four tables of 256 (one per byte of the crc, XORed):
     the product is linear in ``crc``, so it is the XOR of the images of its set bits."""
-    shift = _shift(length)
-    images = np.array([_times_mod_p(shift, 1 << bit) for bit in range(32)], np.uint32)
-    byte = np.arange(256)
-    tables = np.zeros((4, 256), np.uint32)
-    for lane in range(4):
-        for bit in range(8):
-            tables[lane] ^= np.where((byte >> bit) & 1, images[8 * lane + bit], 0).astype(np.uint32)
-    return tables
+    product = _shift(length)
+    images = []
+    for _ in range(32):  # product * x^i for i = 0..31, which bits 31..0 of a crc stand for
+        images.append(product)
+        product = (product >> 1) ^ _POLY if product & 1 else product >> 1
+    by_bit = np.array(images[::-1], np.uint32).reshape(4, 1, 8)  # [byte of the crc, -, bit of that byte]
+    return np.bitwise_xor.reduce(np.where(_BYTE_BITS, by_bit, np.uint32(0)), axis=2)
 
 
 def crc32c_of_run(crcs: np.ndarray, length: int) -> int:
     """The crc of back-to-back pieces of ``length`` bytes each, from the crc of each piece.
 
     :func:`crc32c_combine` over them all, in a tree of numpy steps: neighbours are combined in
-    pairs, then pairs of pairs, each level a few table lookups over the whole column (about
-    0.2 ms for 2,000 pieces, where one Python call per piece took ten times that). Pieces of
+    pairs, then pairs of pairs, each level a few table lookups over the whole column (0.13 ms
+    for 2,000 pieces, where one Python call per piece took five times that; the tables of a
+    level, 60 us, are made once per size). Pieces of
     crc 0 in front change nothing (the crc of nothing is 0), so the column is padded to a
     power of two there.
 
