@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -173,7 +174,11 @@ def test_a_download_begun_for_one_shard_is_let_go_when_the_index_names_two(bucke
     proxy.gets.clear()
     ckpt.read(url).assert_consumed()
     assert float(restored.big.numpy()[-1]) == 7.0 and float(restored.small["t1999"].numpy()[0]) == 7.0 + 1999
-    assert any(path.endswith("ckpt-2.data-00000-of-00001") for path, _ in proxy.gets)  # the early GET was sent
+    # The early GET was sent (by the download process maybe after the restore: waited for, 10 s at most).
+    deadline = time.monotonic() + 10.0
+    while not any(path.endswith("ckpt-2.data-00000-of-00001") for path, _ in proxy.gets):
+        assert time.monotonic() < deadline, proxy.gets
+        time.sleep(0.05)
 
 
 def test_a_repeated_partial_restore_still_fetches_only_its_part(bucket, proxy, s3) -> None:
