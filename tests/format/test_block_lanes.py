@@ -95,9 +95,9 @@ def test_restarts_that_are_not_entry_starts_are_refused() -> None:
     contents = memoryview(table)[offset : offset + size]
     limit, restarts = sstable_read._restarts(contents, "t")
     data = bytes(contents[:limit])
-    assert block_lanes.block_spans(data, restarts, 0) is not None
+    assert block_lanes.block_spans(data, restarts) is not None
     shifted = restarts.copy()
     shifted[1] += 1  # a run starting one byte into an entry
-    assert block_lanes.block_spans(data, shifted, 0) is None
-    assert block_lanes.block_spans(data, restarts[::-1].copy(), 0) is None  # out of order
-    assert block_lanes.block_spans(data, np.array([3], np.uint32), 0) is None  # not from the start
+    assert block_lanes.block_spans(data, shifted) is None
+    assert block_lanes.block_spans(data, restarts[::-1].copy()) is None  # out of order
+    assert block_lanes.block_spans(data, np.array([3], np.uint32)) is None  # not from the start

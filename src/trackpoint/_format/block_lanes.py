@@ -27,25 +27,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from trackpoint._format.entry_columns import varints
+from trackpoint._format.entry_columns import padded, varints
 
 __all__ = ["block_spans"]
 
-_PAD = bytes(3 * 10)  # three varints of at most 10 bytes may be read past the last entry
 _VARINT32 = 5  # bytes
 _MAX_STEPS = 64  # entries per run: writers restart every 16 (TensorFlow's, LevelDB's, ours)
 
 
-def block_spans(data: bytes, restarts: np.ndarray, base: int) -> tuple[list[bytes], np.ndarray, np.ndarray] | None:
+def block_spans(data: bytes, restarts: np.ndarray) -> tuple[list[bytes], np.ndarray, np.ndarray] | None:
     """The entries of a block whose entries are ``data`` and whose restart offsets are ``restarts``:
-    ``(keys, value starts, value ends)``, values as spans of ``data`` shifted by ``base``; None
-    where the lanes cannot vouch for them (see the module docstring)."""
+    ``(keys, value starts, value ends)``, values as spans of ``data``; None where the lanes cannot
+    vouch for them (see the module docstring)."""
     limit = len(data)
     starts = restarts.astype(np.int64)
     if not len(starts) or starts[0] != 0 or starts[-1] >= limit or (np.diff(starts) <= 0).any():
         return None
     run_ends = np.append(starts[1:], limit)
-    buf = np.frombuffer(data + _PAD, np.uint8)
+    buf = padded(data)  # three varints of an entry may be read past the last one
     pos = starts.copy()
     lanes = np.arange(len(starts))
     steps: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -87,4 +86,4 @@ def block_spans(data: bytes, restarts: np.ndarray, base: int) -> tuple[list[byte
     for common, a, b in zip(shared_all.tolist(), key_starts.tolist(), key_ends.tolist()):
         key = key[:common] + data[a:b] if common else data[a:b]
         add(key)
-    return keys, key_ends + base, value_ends + base
+    return keys, key_ends, value_ends

@@ -36,16 +36,12 @@ from trackpoint._format.slices import readable_key
 from trackpoint._format.tensors import decode_strings, numeric_bytes_view
 from trackpoint._storage import naming
 from trackpoint._storage.readahead import start_readahead
-from trackpoint._storage.shard_files import ShardFiles, identity
+from trackpoint._storage.shard_files import ShardFiles, identity, start_shard
 from trackpoint._storage.storage import storage_for
-from trackpoint._storage.store_errors import UNANSWERED
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11; never imported at run time
-
-    from trackpoint._storage.opening import Opening
-    from trackpoint._storage.storage import Storage
 
 __all__ = ["BundleReader", "Entry"]
 
@@ -86,7 +82,9 @@ class BundleReader:
         self.index_path = naming.index_filename(self.prefix)
         self.tuning = tuning
         given = index if index is not None and self.prefix == prefix else None
-        early = self._start_one_shard(storage) if one_shard_early and given is not None else None
+        early = None
+        if one_shard_early and given is not None and storage.local_copies:
+            early = start_shard(storage, naming.data_filename(self.prefix, 0, 1), tuning.prefetch_bytes)
         try:
             table, header, stat = read_index(prefix, self.index_path, damaged_blocks, given)
         except BaseException:
@@ -105,18 +103,6 @@ class BundleReader:
                 self._files.begun(0, early)
             else:
                 early.cancel()
-
-    def _start_one_shard(self, storage: Storage) -> Opening | None:
-        """The download of the data shard of a one-shard checkpoint at this prefix, begun (see
-        ``__init__``); None where it could not begin (the read that needs the shard will say why)."""
-        if not storage.local_copies:
-            return None
-        try:
-            return storage.start_data(naming.data_filename(self.prefix, 0, 1), "data shard", self.tuning.prefetch_bytes)
-        except UNANSWERED:
-            raise
-        except CheckpointError:
-            return None
 
     # -- index --------------------------------------------------------------------------
 

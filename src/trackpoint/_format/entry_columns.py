@@ -32,7 +32,9 @@ __all__ = ["EntryColumns", "decode_spans", "distinct", "padded", "varints"]
 _VARINT_FIELDS = (ENTRY_DTYPE, ENTRY_SHARD_ID, ENTRY_OFFSET, ENTRY_SIZE)
 _KNOWN_TAGS = (*_VARINT_FIELDS, ENTRY_CRC32C, ENTRY_SHAPE)
 _MAX_VARINT = 10
-_PAD = bytes(2 * _MAX_VARINT)  # lets every window read past the last entry without a bounds check
+# Lets every window read past the last entry without a bounds check: a field's tag and varint
+# here, an SSTable entry's three varints in block_lanes.
+_PAD = bytes(3 * _MAX_VARINT)
 
 
 def distinct(values: np.ndarray) -> list[int]:
@@ -105,7 +107,7 @@ def varints(data: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
 
 
 def padded(data: bytes) -> np.ndarray:
-    """``data`` as the uint8 array :func:`decode_spans` reads (with room to read past its end)."""
+    """``data`` as the uint8 array :func:`decode_spans` (and ``block_lanes``) read, with room to read past its end."""
     return np.frombuffer(data + _PAD, np.uint8)
 
 

@@ -187,7 +187,7 @@ def _by_lanes(blocks: list[tuple[int, memoryview]]) -> TableSpans | None:
     if not blocks:
         return None
     data = contents[0] if len(contents) == 1 else b"".join(contents)
-    lanes = block_lanes.block_spans(data, np.concatenate(starts), 0)
+    lanes = block_lanes.block_spans(data, np.concatenate(starts))
     return TableSpans(lanes[0], data, lanes[1], lanes[2]) if lanes is not None else None
 
 

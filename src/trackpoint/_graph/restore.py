@@ -77,7 +77,7 @@ def restore_checkpoint(
     reader = BundleReader(prefix, index=index, one_shard_early=early)
     assumed = False  # the graph taken for the last restore's, to be compared before any value is taken
     try:
-        if previous is not None and 2 * len(previous.value_keys) >= reader.entry_count:
+        if previous is not None and previous.reads_most(reader.entry_count):
             # The last restore into these objects read most of its checkpoint: this one (most
             # likely of the same structure) will too, so the data download starts now rather
             # than once the graph is read and matched. Only then: the first restore, which

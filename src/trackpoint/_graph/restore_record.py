@@ -9,7 +9,8 @@ must stay above 20% on a realistic model to keep this module). Invalidation: a r
 made only from a walk that a repeat reproduces exactly (the walk reports every event that
 would not repeat to its :class:`Recorder`, with a reason), and applies only while none of its
 bound objects gained, lost or replaced a child or slot (``_tracking.epoch.changed_since``:
-objects built elsewhere meanwhile do not count), to the same serialized graph, options and root. Every refusal is logged at DEBUG on the ``trackpoint.reuse`` logger.
+objects built elsewhere meanwhile do not count), to the same serialized graph, options and
+root. Every refusal is logged at DEBUG on the ``trackpoint.reuse`` logger.
 """
 
 from __future__ import annotations
@@ -79,11 +80,16 @@ class RestoreRecord:
     num_shards: int
     entry_count: int
 
+    def reads_most(self, entry_count: int) -> bool:
+        """Whether a repeat reads most of a checkpoint of ``entry_count`` entries, as this
+        restore's values are at least half of them."""
+        return 2 * len(self.value_keys) >= entry_count
+
     @property
     def read_one_shard_whole(self) -> bool:
         """Whether the restore read most of a checkpoint of one data shard: a repeat (most likely
         of a checkpoint of the same structure) will too, so it may start that download early."""
-        return self.num_shards == 1 and 2 * len(self.value_keys) >= self.entry_count
+        return self.num_shards == 1 and self.reads_most(self.entry_count)
 
     def refusal(self, graph: bytes | None, skip_slot_variables: bool, root: Trackable) -> str | None:
         """Why this record does not hold, now, for a restore of the serialized ``graph`` into

@@ -383,10 +383,8 @@ def start(
         "limit": limit,
         "expect": list(expect) if expect is not None else None,
     }
-    if len(json.dumps(request)) > _MESSAGE:  # more options than a message holds: a thread runs it
-        return None
     try:
-        return helper.begin(request, fd)
+        return helper.begin(request, fd)  # more options than a message holds: OSError, a thread runs it
     except OSError as exc:
         _log.debug("the download process did not take a download; a thread runs it: %s", exc)
         return None

@@ -2,7 +2,8 @@
 
 Runs in the helper only. A request names the filesystem (``fs.to_dict()`` of an s3fs
 filesystem, and its ``retries``; no other class is made), the environment to make it in, the
-object, a size limit and the version expected; its local copy comes with it as a descriptor. The answers, all JSON:
+object, a size limit and the version expected; its local copy comes with it as a descriptor.
+The answers, all JSON:
 ``{"number", "info", "draining", "changed"}`` once the GET is answered, ``{"number", "covered"}``
 as the bytes come, and ``{"number", "end", "error"}`` last (``end``: the bytes that came, or null).
 """
@@ -22,18 +23,15 @@ from typing import Any
 from trackpoint._storage import child_processes, fsspec_io, providers
 from trackpoint._storage.download_process import _FS_CLASS, _MESSAGE, REPORT_BYTES, REPORT_SECONDS, client_environment
 from trackpoint._storage.local_files import write_at
+from trackpoint._storage.ranged_stream import Closed
 from trackpoint._storage.store_errors import call
-from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError
+from trackpoint.errors import DataLossError, InvalidArgumentError
 
 __all__ = ["serve"]
 
 _KEPT = 8  # filesystems kept (one per set of options and environment)
 _filesystems: OrderedDict[str, Any] = OrderedDict()
 _made = threading.Lock()
-
-
-class _Cancelled(CheckpointError):
-    """Raised into a download whose copy the parent closed, to stop it."""
 
 
 def serve(sock: socket.socket) -> None:
@@ -121,7 +119,7 @@ def _download(request: dict[str, Any], fd: int, running: set[int], cancelled: se
         def write(offset: int, data: bytes) -> None:  # on the client's event loop
             nonlocal reported, reported_at
             if number in cancelled:
-                raise _Cancelled(f"{url}: the local copy was closed")
+                raise Closed(f"{url}: the local copy was closed")
             write_at(fd, data, offset)
             covered = offset + len(data)
             now = time.monotonic()

@@ -24,8 +24,9 @@ from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentErr
 if TYPE_CHECKING:
     from trackpoint._storage.opening import Opening
     from trackpoint._storage.ranged import RangedObject
+    from trackpoint._storage.storage import Storage
 
-__all__ = ["ShardFiles", "identity"]
+__all__ = ["ShardFiles", "identity", "start_shard"]
 
 _log = logging.getLogger("trackpoint")
 
@@ -123,13 +124,10 @@ class ShardFiles:
             # The only shard: its download's GET is sent now and answered while the caller works
             # on the object graph; the first read takes the answer (see Storage.start_data).
             with self._lock:
-                if 0 not in self._fds and 0 not in self._starting and not self._closed:
-                    try:
-                        self._starting[0] = self._storage.start_data(self.path(0), "data shard", limit)
-                    except UNANSWERED:
-                        raise
-                    except CheckpointError:
-                        pass  # left for the read that needs it to report
+                wanted = self._may_begin(0)
+            opening = start_shard(self._storage, self.path(0), limit) if wanted else None
+            if opening is not None:
+                self.begun(0, opening)
             return
         total = 0
         for shard_id in range(self.num_shards):
@@ -151,10 +149,14 @@ class ShardFiles:
         its shards, as :meth:`prefetch` would have begun it; let it go if the shard is open or
         begun already, or the reader closed."""
         with self._lock:
-            if shard_id not in self._fds and shard_id not in self._starting and not self._closed:
+            if self._may_begin(shard_id):
                 self._starting[shard_id] = opening
                 return
         opening.cancel()
+
+    def _may_begin(self, shard_id: int) -> bool:
+        """Whether the shard may be begun ahead (under the lock): neither open nor begun, the reader open."""
+        return shard_id not in self._fds and shard_id not in self._starting and not self._closed
 
     def held_whole(self, shard_id: int) -> bool:
         """Whether the shard is open and, at a URL, all of it is in the local copy already or
@@ -296,3 +298,19 @@ class ShardFiles:
             for opening in self._starting.values():
                 opening.cancel()
             self._starting.clear()
+
+
+def start_shard(storage: Storage, path: str, limit: int) -> Opening | None:
+    """``storage.start_data`` of the shard at ``path`` (downloading it whole if it holds at most
+    ``limit`` bytes), begun ahead of the read that needs it; None where that failed, which the
+    read then reports by opening the shard itself.
+
+    Raises:
+        DeadlineExceededError, UnavailableError: The store did not answer: asking again would wait as long.
+    """
+    try:
+        return storage.start_data(path, "data shard", limit)
+    except UNANSWERED:
+        raise
+    except CheckpointError:
+        return None
