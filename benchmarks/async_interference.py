@@ -15,6 +15,10 @@ Modes, each in fresh processes (modes interleaved, the order rotating by round):
   async-process  the same with ``async_writer="process"``: a child process writes
   torch.save     ``torch.save`` of the same state (as tensors) back to back in a thread
   sync           a synchronous ``tp.Checkpoint.save`` from the loop every 10 steps
+  spin           no save: a process of its own runs a pure Python busy loop on the other core (an
+                 anchor: what any work on the other core costs this loop on this machine)
+  memcpy         no save: a process of its own copies 64 MiB arrays back to back (an anchor: what
+                 a writer's memory traffic alone costs)
 
 Within each process the loop runs in windows of ``--window`` seconds that alternate between no
 save and saves as the mode makes them; a window with saves goes on until its last save is
@@ -44,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-MODES = ("async", "async-process", "torch.save", "sync")
+MODES = ("async", "async-process", "torch.save", "sync", "spin", "memcpy")
 SAVE_TIMEOUT = 120.0  # seconds a window with saves waits for its last save after its end
 LOOPS = ("torch", "numpy")
 
@@ -91,6 +95,21 @@ def _numpy_loop() -> Any:
             w -= 1e-6 * (h.T @ h)
 
     return step
+
+
+def _burn(kind: str, working: Any, stop: Any) -> None:
+    """A neighbour for the anchors: busy while ``working`` is set, until ``stop``."""
+    source = np.ones(16 << 20, np.float32) if kind == "memcpy" else None
+    target = np.empty_like(source) if source is not None else None
+    while not stop.is_set():
+        if not working.wait(0.01):
+            continue
+        if source is not None:
+            np.copyto(target, source)
+        else:
+            total = 0
+            for i in range(100_000):
+                total += i
 
 
 def _run_one(
@@ -142,6 +161,13 @@ def _run_one(
 
         saver = threading.Thread(target=save_while_asked, daemon=True)
         saver.start()
+    elif mode in ("spin", "memcpy"):
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        working, stopping = context.Event(), context.Event()
+        neighbour = context.Process(target=_burn, args=(mode, working, stopping), daemon=True)
+        neighbour.start()
     elif mode.startswith("async"):
         ckpt.write(path, options)  # the first save starts the writer (thread or process)
         ckpt.sync()
@@ -154,6 +180,8 @@ def _run_one(
         written.set()
         if with_saves and saver is not None:
             saving.set()
+        if with_saves and mode in ("spin", "memcpy"):
+            working.set()
         start = time.perf_counter()
         while True:
             step()
@@ -161,6 +189,8 @@ def _run_one(
             now = time.perf_counter() - start
             if now >= window:
                 saving.clear()
+                if mode in ("spin", "memcpy"):
+                    working.clear()
                 if written.is_set() and idle.is_set():
                     break
                 if failures:
@@ -202,6 +232,9 @@ def _run_one(
     stop.set()
     if saver is not None:
         saver.join()
+    if mode in ("spin", "memcpy"):
+        stopping.set()
+        neighbour.join(10)
     copies = [np.empty_like(v) for v in state.values()]
     began = time.perf_counter()
     for target, value in zip(copies, state.values()):
