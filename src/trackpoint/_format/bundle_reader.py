@@ -37,6 +37,7 @@ from trackpoint._format.tensors import decode_strings, numeric_bytes_view
 from trackpoint._storage import naming
 from trackpoint._storage.readahead import start_readahead
 from trackpoint._storage.shard_files import ShardFiles, identity, start_shard
+from trackpoint._storage.spans import Spans
 from trackpoint._storage.storage import storage_for
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
 
@@ -190,7 +191,7 @@ class BundleReader:
     def data_path(self, shard_id: int) -> str:
         return self._files.path(shard_id)
 
-    def shard_fd(self, shard_id: int, key: str, spans: Sequence[tuple[int, int]] | None = None) -> tuple[int, int]:
+    def shard_fd(self, shard_id: int, key: str, spans: Spans | None = None) -> tuple[int, int]:
         """``(descriptor, size)`` of a data shard, opened on first use, with the byte ranges
         ``spans`` about to be read in place (None: all of it; see :meth:`ShardFiles.open`)."""
         return self._files.open(shard_id, key, spans)

@@ -46,8 +46,7 @@ def expect(
             continue
         rows = np.flatnonzero((shard_ids == shard_id) & (sizes > 0))
         if len(rows):
-            starts = offsets[rows]
-            spans = list(zip(starts.tolist(), (starts + sizes[rows]).tolist()))
+            spans = np.column_stack((offsets[rows], offsets[rows] + sizes[rows]))
             files.open(int(shard_id), keys[int(rows[0])], spans, wait=False)  # the reads wait for their bytes
 
 

@@ -41,14 +41,13 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Iterable
 from typing import Any, cast
 
 from trackpoint._storage import download_process, fsspec_io, providers
 from trackpoint._storage.local_files import write_at
 from trackpoint._storage.opening import Opening
 from trackpoint._storage.ranged_stream import STALL_SECONDS, Stream, StreamFollower
-from trackpoint._storage.spans import Span
+from trackpoint._storage.spans import Span, Spans, clipped
 from trackpoint._storage.spans import blocks as _blocks
 from trackpoint._storage.spans import merge as _merge
 from trackpoint._storage.spans import subtract as _subtract
@@ -172,7 +171,7 @@ class RangedObject(StreamFollower):
             fs.loop.call_soon_threadsafe(body.close)  # the body is the loop's to close
         return mirror
 
-    def ensure(self, spans: Iterable[Span] | None, wait: bool = True) -> None:
+    def ensure(self, spans: Spans | None, wait: bool = True) -> None:
         """Fetch the ranges of ``spans`` not fetched yet (None: the whole object).
 
         ``wait=False`` (a hint of what is read next): when the whole object is to be downloaded,
@@ -184,7 +183,7 @@ class RangedObject(StreamFollower):
                 :data:`STALL_SECONDS`).
         """
         size = self.size
-        wanted = [(0, size)] if spans is None else [(max(0, a), min(b, size)) for a, b in spans]
+        wanted = [(0, size)] if spans is None else clipped(spans, size)
         while True:
             with self._lock:
                 # All of it held (downloaded whole): no need to sort the thousands of spans asked for.

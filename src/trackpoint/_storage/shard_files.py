@@ -13,10 +13,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from trackpoint._storage import files, naming
+from trackpoint._storage.spans import Spans
 from trackpoint._storage.storage import storage_for
 from trackpoint._storage.store_errors import UNANSWERED
 from trackpoint.errors import CheckpointError, DataLossError, InvalidArgumentError, NotFoundError
@@ -79,7 +80,7 @@ class ShardFiles:
         self,
         shard_id: int,
         key: str,
-        spans: Sequence[tuple[int, int]] | None = None,
+        spans: Spans | None = None,
         whole_within: int = -1,
         wait: bool = True,
     ) -> tuple[int, int]:
