@@ -19,6 +19,10 @@ Modes, each in fresh processes (modes interleaved, the order rotating by round):
                  anchor: what any work on the other core costs this loop on this machine)
   memcpy         no save: a process of its own copies 64 MiB arrays back to back (an anchor: what
                  a writer's memory traffic alone costs)
+  disk           no save: a process of its own writes 16 MiB blocks to a file of 256 MiB with
+                 O_DIRECT, as the writer process writes large tensors, at ``--disk-mbps`` (600:
+                 what back-to-back saves write here, 276 MiB 2.2 times a second); an anchor:
+                 what this VM's disk writes alone cost, whoever issues them
 
 Within each process the loop runs in windows of ``--window`` seconds that alternate between no
 save and saves as the mode makes them; a window with saves goes on until its last save is
@@ -48,7 +52,8 @@ from typing import Any
 
 import numpy as np
 
-MODES = ("async", "async-process", "torch.save", "sync", "spin", "memcpy")
+MODES = ("async", "async-process", "torch.save", "sync", "spin", "memcpy", "disk")
+ANCHORS = ("spin", "memcpy", "disk")
 SAVE_TIMEOUT = 120.0  # seconds a window with saves waits for its last save after its end
 LOOPS = ("torch", "numpy")
 
@@ -97,15 +102,28 @@ def _numpy_loop() -> Any:
     return step
 
 
-def _burn(kind: str, working: Any, stop: Any) -> None:
+def _burn(kind: str, directory: str, rate: float, working: Any, stop: Any) -> None:
     """A neighbour for the anchors: busy while ``working`` is set, until ``stop``."""
+    import mmap
+
     source = np.ones(16 << 20, np.float32) if kind == "memcpy" else None
     target = np.empty_like(source) if source is not None else None
+    block = mmap.mmap(-1, 16 << 20)  # page-aligned, as O_DIRECT needs
+    block.write(b"\1" * len(block))
+    fd = -1
+    if kind == "disk":
+        fd = os.open(os.path.join(directory, "anchor"), os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o600)
+    written, began = 0, time.perf_counter()
     while not stop.is_set():
         if not working.wait(0.01):
+            written, began = 0, time.perf_counter()
             continue
         if source is not None:
             np.copyto(target, source)
+        elif fd >= 0:
+            os.pwrite(fd, block, written % (256 << 20))
+            written += len(block)
+            time.sleep(max(0.0, written / rate - (time.perf_counter() - began)))
         else:
             total = 0
             for i in range(100_000):
@@ -113,7 +131,14 @@ def _burn(kind: str, working: Any, stop: Any) -> None:
 
 
 def _run_one(
-    loop: str, mode: str, seconds: float, window: float, quick: bool, directory: str, loop_cpu: int | None
+    loop: str,
+    mode: str,
+    seconds: float,
+    window: float,
+    quick: bool,
+    directory: str,
+    loop_cpu: int | None,
+    disk_mbps: float,
 ) -> dict[str, Any]:
     import trackpoint as tp
 
@@ -161,12 +186,14 @@ def _run_one(
 
         saver = threading.Thread(target=save_while_asked, daemon=True)
         saver.start()
-    elif mode in ("spin", "memcpy"):
+    elif mode in ANCHORS:
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")
         working, stopping = context.Event(), context.Event()
-        neighbour = context.Process(target=_burn, args=(mode, working, stopping), daemon=True)
+        neighbour = context.Process(
+            target=_burn, args=(mode, directory, disk_mbps * 1e6, working, stopping), daemon=True
+        )
         neighbour.start()
     elif mode.startswith("async"):
         ckpt.write(path, options)  # the first save starts the writer (thread or process)
@@ -180,7 +207,7 @@ def _run_one(
         written.set()
         if with_saves and saver is not None:
             saving.set()
-        if with_saves and mode in ("spin", "memcpy"):
+        if with_saves and mode in ANCHORS:
             working.set()
         start = time.perf_counter()
         while True:
@@ -189,7 +216,7 @@ def _run_one(
             now = time.perf_counter() - start
             if now >= window:
                 saving.clear()
-                if mode in ("spin", "memcpy"):
+                if mode in ANCHORS:
                     working.clear()
                 if written.is_set() and idle.is_set():
                     break
@@ -232,7 +259,7 @@ def _run_one(
     stop.set()
     if saver is not None:
         saver.join()
-    if mode in ("spin", "memcpy"):
+    if mode in ANCHORS:
         stopping.set()
         neighbour.join(10)
     copies = [np.empty_like(v) for v in state.values()]
@@ -260,12 +287,13 @@ def main() -> None:
     parser.add_argument(
         "--loop-cpu", type=int, help="pin the loop's thread to this CPU (this VM takes the disk's interrupts on one)"
     )
+    parser.add_argument("--disk-mbps", type=float, default=600.0, help="the disk anchor's rate of writing")
     parser.add_argument("--one", nargs=3, metavar=("LOOP", "MODE", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     seconds, window = (1.0, 0.5) if args.quick else (args.seconds, args.window)
     if args.one:
         loop, mode, directory = args.one
-        print(json.dumps(_run_one(loop, mode, seconds, window, args.quick, directory, args.loop_cpu)))
+        print(json.dumps(_run_one(loop, mode, seconds, window, args.quick, directory, args.loop_cpu, args.disk_mbps)))
         return
     rounds = 1 if args.quick else args.rounds
     modes = tuple(m for m in MODES if m in args.modes.split(","))
@@ -278,6 +306,7 @@ def main() -> None:
                     command = [sys.executable, __file__, "--seconds", str(seconds), "--window", str(window)]
                     command += ["--one", loop, mode, directory] + (["--quick"] if args.quick else [])
                     command += [] if args.loop_cpu is None else ["--loop-cpu", str(args.loop_cpu)]
+                    command += ["--disk-mbps", str(args.disk_mbps)]
                     timeout = seconds * 4 + 600  # the windows, the waits for their last saves, the setup
                     out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=timeout).stdout
                 results.setdefault((loop, mode), []).append(json.loads(out.strip().splitlines()[-1]))
