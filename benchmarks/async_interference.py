@@ -13,16 +13,19 @@ Modes, each in fresh processes (modes interleaved, the order rotating by round):
   async          back to back ``tp.Checkpoint.save`` with ``enable_async=True``: a new one as soon
                  as the previous is written (a write callback says so), called from the loop
   async-process  the same with ``async_writer="process"``: a child process writes
+  async-paced    ``async-process`` saves, each started at least ``--pace`` seconds (1) after the
+                 last began: a save a second instead of as often as the writer allows
   torch.save     ``torch.save`` of the same state (as tensors) back to back in a thread
   sync           a synchronous ``tp.Checkpoint.save`` from the loop every 10 steps
   spin           no save: a process of its own runs a pure Python busy loop on the other core (an
                  anchor: what any work on the other core costs this loop on this machine)
   memcpy         no save: a process of its own copies 64 MiB arrays back to back (an anchor: what
                  a writer's memory traffic alone costs)
-  disk           no save: a process of its own writes 16 MiB blocks to a file of 256 MiB with
-                 O_DIRECT, as the writer process writes large tensors, at ``--disk-mbps`` (600:
-                 what back-to-back saves write here, 276 MiB 2.2 times a second); an anchor:
-                 what this VM's disk writes alone cost, whoever issues them
+  disk           no save: a process of its own writes files of 256 MiB as the writer process
+                 writes a save's data file: 16 MiB blocks with O_DIRECT into a new file, then
+                 fsync and a rename over the last one; at ``--disk-mbps`` (600: what
+                 back-to-back saves write here, 276 MiB 2.2 times a second). An anchor: what
+                 this VM's disk and file system alone cost, whoever writes
 
 Within each process the loop runs in windows of ``--window`` seconds that alternate between no
 save and saves as the mode makes them; a window with saves goes on until its last save is
@@ -52,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-MODES = ("async", "async-process", "torch.save", "sync", "spin", "memcpy", "disk")
+MODES = ("async", "async-process", "async-paced", "torch.save", "sync", "spin", "memcpy", "disk")
 ANCHORS = ("spin", "memcpy", "disk")
 SAVE_TIMEOUT = 120.0  # seconds a window with saves waits for its last save after its end
 LOOPS = ("torch", "numpy")
@@ -110,19 +113,24 @@ def _burn(kind: str, directory: str, rate: float, working: Any, stop: Any) -> No
     target = np.empty_like(source) if source is not None else None
     block = mmap.mmap(-1, 16 << 20)  # page-aligned, as O_DIRECT needs
     block.write(b"\1" * len(block))
-    fd = -1
-    if kind == "disk":
-        fd = os.open(os.path.join(directory, "anchor"), os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o600)
+    fd, name = -1, os.path.join(directory, "anchor")
     written, began = 0, time.perf_counter()
     while not stop.is_set():
         if not working.wait(0.01):
             written, began = 0, time.perf_counter()
             continue
-        if source is not None:
+        if source is not None and target is not None:
             np.copyto(target, source)
-        elif fd >= 0:
+        elif kind == "disk":
+            if fd < 0:
+                fd = os.open(name + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o600)
             os.pwrite(fd, block, written % (256 << 20))
             written += len(block)
+            if written % (256 << 20) == 0:  # a file done: made durable, then it replaces the last
+                os.fsync(fd)
+                os.close(fd)
+                fd = -1
+                os.replace(name + ".tmp", name)
             time.sleep(max(0.0, written / rate - (time.perf_counter() - began)))
         else:
             total = 0
@@ -139,6 +147,7 @@ def _run_one(
     directory: str,
     loop_cpu: int | None,
     disk_mbps: float,
+    pace_seconds: float,
 ) -> dict[str, Any]:
     import trackpoint as tp
 
@@ -153,7 +162,9 @@ def _run_one(
     for _ in range(50):  # warm up the loop
         step()
     written = threading.Event()
-    writer = "process" if mode == "async-process" else None
+    writer = "process" if mode in ("async-process", "async-paced") else None
+    pace = pace_seconds if mode == "async-paced" else 0.0
+    last_began = [-pace]
     options = tp.CheckpointOptions(enable_async=True, experimental_write_callbacks=[written.set], async_writer=writer)
     path = os.path.join(directory, "ckpt")
     blocked: list[float] = []
@@ -204,6 +215,7 @@ def _run_one(
         lasts until its last save is written: it holds whole saves, each one's burst of Python
         work at its start and its writing after."""
         saves, steps, saved[0] = 0, 0, 0
+        last_began[0] = -pace
         written.set()
         if with_saves and saver is not None:
             saving.set()
@@ -228,7 +240,8 @@ def _run_one(
                 continue
             if not with_saves:
                 continue
-            if mode.startswith("async") and written.is_set():
+            if mode.startswith("async") and written.is_set() and now - last_began[0] >= pace:
+                last_began[0] = now
                 written.clear()
                 began = time.perf_counter()
                 ckpt.write(path, options)
@@ -243,7 +256,11 @@ def _run_one(
         return steps / elapsed, saves + saved[0]
 
     os.sync()
-    quiet, busy, shares, saves, busy_seconds = [], [], [], 0, []
+    quiet: list[float] = []
+    busy: list[float] = []
+    shares: list[float] = []
+    busy_seconds: list[float] = []
+    saves = 0
     before = run(False)[0]
     began_all = time.perf_counter()
     while time.perf_counter() - began_all + 2 * window <= seconds or not busy:
@@ -287,13 +304,18 @@ def main() -> None:
     parser.add_argument(
         "--loop-cpu", type=int, help="pin the loop's thread to this CPU (this VM takes the disk's interrupts on one)"
     )
+    parser.add_argument("--pace", type=float, default=1.0, help="seconds between the starts of async-paced saves")
     parser.add_argument("--disk-mbps", type=float, default=600.0, help="the disk anchor's rate of writing")
     parser.add_argument("--one", nargs=3, metavar=("LOOP", "MODE", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     seconds, window = (1.0, 0.5) if args.quick else (args.seconds, args.window)
     if args.one:
         loop, mode, directory = args.one
-        print(json.dumps(_run_one(loop, mode, seconds, window, args.quick, directory, args.loop_cpu, args.disk_mbps)))
+        print(
+            json.dumps(
+                _run_one(loop, mode, seconds, window, args.quick, directory, args.loop_cpu, args.disk_mbps, args.pace)
+            )
+        )
         return
     rounds = 1 if args.quick else args.rounds
     modes = tuple(m for m in MODES if m in args.modes.split(","))
@@ -306,7 +328,7 @@ def main() -> None:
                     command = [sys.executable, __file__, "--seconds", str(seconds), "--window", str(window)]
                     command += ["--one", loop, mode, directory] + (["--quick"] if args.quick else [])
                     command += [] if args.loop_cpu is None else ["--loop-cpu", str(args.loop_cpu)]
-                    command += ["--disk-mbps", str(args.disk_mbps)]
+                    command += ["--disk-mbps", str(args.disk_mbps), "--pace", str(args.pace)]
                     timeout = seconds * 4 + 600  # the windows, the waits for their last saves, the setup
                     out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=timeout).stdout
                 results.setdefault((loop, mode), []).append(json.loads(out.strip().splitlines()[-1]))
