@@ -17,15 +17,6 @@ Modes, each in fresh processes (modes interleaved, the order rotating by round):
                  last began: a save a second instead of as often as the writer allows
   torch.save     ``torch.save`` of the same state (as tensors) back to back in a thread
   sync           a synchronous ``tp.Checkpoint.save`` from the loop every 10 steps
-  spin           no save: a process of its own runs a pure Python busy loop on the other core (an
-                 anchor: what any work on the other core costs this loop on this machine)
-  memcpy         no save: a process of its own copies 64 MiB arrays back to back (an anchor: what
-                 a writer's memory traffic alone costs)
-  disk           no save: a process of its own writes files of 256 MiB as the writer process
-                 writes a save's data file: 16 MiB blocks with O_DIRECT into a new file, then
-                 fsync and a rename over the last one; at ``--disk-mbps`` (600: what
-                 back-to-back saves write here, 276 MiB 2.2 times a second). An anchor: what
-                 this VM's disk and file system alone cost, whoever writes
 
 Within each process the loop runs in windows of ``--window`` seconds that alternate between no
 save and saves as the mode makes them; a window with saves goes on until its last save is
@@ -55,8 +46,7 @@ from typing import Any
 
 import numpy as np
 
-MODES = ("async", "async-process", "async-paced", "torch.save", "sync", "spin", "memcpy", "disk")
-ANCHORS = ("spin", "memcpy", "disk")
+MODES = ("async", "async-process", "async-paced", "torch.save", "sync")
 SAVE_TIMEOUT = 120.0  # seconds a window with saves waits for its last save after its end
 LOOPS = ("torch", "numpy")
 
@@ -105,39 +95,6 @@ def _numpy_loop() -> Any:
     return step
 
 
-def _burn(kind: str, directory: str, rate: float, working: Any, stop: Any) -> None:
-    """A neighbour for the anchors: busy while ``working`` is set, until ``stop``."""
-    import mmap
-
-    source = np.ones(16 << 20, np.float32) if kind == "memcpy" else None
-    target = np.empty_like(source) if source is not None else None
-    block = mmap.mmap(-1, 16 << 20)  # page-aligned, as O_DIRECT needs
-    block.write(b"\1" * len(block))
-    fd, name = -1, os.path.join(directory, "anchor")
-    written, began = 0, time.perf_counter()
-    while not stop.is_set():
-        if not working.wait(0.01):
-            written, began = 0, time.perf_counter()
-            continue
-        if source is not None and target is not None:
-            np.copyto(target, source)
-        elif kind == "disk":
-            if fd < 0:
-                fd = os.open(name + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT, 0o600)
-            os.pwrite(fd, block, written % (256 << 20))
-            written += len(block)
-            if written % (256 << 20) == 0:  # a file done: made durable, then it replaces the last
-                os.fsync(fd)
-                os.close(fd)
-                fd = -1
-                os.replace(name + ".tmp", name)
-            time.sleep(max(0.0, written / rate - (time.perf_counter() - began)))
-        else:
-            total = 0
-            for i in range(100_000):
-                total += i
-
-
 def _run_one(
     loop: str,
     mode: str,
@@ -146,7 +103,6 @@ def _run_one(
     quick: bool,
     directory: str,
     loop_cpu: int | None,
-    disk_mbps: float,
     pace_seconds: float,
 ) -> dict[str, Any]:
     import trackpoint as tp
@@ -197,15 +153,6 @@ def _run_one(
 
         saver = threading.Thread(target=save_while_asked, daemon=True)
         saver.start()
-    elif mode in ANCHORS:
-        import multiprocessing
-
-        context = multiprocessing.get_context("spawn")
-        working, stopping = context.Event(), context.Event()
-        neighbour = context.Process(
-            target=_burn, args=(mode, directory, disk_mbps * 1e6, working, stopping), daemon=True
-        )
-        neighbour.start()
     elif mode.startswith("async"):
         ckpt.write(path, options)  # the first save starts the writer (thread or process)
         ckpt.sync()
@@ -219,8 +166,6 @@ def _run_one(
         written.set()
         if with_saves and saver is not None:
             saving.set()
-        if with_saves and mode in ANCHORS:
-            working.set()
         start = time.perf_counter()
         while True:
             step()
@@ -228,8 +173,6 @@ def _run_one(
             now = time.perf_counter() - start
             if now >= window:
                 saving.clear()
-                if mode in ANCHORS:
-                    working.clear()
                 if written.is_set() and idle.is_set():
                     break
                 if failures:
@@ -276,9 +219,6 @@ def _run_one(
     stop.set()
     if saver is not None:
         saver.join()
-    if mode in ANCHORS:
-        stopping.set()
-        neighbour.join(10)
     copies = [np.empty_like(v) for v in state.values()]
     began = time.perf_counter()
     for target, value in zip(copies, state.values()):
@@ -305,17 +245,12 @@ def main() -> None:
         "--loop-cpu", type=int, help="pin the loop's thread to this CPU (this VM takes the disk's interrupts on one)"
     )
     parser.add_argument("--pace", type=float, default=1.0, help="seconds between the starts of async-paced saves")
-    parser.add_argument("--disk-mbps", type=float, default=600.0, help="the disk anchor's rate of writing")
     parser.add_argument("--one", nargs=3, metavar=("LOOP", "MODE", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     seconds, window = (1.0, 0.5) if args.quick else (args.seconds, args.window)
     if args.one:
         loop, mode, directory = args.one
-        print(
-            json.dumps(
-                _run_one(loop, mode, seconds, window, args.quick, directory, args.loop_cpu, args.disk_mbps, args.pace)
-            )
-        )
+        print(json.dumps(_run_one(loop, mode, seconds, window, args.quick, directory, args.loop_cpu, args.pace)))
         return
     rounds = 1 if args.quick else args.rounds
     modes = tuple(m for m in MODES if m in args.modes.split(","))
@@ -328,7 +263,7 @@ def main() -> None:
                     command = [sys.executable, __file__, "--seconds", str(seconds), "--window", str(window)]
                     command += ["--one", loop, mode, directory] + (["--quick"] if args.quick else [])
                     command += [] if args.loop_cpu is None else ["--loop-cpu", str(args.loop_cpu)]
-                    command += ["--disk-mbps", str(args.disk_mbps), "--pace", str(args.pace)]
+                    command += ["--pace", str(args.pace)]
                     timeout = seconds * 4 + 600  # the windows, the waits for their last saves, the setup
                     out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=timeout).stdout
                 results.setdefault((loop, mode), []).append(json.loads(out.strip().splitlines()[-1]))

@@ -9,6 +9,9 @@ to another does one of:
   memcpy     copies a 64 MiB array into another, over and over
   dd-direct  ``dd bs=8M oflag=direct`` writes of 256 MiB to a file beside this script's temp dir
   dd-cached  the same through the page cache, each file fsynced
+  save-like  files as back-to-back saves of ``async_interference`` write them: 256 MiB by
+             ``dd bs=16M oflag=direct conv=fsync`` into a new file, renamed over the last,
+             then 0.25 s asleep (about 600 MB/s, the rate of those saves here)
 
 The neighbour is stopped (SIGSTOP) and continued (SIGCONT) in alternate windows; the share of a
 window with the neighbour running is its steps per second over the mean of the two windows
@@ -36,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import async_interference
 
-KINDS = ("spin", "memcpy", "dd-direct", "dd-cached")
+KINDS = ("spin", "memcpy", "dd-direct", "dd-cached", "save-like")
 
 
 def _neighbour(kind: str, cpu: int, directory: str) -> list[str]:
@@ -57,6 +60,14 @@ def _neighbour(kind: str, cpu: int, directory: str) -> list[str]:
             "sh",
             "-c",
             f"while true; do dd if=/dev/zero of={target} bs=8M count=32 conv=fsync 2>/dev/null; done",
+        ],
+        "save-like": [
+            "sh",
+            "-c",
+            (
+                f"while true; do dd if=/dev/zero of={target}.tmp bs=16M count=16 oflag=direct conv=fsync 2>/dev/null; "
+                f"mv {target}.tmp {target}; sleep 0.25; done"
+            ),
         ],
     }[kind]
     return ["taskset", "-c", str(cpu), *script]
