@@ -2,7 +2,7 @@
 
 Reads and writes the exact files ``tf.train.Checkpoint`` writes, without importing TensorFlow.
 
-Example:
+Examples:
     >>> import numpy as np, tempfile, os
     >>> import trackpoint as tp
     >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")

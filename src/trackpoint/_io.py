@@ -10,7 +10,7 @@ renamed without touching an edge: only the imports below change.
 This module is internal (its name has a leading underscore): nothing here is public API, and
 a name is here because an edge uses it, not for completeness. It defines nothing of its own.
 
-Example:
+Examples:
     >>> from trackpoint import _io
     >>> _io.OBJECT_GRAPH_KEY
     '_CHECKPOINTABLE_OBJECT_GRAPH'

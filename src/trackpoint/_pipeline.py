@@ -11,7 +11,7 @@ goes through :mod:`trackpoint._io`; nothing else of the core is open to an edge
 
 Internal: a name is here because an edge uses it. It defines nothing of its own.
 
-Example:
+Examples:
     >>> from trackpoint import _pipeline
     >>> _pipeline.MAX_WRITER_THREADS
     4

@@ -6,7 +6,7 @@ read raised. :func:`repair_checkpoint` puts back the previous version an overwri
 kept. Both are public through :mod:`trackpoint.reader` (``tp.verify_checkpoint``,
 ``tp.repair_checkpoint``, ``tp.Damage``).
 
-Example:
+Examples:
     >>> import numpy as np, tempfile, os
     >>> import trackpoint as tp
     >>> prefix = tp.save_tensors(os.path.join(tempfile.mkdtemp(), "ckpt"), {"w": np.ones(3)})
@@ -76,7 +76,7 @@ def verify_checkpoint(
         InvalidArgumentError: Bad ``storage_options`` (not a mapping with ``str`` keys, or for a
             local path).
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, os
         >>> import trackpoint as tp
         >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
@@ -110,7 +110,7 @@ def repair_checkpoint(ckpt_dir_or_file: str, *, storage_options: Mapping[str, An
         NotFoundError: There is no checkpoint at ``ckpt_dir_or_file``.
         WriteError: A file could not be restored; the kept version stays, and is still read.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, os
         >>> import trackpoint as tp
         >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")

@@ -38,7 +38,7 @@ class ValueChange:
         detail: Human-readable before → after.
         max_abs_diff: For ``"value"`` changes of numbers, the largest absolute difference.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> import trackpoint as tp
         >>> root = tp.Module()
@@ -69,7 +69,7 @@ class CheckpointDiff:
         removed: Object paths holding values only in this checkpoint.
         changed: Differences in dtype, shape or value at paths both hold, largest first.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> import trackpoint as tp
         >>> root = tp.Module()

@@ -1,6 +1,6 @@
 """The text tree of ``tp.CheckpointView.tree``: each object with its values' dtype, shape and size.
 
-Example:
+Examples:
     >>> import tempfile
     >>> import trackpoint as tp
     >>> path = tp.Checkpoint(w=tp.Variable([[1.0, 2.0]])).write(tempfile.mkdtemp() + "/ckpt")

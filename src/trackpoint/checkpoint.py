@@ -40,7 +40,7 @@ class Checkpoint(AutoTrackable):
     attaches the other arguments (and a ``"root"`` self-edge) after its own children,
     exactly as TF lays them out, so TF restores what this writes and the other way round.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> import trackpoint as tp
         >>> model = tp.Module()
@@ -208,7 +208,7 @@ class Checkpoint(AutoTrackable):
                 save and values restored on creation reach them after this returns (see
                 :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> import trackpoint as tp
             >>> path = tp.Checkpoint(w=tp.Variable(1.0)).write(tempfile.mkdtemp() + "/weights")
@@ -242,7 +242,7 @@ class Checkpoint(AutoTrackable):
             InvalidArgumentError: ``storage_options`` is not a mapping with ``str`` keys, or is
                 given for a local path.
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> import trackpoint as tp
             >>> tp.Checkpoint(w=tp.Variable(1.0)).save(tempfile.mkdtemp() + "/ckpt").endswith("/ckpt-1")
@@ -294,7 +294,7 @@ class Checkpoint(AutoTrackable):
                 save and values restored on creation reach them after this returns (see
                 :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> import trackpoint as tp
             >>> path = tp.Checkpoint(w=tp.Variable(1.0)).write(tempfile.mkdtemp() + "/weights")
@@ -369,7 +369,7 @@ class Checkpoint(AutoTrackable):
             InvalidArgumentError: Also: ``storage_options`` is not a mapping with ``str`` keys,
                 or is given for a local path.
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> import trackpoint as tp
             >>> directory = tempfile.mkdtemp()

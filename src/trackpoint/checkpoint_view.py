@@ -1,6 +1,6 @@
 """``tp.CheckpointView``: look inside an object-based checkpoint without restoring it.
 
-Example:
+Examples:
     >>> import tempfile
     >>> import trackpoint as tp
     >>> root = tp.Module()
@@ -69,7 +69,7 @@ class CheckpointView:
         InvalidArgumentError: The checkpoint has no object graph (a name-based or plain bundle),
             or bad ``storage_options`` (not a mapping with ``str`` keys, or for a local path).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> import trackpoint as tp
         >>> model = tp.Module()
@@ -148,7 +148,7 @@ class CheckpointView:
         """``{node id: VARIABLE_VALUE key}`` of every node below ``node_id`` that holds a variable's
         value, leaving out the children of ``node_id`` named in ``skip`` (and what only they reach).
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> import trackpoint as tp
             >>> path = tp.Checkpoint(w=tp.Variable(1.0)).write(tempfile.mkdtemp() + "/ckpt")
@@ -184,7 +184,7 @@ class CheckpointView:
         checkpoint into this object graph": a restore would give the node's values to one
         of them only.
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> import trackpoint as tp
             >>> root = tp.Module()
@@ -263,7 +263,7 @@ class CheckpointView:
         Raises:
             InvalidArgumentError: ``rtol`` or ``atol`` is negative, infinite or NaN.
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> import trackpoint as tp
             >>> root = tp.Module()
@@ -315,7 +315,7 @@ class CheckpointView:
         Raises:
             NotFoundError: The checkpoint has no such key.
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> import trackpoint as tp
             >>> path = tp.Checkpoint(w=tp.Variable([[1.0, 2.0]])).write(tempfile.mkdtemp() + "/ckpt")

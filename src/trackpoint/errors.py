@@ -47,7 +47,7 @@ read instead of parsing the message: ``path``, the file or checkpoint prefix con
 ``key``, the checkpoint key concerned. Either is None when the error does not know it. They
 are not ``OSError.filename``, which would change how the message prints.
 
-Example:
+Examples:
     >>> import trackpoint as tp
     >>> try:
     ...     tp.load_checkpoint("/nonexistent/ckpt")
@@ -89,7 +89,7 @@ class CheckpointError(Exception):
         path: The file or checkpoint prefix the error is about, when known.
         key: The checkpoint key the error is about, when known.
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> error = tp.errors.NotFoundError("no checkpoint at run/ckpt-9", path="run/ckpt-9")
         >>> isinstance(error, FileNotFoundError), error.path, error.key
@@ -139,7 +139,7 @@ class DeadlineExceededError(CheckpointError, TimeoutError):
     and the remedy: check the endpoint, or raise ``read_timeout``. Named as TensorFlow's
     ``tf.errors.DeadlineExceededError``; also a ``TimeoutError`` (an ``OSError``).
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> error = tp.errors.DeadlineExceededError("s3://b/run/ckpt-1.index: no answer", path="s3://b/run/ckpt-1.index")
         >>> isinstance(error, TimeoutError), error.path
@@ -157,7 +157,7 @@ class UnavailableError(CheckpointError, ConnectionError):
     URL uses (``endpoint_url``) and that the server there is running and reachable. Named as
     TensorFlow's ``tf.errors.UnavailableError``; also a ``ConnectionError`` (an ``OSError``).
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> error = tp.errors.UnavailableError("s3://b/run/ckpt-1.index: connection refused", path="s3://b/run")
         >>> isinstance(error, ConnectionError), error.path

@@ -72,7 +72,7 @@ class CheckpointManager:
             a non-positive ``max_to_keep``, ``storage_options`` that are not a mapping with
             ``str`` keys or are given for a local directory.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> import trackpoint as tp
         >>> ckpt = tp.Checkpoint(step=tp.Variable(0))

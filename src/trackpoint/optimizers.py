@@ -7,7 +7,7 @@ created after ``restore()`` (it starts with its checkpoint value). ``SGD`` and `
 follow ``MomentumOptimizer``/``GradientDescentOptimizer`` and ``AdamOptimizer`` step for step
 in the variable's dtype, so training can stop in TensorFlow and resume here, or the reverse.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> import trackpoint as tp
     >>> w = tp.Variable([1.0, 2.0], name="w")
@@ -168,7 +168,7 @@ class SGD(Optimizer):
     ``accum = accum * momentum + grad``; ``var -= accum * lr`` (Nesterov:
     ``var -= grad * lr + accum * momentum * lr``).
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> import trackpoint as tp
         >>> w = tp.Variable([1.0])

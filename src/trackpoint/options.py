@@ -123,7 +123,7 @@ class CheckpointOptions:
     Every attribute is checked when it is assigned, after construction too, so a bad value
     raises where it is set rather than in a later save.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> import trackpoint as tp
         >>> written = []

@@ -9,7 +9,7 @@ save finished. The call order of a save and of a restore, and every hook, are do
 the optimizers, ``ShardedVariable``, ``split_dependency`` and ``trackpoint.torch`` are written
 against these names alone.
 
-Example:
+Examples:
     >>> import trackpoint as tp
     >>> from trackpoint import protocol
     >>> protocol.VARIABLE_VALUE

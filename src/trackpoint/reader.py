@@ -1,6 +1,6 @@
 """Reading checkpoints without the object graph: TF's ``tf.train.load_checkpoint`` family.
 
-Example:
+Examples:
     >>> import numpy as np, tempfile, os
     >>> import trackpoint as tp
     >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
@@ -65,7 +65,7 @@ class CheckpointReader:
             ``secret``...), kept for every URL beside ``prefix`` (its parent; never above the
             bucket), as ``tp.set_storage_options`` keeps them for a prefix.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, os
         >>> import trackpoint as tp
         >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
@@ -188,7 +188,7 @@ def get_checkpoint_state(
             ``secret``...), kept process-wide for every URL under ``checkpoint_dir`` (see
             :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> import trackpoint as tp
         >>> tp.get_checkpoint_state(tempfile.mkdtemp()) is None
@@ -212,7 +212,7 @@ def latest_checkpoint(checkpoint_dir: str, *, storage_options: Mapping[str, Any]
             prefix returned is read with them too (see
             :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> import trackpoint as tp
         >>> tp.latest_checkpoint(tempfile.mkdtemp()) is None
@@ -238,7 +238,7 @@ def load_checkpoint(ckpt_dir_or_file: str, *, storage_options: Mapping[str, Any]
             ``secret``...), kept process-wide for the URLs beside it (see
             :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, os
         >>> import trackpoint as tp
         >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
@@ -266,7 +266,7 @@ def list_variables(
             ``secret``...), kept process-wide for the URLs beside it (see
             :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, os
         >>> import trackpoint as tp
         >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
@@ -290,7 +290,7 @@ def load_variable(
             ``secret``...), kept process-wide for the URLs beside it (see
             :func:`trackpoint._storage.storage_options.use_storage_options`). Local paths take none.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, os
         >>> import trackpoint as tp
         >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
@@ -330,7 +330,7 @@ def save_tensors(
     Returns:
         ``file_prefix``.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, os
         >>> import trackpoint as tp
         >>> prefix = os.path.join(tempfile.mkdtemp(), "plain")

@@ -1,6 +1,6 @@
 """Sharding policies for ``CheckpointOptions(experimental_sharding_callback=...)``.
 
-Example:
+Examples:
     >>> import trackpoint as tp
     >>> options = tp.CheckpointOptions(
     ...     experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(max_shard_size=64 << 20))

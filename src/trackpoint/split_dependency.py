@@ -134,7 +134,7 @@ def split_dependency(
     Returns:
         ``{name: trackable}``.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> import trackpoint as tp
         >>> class Halves(tp.Module):

@@ -14,7 +14,7 @@ of more than 64 entries. The
 caller then reads the block entry by entry (``sstable_read._block_spans``), which also words
 the error. Where a block is sound the two readings give the same entries.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> from trackpoint._format.sstable import build_table
     >>> from trackpoint._format.sstable_read import read_table_spans

@@ -8,7 +8,7 @@ time and memory linear in its length), against :data:`MAX_JSON_DEPTH`. Either is
 an :class:`~trackpoint.errors.InvalidArgumentError` (a ``ValueError``, so callers that report
 malformed JSON of a file as damage report this too, naming the file).
 
-Example:
+Examples:
     >>> from trackpoint._format import bounded_json
     >>> bounded_json.loads(b'{"lr": [0.1, 0.01]}', "state")
     {'lr': [0.1, 0.01]}

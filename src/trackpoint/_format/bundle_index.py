@@ -5,7 +5,7 @@ number of data shards, their byte order and the format version. Nothing in it is
 missing or malformed header, a newer format, no shards, or more shards than entries (every
 shard holds at least one, which bounds what a hostile header can claim) raises here.
 
-Example:
+Examples:
     >>> import numpy as np, tempfile, os
     >>> import trackpoint as tp
     >>> prefix = tp.save_tensors(os.path.join(tempfile.mkdtemp(), "ckpt"), {"w": np.zeros(2)})

@@ -50,7 +50,7 @@ __all__ = ["BundleReader", "Entry"]
 class BundleReader:
     """Read tensors from ``prefix.index`` and its ``prefix.data-*`` shards.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, os
         >>> from trackpoint._format.bundle_writer import BundleWriter
         >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")

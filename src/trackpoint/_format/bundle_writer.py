@@ -282,7 +282,7 @@ class ShardWriter:
 class BundleWriter:
     """Write tensors into ``num_shards`` data files and one index, one call at a time.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, os
         >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
         >>> w = BundleWriter(prefix)

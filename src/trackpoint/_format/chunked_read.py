@@ -12,7 +12,7 @@ is read (``crc32c(chunk, value=crc)``) and compared after the last one, so damag
 only once every chunk has been handed out; the caller must publish nothing until then (a tool's
 bundle is all or nothing). The error is the one a whole read raises.
 
-Example:
+Examples:
     >>> import numpy as np, tempfile, os
     >>> import trackpoint as tp
     >>> from trackpoint._format.bundle_reader import BundleReader
@@ -90,7 +90,7 @@ class StoredStream:
     """The stored bytes of one entry (stored whole, and passed ``reader.checked``), read in order
     into the caller's buffers, the checksum extended over each; :meth:`verify` after the last.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, os
         >>> import trackpoint as tp
         >>> from trackpoint._format.bundle_reader import BundleReader

@@ -7,7 +7,7 @@ one per tensor, advised for huge pages by numpy, made the kernel compact memory:
 entry is the row :meth:`~trackpoint._format.bundle_writer.ShardWriter.add_many` records for the
 whole array, so the index is byte for byte the same.
 
-Example:
+Examples:
     >>> import numpy as np, os, tempfile
     >>> import trackpoint as tp
     >>> from trackpoint._format.bundle_writer import BundleWriter

@@ -80,7 +80,7 @@ def crc32c_combine(crc_a: int, crc_b: int, length_b: int) -> int:
     precomputed ``x^(2^k)``, one per set bit of ``8 * length_b`` (about 30 products of 32
     steps: tens of microseconds, where squaring 32 x 32 bit matrices took milliseconds).
 
-    Example:
+    Examples:
         >>> crc32c_combine(crc32c(b"ab"), crc32c(b"cd"), 2) == crc32c(b"abcd")
         True
     """
@@ -127,7 +127,7 @@ def crc32c_of_run(crcs: np.ndarray, length: int) -> int:
     crc 0 in front change nothing (the crc of nothing is 0), so the column is padded to a
     power of two there.
 
-    Example:
+    Examples:
         >>> pieces = [b"ab", b"cd", b"ef"]
         >>> crcs = np.array([crc32c(p) for p in pieces], np.uint32)
         >>> crc32c_of_run(crcs, 2) == crc32c(b"abcdef")

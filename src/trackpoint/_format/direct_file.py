@@ -58,7 +58,7 @@ class DirectFile:
     ``flush`` writes the partial last block padded, then cuts the file to its true length, and
     keeps the block: the next write completes it and writes it again.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> path = tempfile.mkdtemp() + "/data"
         >>> try:

@@ -135,7 +135,7 @@ INT_NAMES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16", "ui
 def family(dtype: DType) -> str:
     """``"float"``, ``"int"`` or ``"other"`` (bool, complex, string).
 
-    Example:
+    Examples:
         >>> family(DTYPES[14]), family(DTYPES[9]), family(DTYPES[10])  # bfloat16, int64, bool
         ('float', 'int', 'other')
     """

@@ -6,7 +6,7 @@ into its full entry), and :func:`write_index` writes the sorted table under the 
 ``{num_shards, version.producer=1}`` (key ``""``) and puts the data files and the index in place,
 the index last.
 
-Example:
+Examples:
     >>> import numpy as np, tempfile, os
     >>> from trackpoint._format.bundle_reader import BundleReader
     >>> from trackpoint._format.bundle_writer import ShardWriter

@@ -4,7 +4,7 @@ A key read from a file may hold any bytes; decoding with ``surrogateescape`` map
 undecodable byte to a lone surrogate, and encoding maps it back, so every stored key
 survives the round trip to ``str`` and back unchanged.
 
-Example:
+Examples:
     >>> decode_key(b"w\\xff"), encode_key(decode_key(b"w\\xff"))
     ('w\\udcff', b'w\\xff')
 """

@@ -5,7 +5,7 @@ system, a file that shrank meanwhile), and 0 at the end of the file. Every read 
 goes through these functions, so the loop over short reads exists once, and a file that ends
 early raises the caller's error, which names the file (and key): never a buffer half filled.
 
-Example:
+Examples:
     >>> import os, tempfile
     >>> from trackpoint.errors import DataLossError
     >>> path = os.path.join(tempfile.mkdtemp(), "f")

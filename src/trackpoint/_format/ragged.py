@@ -9,7 +9,7 @@ a tag or constant is one strided store, a varint a store per byte of the longest
 string column one gather-and-scatter of its bytes. Each byte of the output is written
 once, whatever the nesting (see PERFORMANCE.md, "The first save").
 
-Example:
+Examples:
     >>> import numpy as np
     >>> names = Strings.of(["a", "", "bc"])
     >>> at = np.array([0, 4, 8])

@@ -6,7 +6,7 @@ which ranges come next, it fetches them now, neighbours in one request, instead 
 per tensor as each read arrives. A hint is only a speed-up: a shard that cannot be opened, or a
 range the index gets wrong, is left for the read that needs it to report.
 
-Example:
+Examples:
     >>> import numpy as np, tempfile, os
     >>> import trackpoint as tp
     >>> from trackpoint._format.bundle_reader import BundleReader

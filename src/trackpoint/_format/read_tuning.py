@@ -40,7 +40,7 @@ class ReadTuning:
             read, when they hold this many bytes or fewer in all (see
             ``BundleReader.expect_most``). Other restores fetch what their walk asks for.
 
-    Example:
+    Examples:
         >>> ReadTuning(run_gap=0).run_gap, DEFAULT_TUNING.run_gap
         (0, 65536)
     """

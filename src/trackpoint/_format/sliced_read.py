@@ -7,7 +7,7 @@ disjoint and cover it exactly, and each slice's entry must exist, be of the tens
 the slice's shape, and lie inside its data file. A checksum covers one stored slice, so a
 region is read as the stored slices that overlap it, each whole.
 
-Example:
+Examples:
     >>> import numpy as np, tempfile, os
     >>> import trackpoint as tp
     >>> from trackpoint._format.bundle_reader import BundleReader

@@ -81,7 +81,7 @@ def held_slices(value: Any) -> tuple[SlicedValue, ...] | None:
     """The slices ``value`` holds: its parts for a :class:`SliceSet`, itself for a
     :class:`SlicedValue`, None for a whole tensor.
 
-    Example:
+    Examples:
         >>> held_slices(SlicedValue(0, (4,), ((0, 2),)))[0].spec
         '4 0,2'
         >>> held_slices(3.0) is None
@@ -195,7 +195,7 @@ def _read_signed_num_increasing(raw: bytes, pos: int) -> tuple[int, int]:
 def decode_slice_key(key: str | bytes) -> tuple[str, Extents] | None:
     """The full key and extents an index key encodes (see :func:`encode_slice_key`); None if it is none.
 
-    Example:
+    Examples:
         >>> decode_slice_key(encode_slice_key("w", ((0, 2), (0, -1))))
         ('w', ((0, 2), (0, -1)))
         >>> decode_slice_key("w") is None
@@ -227,7 +227,7 @@ def readable_key(key: str | bytes) -> str:
 
     Slice keys are binary (:func:`encode_slice_key`), unreadable when printed raw.
 
-    Example:
+    Examples:
         >>> readable_key(encode_slice_key("dense/kernel", ((4, 3), (0, -1))))
         'dense/kernel[4:7,:]'
         >>> readable_key("dense/kernel")
@@ -331,7 +331,7 @@ def cover_problem(full_shape: Sequence[int], parts: Sequence[Extents], *, comple
     With ``complete=False`` only overlaps are problems: one part of a checkpoint that TF's merge
     joins later (one worker's save of a partitioned variable) holds some of the slices.
 
-    Example:
+    Examples:
         >>> cover_problem((4, 3), [((0, 2), (0, 3)), ((2, 2), (0, 3))]) is None
         True
         >>> cover_problem((4, 3), [((0, 2), (0, 3))])

@@ -4,7 +4,7 @@ Every handle, length and restart array is checked against the bytes it has, ever
 checksum is verified, and the keys must be strictly increasing; a damaged data block can be
 skipped and described instead (for a verifier that goes on to report everything else).
 
-Example:
+Examples:
     >>> from trackpoint._format.sstable import build_table
     >>> table = read_table_spans(build_table([(b"a", b"1"), (b"b", b"22")]), "example")
     >>> table.keys, table.value(1)

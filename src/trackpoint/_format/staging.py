@@ -26,7 +26,7 @@ PIECE_BYTES = 8 << 20
 def copy_values(values: list[Any], threads: int | None = None) -> list[Any]:
     """A copy of each array of ``values`` (``bytes``, immutable, are kept as they are).
 
-    Example:
+    Examples:
         >>> a = np.zeros(3)
         >>> b, = copy_values([a])
         >>> a[0] = 1.0

@@ -44,7 +44,7 @@ class RepeatedField(tuple):  # of str or of float
     compare equal to lists; code written against it (``state.all_model_checkpoint_paths ==
     [...]``) keeps working. Unlike protobuf's, it equals a tuple too, and is hashable.
 
-    Example:
+    Examples:
         >>> paths = RepeatedField(["ckpt-1", "ckpt-2"])
         >>> paths == ["ckpt-1", "ckpt-2"], paths == ("ckpt-1", "ckpt-2"), paths != ["ckpt-2"]
         (True, True, True)

@@ -12,7 +12,7 @@ def printable(text: str) -> str:
     the point is that nothing a terminal interprets (cursor moves, erasures, line breaks,
     bidi overrides) reaches it, not that the escaping can be undone.
 
-    Example:
+    Examples:
         >>> print(printable("w\x1b[2K\rOK\u202e"))
         w\x1b[2K\rOK\u202e
     """

@@ -22,7 +22,7 @@ R = TypeVar("R")
 def default_workers() -> int:
     """Threads for one job's file I/O, copies or checksums: up to four, no more than the cores.
 
-    Example:
+    Examples:
         >>> 1 <= default_workers() <= 4
         True
     """
@@ -32,7 +32,7 @@ def default_workers() -> int:
 class Background(Generic[R]):
     """Run ``function()`` on a thread of its own; :meth:`result` waits, then returns or re-raises.
 
-    Example:
+    Examples:
         >>> Background(lambda: 6 * 7).result()
         42
     """
@@ -67,7 +67,7 @@ def parallel_map(function: Callable[[T], R], items: Sequence[T], max_workers: in
     Every call runs to the end before the first failure (in item order) is re-raised, so no
     thread is left working on files the caller is about to clean up.
 
-    Example:
+    Examples:
         >>> parallel_map(lambda x: x * x, [1, 2, 3], 2)
         [1, 4, 9]
     """

@@ -6,7 +6,7 @@ tags they use are named here once, from the field numbers of the ``.proto`` file
 ``_proto/``. A tag is ``field_number << 3 | wire_type``; every field here is numbered below
 16, so each tag is one byte.
 
-Example:
+Examples:
     >>> hex(ENTRY_CRC32C), tag(2, LENGTH)
     ('0x35', 18)
 """

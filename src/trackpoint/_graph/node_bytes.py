@@ -31,7 +31,7 @@ def split_nodes(raw: bytes, node_count: int) -> list[bytes] | None:
     None if protobuf cannot split them or finds other than ``node_count`` nodes (the
     caller's own parse of the graph words the error).
 
-    Example:
+    Examples:
         >>> from trackpoint._format._proto import trackable_object_graph_pb2 as pb
         >>> graph = pb.TrackableObjectGraph()
         >>> _ = graph.nodes.add().children.add(node_id=1, local_name="v")
@@ -57,7 +57,7 @@ def variable_key(node: bytes) -> str | None:
     Children, slot variables, other attributes, unknown fields or another order all give
     None, and the caller reads that node through protobuf, so a None is never wrong, only slower.
 
-    Example:
+    Examples:
         >>> from trackpoint._format._proto import trackable_object_graph_pb2 as pb
         >>> node = pb.TrackableObjectGraph.TrackableObject()
         >>> _ = node.attributes.add(name="VARIABLE_VALUE", full_name="v", checkpoint_key="v/.ATTRIBUTES/VARIABLE_VALUE")

@@ -30,7 +30,7 @@ def slot_owners(raw: bytes, node_count: int) -> list[int] | None:
     None means: too many owners for this to pay, or bytes this scan does not follow (the
     caller's own parse of them has already succeeded or will word the error).
 
-    Example:
+    Examples:
         >>> from trackpoint._format._proto import trackable_object_graph_pb2 as pb
         >>> graph = pb.TrackableObjectGraph()
         >>> for _ in range(4):

@@ -251,7 +251,7 @@ class NameBasedSaverStatus:
     created after it was not). Variables created later under a restored object are looked up
     by name as they are tracked (restore-on-create).
 
-    Example:
+    Examples:
         ``tf1_prefix`` is a TF1 ``Saver`` checkpoint holding ``w`` = [1, 2] and ``global_step`` = 7:
 
         >>> import trackpoint as tp

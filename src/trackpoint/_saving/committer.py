@@ -12,7 +12,7 @@ trackpoint`` names it with :func:`load_on_first_need` instead of importing it, a
 save that a plug-in could claim imports it (a save with ``coordinator=False``, or with the
 default ``None`` in a process that never imported torch.distributed, imports nothing).
 
-Example:
+Examples:
     >>> committer_for(False, None) is None  # coordinator=False: this process saves alone
     True
 """

@@ -31,7 +31,7 @@ _sched_getcpu = getattr(ctypes.PyDLL(None), "sched_getcpu", None) if _LINUX else
 def current() -> int | None:
     """The CPU the calling thread runs on now; None where the system does not tell.
 
-    Example:
+    Examples:
         >>> cpu = current()
         >>> cpu is None or cpu >= 0
         True

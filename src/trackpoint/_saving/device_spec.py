@@ -48,7 +48,7 @@ def _int(value: str, what: str, spec: str) -> int:
 def parse_device(spec: str) -> DeviceSpec:
     """Parse a device string; raise ``InvalidArgumentError`` (a ``ValueError``) where TF's parser would.
 
-    Example:
+    Examples:
         >>> parse_device("/job:worker/replica:0/task:1/device:CPU:0").to_string()
         '/job:worker/replica:0/task:1/device:CPU:0'
         >>> parse_device("cpu:0").device_type

@@ -14,7 +14,7 @@ __all__ = ["Interval", "as_int"]
 def as_int(value: Any) -> int:
     """An int from an int, a numpy value or a ``tp.Variable``.
 
-    Example:
+    Examples:
         >>> as_int(np.int64(3))
         3
     """
@@ -50,7 +50,7 @@ class Interval:
         InvalidArgumentError: ``every`` without a ``step_counter``, or a ``last_step`` that is
             not an integer.
 
-    Example:
+    Examples:
         >>> interval = Interval(step_counter=10, every=5, last_step=8)
         >>> interval.due(check_interval=True), interval.due(check_interval=False)
         (False, True)

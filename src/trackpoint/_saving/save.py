@@ -26,7 +26,7 @@ in this order:
    before the callbacks, on the committing process; every other process runs ``follow()``
    once it knows the checkpoint is committed (the manager reads the state file then).
 
-Example:
+Examples:
     >>> import tempfile
     >>> import trackpoint as tp
     >>> prefix = tempfile.mkdtemp() + "/weights"
@@ -170,7 +170,7 @@ class SaveState:
     """What a checkpoint's saves keep between them: the last save's layout (see
     :mod:`trackpoint._graph.save_layout`), and the writer thread of its async saves.
 
-    Example:
+    Examples:
         >>> state = SaveState()
         >>> state.settle()  # no background write: returns at once
         >>> state.layout is None
@@ -302,7 +302,7 @@ def _finish(
 def run_write_callbacks(callbacks: Sequence[Callable[..., Any]], save_path: str) -> None:
     """Call each callback with the save path when it accepts one, in list order.
 
-    Example:
+    Examples:
         >>> seen = []
         >>> run_write_callbacks([seen.append, lambda: seen.append("no argument")], "ckpt-1")
         >>> seen

@@ -60,7 +60,7 @@ class ShardingCallback(abc.ABC):
     ``<prefix>.data-<i>-of-<n>``. The output is checked: no tensor dropped or added, no
     dtype or shape changed, no key/slice twice, slices tiling each tensor exactly.
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> class OnePerTensor(tp.sharding.ShardingCallback):
         ...     @property
@@ -88,7 +88,7 @@ class ShardingCallback(abc.ABC):
 class ShardByTaskPolicy(ShardingCallback):
     """One shard for everything (one per task, and a process is one task): TF's default.
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> tp.sharding.ShardByTaskPolicy().description
         'Split tensors into shards based on the task they belong to.'
@@ -253,7 +253,7 @@ class MaxShardSizePolicy(ShardingCallback):
     fits even an empty shard, the thinnest slice gets a shard of its own (TF loops forever);
     an empty tensor is kept (TF silently leaves it out of the checkpoint).
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> tp.sharding.MaxShardSizePolicy(max_shard_size=1 << 20).max_shard_size
         1048576

@@ -11,7 +11,7 @@ Inline values are what the staged memory does not hold: ``bytes`` (the object gr
 arrays, and string tensors (object arrays of ``bytes`` or ``str``; :func:`sendable_dtypes` refuses any
 other object array, which the thread then writes).
 
-Example:
+Examples:
     >>> import io
     >>> stream = io.BytesIO()
     >>> send(stream, [to_json({"prefix": "run/ckpt-1"}), b"\\x00\\x01"])

@@ -32,7 +32,7 @@ def is_url(path: str | os.PathLike[str]) -> bool:
 
     ``file://`` URLs and plain paths are local.
 
-    Example:
+    Examples:
         >>> is_url("s3://bucket/run/ckpt-1"), is_url("run/ckpt-1"), is_url("file:///tmp/ckpt-1")
         (True, False, False)
     """

@@ -5,7 +5,7 @@ and the download process of restores from S3 (:mod:`.download_process`). Each is
 interpreter running one of our modules' ``main(fd)`` with ``fd`` its end of a pipe or socket,
 and dies with its parent (``PR_SET_PDEATHSIG``), so a killed process leaves no helper behind.
 
-Example:
+Examples:
     >>> from trackpoint.errors import DataLossError, NotFoundError
     >>> raw = encode_error(NotFoundError("no ckpt", path="s3://b/c"), DataLossError, "reading", "s3://b/c")
     >>> error = decode_error(raw)

@@ -330,7 +330,7 @@ def client_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """What of ``environ`` an S3 client reads when it is made: botocore's and fsspec's settings
     (credentials, profiles, region, endpoints), proxies and certificate bundles.
 
-    Example:
+    Examples:
         >>> client_environment({"AWS_PROFILE": "ci", "https_proxy": "http://p:3128", "HOME": "/root"})
         {'AWS_PROFILE': 'ci', 'https_proxy': 'http://p:3128'}
     """

@@ -29,7 +29,7 @@ def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
         InvalidArgumentError: ``path`` is not a regular file, or no valid path.
         DataLossError: The file exists but cannot be opened.
 
-    Example:
+    Examples:
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.index")
         >>> open(path, "wb").close()

@@ -66,7 +66,7 @@ def open_regular(path: str, what: str) -> tuple[int, os.stat_result]:
             directory, or a symlink to one), or is no valid path.
         DataLossError: The file exists but cannot be opened for another reason.
 
-    Example:
+    Examples:
         >>> import os, tempfile
         >>> directory = tempfile.mkdtemp()
         >>> path = os.path.join(directory, "ckpt.index")
@@ -114,7 +114,7 @@ def read_regular(path: str, what: str, limit: int) -> tuple[bytes, os.stat_resul
     Raises:
         InvalidArgumentError: The file holds more than ``limit`` bytes; and as :func:`open_regular`.
 
-    Example:
+    Examples:
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "checkpoint")
         >>> with open(path, "w") as f:
@@ -144,7 +144,7 @@ def read_regular(path: str, what: str, limit: int) -> tuple[bytes, os.stat_resul
 def write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
     """Write all of ``data`` at ``offset`` of ``fd`` (``pwrite`` may write less than asked).
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> with tempfile.TemporaryFile() as f:
         ...     write_at(f.fileno(), b"xyz", 2)

@@ -35,7 +35,7 @@ def checkpoint_prefixes(names: Iterable[str]) -> list[str]:
     """The checkpoint prefixes among a directory's file names (one per ``*.index``), in natural
     order, without the versions overwrites keep.
 
-    Example:
+    Examples:
         >>> checkpoint_prefixes(["ckpt-10.index", "ckpt-2.index", "ckpt-2.data-00000-of-00001", "checkpoint"])
         ['ckpt-2', 'ckpt-10']
     """

@@ -1,6 +1,6 @@
 """A data shard being opened: begun now, taken by the first read that needs it (see ``Storage.start_data``).
 
-Example:
+Examples:
     >>> opening = Opening(lambda: (3, None, None), lambda: None)
     >>> opening.finish()
     (3, None, None)

@@ -60,7 +60,7 @@ __all__ = [
 def version(info: dict[str, Any]) -> str:
     """What tells one version of an object from the next: S3's ETag, GCS's generation, else the time.
 
-    Example:
+    Examples:
         >>> version({"ETag": '"abc"', "mtime": 5}), version({"generation": "17", "etag": "CJ"}), version({})
         ('"abc"', '17', '')
     """
@@ -71,7 +71,7 @@ def version(info: dict[str, Any]) -> str:
 def modified(info: dict[str, Any]) -> float:
     """An object's last-modified time in seconds since the epoch (0 when the backend gives none).
 
-    Example:
+    Examples:
         >>> modified({"updated": "1970-01-01T00:01:00Z"}), modified({"mtime": 2.5}), modified({})
         (60.0, 2.5, 0.0)
     """

@@ -36,7 +36,7 @@ def start_readahead(fd: int, offset: int, length: int) -> None:
 
     Ranges shorter than :data:`MIN_BYTES` are left alone.
 
-    Example:
+    Examples:
         >>> import os, tempfile
         >>> fd, path = tempfile.mkstemp()
         >>> os.write(fd, b"x" * 100)

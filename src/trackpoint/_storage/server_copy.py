@@ -57,7 +57,7 @@ def plan(size: int, version: str) -> tuple[list[tuple[int, int]], str] | None:
     """The parts (``[start, end)`` spans) that copy an object of ``size`` bytes whose ETag is
     ``version`` so that the copy's ETag is predictable, and that ETag; None when it is not.
 
-    Example:
+    Examples:
         >>> plan(10, '"c4ca4238a0b923820dcc509a6f75849b"')
         ([(0, 10)], '46d1741e8075da4ac72c71d8130fcb71-1')
         >>> plan(10, "not-an-md5") is None

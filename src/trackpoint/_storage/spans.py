@@ -28,7 +28,7 @@ def clipped(spans: Spans, size: int) -> np.ndarray:
 def merge(spans: Spans, gap: int) -> list[Span]:
     """Sorted spans, overlapping or less than ``gap`` apart ones joined.
 
-    Example:
+    Examples:
         >>> merge([(10, 20), (0, 5), (22, 30), (4, 6), (7, 7)], 2)
         [(0, 6), (10, 30)]
     """

@@ -189,7 +189,7 @@ class Storage(Protocol):
 def storage_for(path: str) -> Storage:
     """The storage that holds ``path``: an object store for an fsspec URL, else the local file system.
 
-    Example:
+    Examples:
         >>> storage_for("s3://bucket/run/ckpt-1").local_copies, storage_for("/tmp/ckpt-1").local_copies
         (True, False)
     """

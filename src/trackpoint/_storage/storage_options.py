@@ -43,7 +43,7 @@ def set_storage_options(prefix: str, **options: Any) -> None:
     Raises:
         InvalidArgumentError: ``prefix`` is not a URL.
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> tp.set_storage_options("s3://bucket/run", endpoint_url="http://127.0.0.1:9000")
         >>> from trackpoint._storage.storage_options import options_for
@@ -103,7 +103,7 @@ def use_storage_options(
         InvalidArgumentError: ``storage_options`` is not a mapping with ``str`` keys, or it is
             non-empty and ``path`` is local.
 
-    Example:
+    Examples:
         >>> use_storage_options("s3://bucket/run/ckpt-1", {"endpoint_url": "http://127.0.0.1:9000"})
         >>> options_for("s3://bucket/run/checkpoint"), options_for("s3://bucket/other")
         ({'endpoint_url': 'http://127.0.0.1:9000'}, {})
@@ -130,7 +130,7 @@ def use_storage_options_for_urls(
         InvalidArgumentError: ``storage_options`` is not a mapping with ``str`` keys, or it is
             non-empty and none of ``paths`` is a URL.
 
-    Example:
+    Examples:
         >>> use_storage_options_for_urls(["run/ckpt-1", "s3://bucket/hf/"], {"anon": True})
         >>> options_for("s3://bucket/hf/model.safetensors"), options_for("s3://other/x")
         ({'anon': True}, {})
@@ -153,7 +153,7 @@ def use_storage_options_for_urls(
 def urls_among(values: Iterable[object]) -> list[str]:
     """The strings among ``values`` that are URLs, each once, in order: those storage options apply to.
 
-    Example:
+    Examples:
         >>> urls_among(["run/ckpt-1", "s3://bucket/run", 3, None, "s3://bucket/run", "gs://b/x"])
         ['s3://bucket/run', 'gs://b/x']
     """

@@ -81,7 +81,7 @@ def translate(url: str, what: str, exc: BaseException, *, doing: str = "read") -
     :class:`NotFoundError`; anything else a :class:`DataLossError`, or a :class:`WriteError`
     when ``doing`` is "write" or "delete". The caller raises it ``from exc``.
 
-    Example:
+    Examples:
         >>> error = translate("s3://b/ckpt-1.index", "checkpoint index", TimeoutError("no answer"))
         >>> type(error).__name__, error.path
         ('DeadlineExceededError', 's3://b/ckpt-1.index')

@@ -42,7 +42,7 @@ def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
 def start_writeback(fd: int, offset: int, length: int) -> None:
     """Ask the kernel to start writing ``length`` bytes at ``offset`` of ``fd`` to disk; do not wait.
 
-    Example:
+    Examples:
         >>> import os, tempfile
         >>> fd, path = tempfile.mkstemp()
         >>> os.write(fd, b"x" * 100)

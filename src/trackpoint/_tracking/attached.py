@@ -23,7 +23,7 @@ Held = Trackable | weakref.ref[Trackable]
 def deref(held: Trackable | weakref.ref[Trackable]) -> Trackable:
     """The object itself, or the referent of a weakly held root (raising once it is gone).
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> root = tp.Module()
         >>> deref(weakref.ref(root)) is root
@@ -51,7 +51,7 @@ class Attached(Mapping[str, Trackable]):
     A root given as a weak reference is held as that reference, its ``"root"`` self-edge
     included, and looked up on each use, so the checkpoint never keeps it alive.
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> root = tp.Module()
         >>> attached = Attached()
@@ -91,7 +91,7 @@ def attach(root: Held | None, kwargs: dict[str, Any]) -> tuple[Held | None, Atta
         InvalidArgumentError: An argument is not trackable (a dead weak reference
             included), or ``root`` already has another child of a keyword's name.
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> root, extra = tp.Module(), tp.Module()
         >>> held, attached, fields = attach(root, {"extra": extra})

@@ -19,7 +19,7 @@ class AutoTrackable(Trackable):
     Children keep the order of first assignment; re-assigning a name keeps its place.
     Names starting with ``_tp`` are reserved.
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> obj = tp.AutoTrackable()
         >>> obj.b = tp.Variable(1.0)
@@ -51,7 +51,7 @@ def _camel_to_snake(name: str) -> str:
 class Module(AutoTrackable):
     """A container of variables and sub-modules, like ``tf.Module``.
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> class Dense(tp.Module):
         ...     def __init__(self):

@@ -18,7 +18,7 @@ _T = TypeVar("_T", bound="Trackable")
 class NoDependency:
     """Wrap a value to store it on a trackable without tracking it.
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> m = tp.Module()
         >>> m.cache = tp.NoDependency([tp.Variable(1.0)])
@@ -40,7 +40,7 @@ class Trackable:
     and ``_restore_from_tensors({name: array})`` takes them back. A class implementing the
     two can checkpoint arbitrary state.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> import trackpoint as tp
         >>> class Counter(tp.Trackable):

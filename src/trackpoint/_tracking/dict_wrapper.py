@@ -25,7 +25,7 @@ __all__ = ["DictWrapper"]
 class DictWrapper(Trackable, dict):
     """A dict whose trackable values are checkpoint children named by their (string) keys.
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> table = {}
         >>> m = tp.Module()

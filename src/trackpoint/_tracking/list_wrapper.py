@@ -31,7 +31,7 @@ __all__ = ["ListWrapper"]
 class ListWrapper(Trackable, list):
     """A list whose trackable elements are checkpoint children named by index.
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> layers = []
         >>> m = tp.Module()

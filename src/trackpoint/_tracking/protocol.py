@@ -52,7 +52,7 @@ name (:attr:`Saveable._tp_global_name`, :meth:`GlobalSlotNames._tp_slot_global_n
 steps 2-4 run as above. Each node that may gain children is told of the restore with
 ``_defer_restore(None, ...)``: every child it tracks from then on is restored by name too.
 
-Example:
+Examples:
     A node with two tensors of its own, restored all or nothing:
 
     >>> import numpy as np, tempfile, trackpoint as tp

@@ -17,7 +17,7 @@ class PythonState(Trackable, metaclass=abc.ABCMeta):
 
     Saved after every tensor of the checkpoint, as TF does in eager mode.
 
-    Example:
+    Examples:
         >>> import json
         >>> import trackpoint as tp
         >>> class Config(tp.PythonState):

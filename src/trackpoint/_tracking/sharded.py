@@ -33,12 +33,14 @@ class ShardedVariable(Variable):
         initial_value: The block's value.
         full_shape: The whole tensor's shape.
         offsets: Where the block starts in each dimension.
-        dtype, name, trainable: As for :class:`tp.Variable`.
+        dtype: As for :class:`tp.Variable`.
+        name: As for :class:`tp.Variable`.
+        trainable: As for :class:`tp.Variable`.
 
     Raises:
         InvalidArgumentError: The block does not lie inside ``full_shape``.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, trackpoint as tp
         >>> from trackpoint.distributed import ShardedVariable
         >>> top = ShardedVariable(np.zeros((2, 3)), full_shape=(4, 3), offsets=(0, 0))

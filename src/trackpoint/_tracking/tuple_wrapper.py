@@ -24,7 +24,7 @@ class TupleWrapper(Trackable):
     ``+``, ``*``, comparisons, hashing, fields, properties and methods. ``+=`` and ``*=``
     give new tuples, as they do for tuples.
 
-    Example:
+    Examples:
         >>> import collections
         >>> import trackpoint as tp
         >>> Pair = collections.namedtuple("Pair", ["first", "second"])

@@ -121,7 +121,7 @@ class Variable(Trackable):
         name: Stored as the checkpoint's ``full_name``; ``"Variable"`` by default.
         trainable: Whether ``Module.trainable_variables`` lists it.
 
-    Example:
+    Examples:
         >>> import trackpoint as tp
         >>> v = tp.Variable([1.0, 2.0], name="w")
         >>> v.dtype, v.shape

@@ -2,7 +2,7 @@
 
 ``python -m trackpoint`` and the ``trackpoint`` console script both call :func:`main`.
 
-Example:
+Examples:
     >>> import numpy as np, os, tempfile, trackpoint as tp
     >>> prefix = os.path.join(tempfile.mkdtemp(), "ckpt")
     >>> _ = tp.save_tensors(prefix, {"w": np.zeros(3, np.float32)})

@@ -35,7 +35,7 @@ def tolerance(text: str) -> float:
     ``float()`` alone takes ``nan``, ``inf`` and negative numbers, with which ``numpy.isclose``
     only warns and then calls every value close: two different checkpoints came out equal.
 
-    Example:
+    Examples:
         >>> tolerance("1e-6")
         1e-06
         >>> tolerance("nan")
@@ -56,7 +56,7 @@ def storage_option(text: str) -> tuple[str, object]:
 
     The message of a malformed one never repeats it: it may hold a secret.
 
-    Example:
+    Examples:
         >>> storage_option("use_ssl=false"), storage_option("endpoint_url=http://127.0.0.1:9000")
         (('use_ssl', False), ('endpoint_url', 'http://127.0.0.1:9000'))
     """
@@ -107,7 +107,7 @@ def command(
 ) -> argparse.ArgumentParser:
     """A subcommand whose ``--help`` has a description and examples (kept as written), taking a PATH.
 
-    Example:
+    Examples:
         >>> commands = argparse.ArgumentParser(prog="trackpoint").add_subparsers(dest="command")
         >>> tree = command(commands, "tree", lambda args: 0, "draw", "Draw the graph.", "  trackpoint tree run/")
         >>> tree.parse_args(["run/ckpt-1"]).path

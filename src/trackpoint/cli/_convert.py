@@ -3,7 +3,7 @@
 ``trackpoint.cli`` (:mod:`._main`) declares the subcommand and hands its parser to :func:`add_arguments`; malformed
 rules and sizes are usage errors (exit 2) found while parsing, before anything is read.
 
-Example:
+Examples:
     >>> import argparse
     >>> parser = argparse.ArgumentParser()
     >>> add_arguments(parser)

@@ -84,7 +84,7 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
 def refusal(directory: str) -> str | None:
     """Why the demo must not write into ``directory``, or None when it may.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> refusal(tempfile.mkdtemp()) is None
         True

@@ -22,7 +22,7 @@ __all__ = ["Progress", "dtype_name", "json_value", "out", "print_json", "shape_t
 def out(text: str, stream: TextIO | None = None) -> None:
     """Print ``text``, escaped line by line; the one way the command prints.
 
-    Example:
+    Examples:
         >>> out("key\\x1b[2J")
         key\\x1b[2J
     """
@@ -32,7 +32,7 @@ def out(text: str, stream: TextIO | None = None) -> None:
 def dtype_name(dtype: np.dtype) -> str:
     """TensorFlow's short dtype name (``tf.DType.name``) for a reader dtype.
 
-    Example:
+    Examples:
         >>> dtype_name(np.dtype("float32")), dtype_name(np.dtype(object))
         ('float32', 'string')
     """
@@ -42,7 +42,7 @@ def dtype_name(dtype: np.dtype) -> str:
 def shape_text(shape: Sequence[int]) -> str:
     """A shape as the listing prints it.
 
-    Example:
+    Examples:
         >>> shape_text((3, 2)), shape_text(())
         ('[3,2]', '[]')
     """
@@ -52,7 +52,7 @@ def shape_text(shape: Sequence[int]) -> str:
 def json_value(value: object) -> object:
     """A JSON-safe rendering: bytes as text (undecodable bytes escaped), non-finite floats as strings.
 
-    Example:
+    Examples:
         >>> json_value(np.array([1.0, np.inf])), json_value(b"a\\xff")
         ([1.0, 'inf'], 'a\\\\xff')
     """

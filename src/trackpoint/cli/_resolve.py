@@ -55,7 +55,7 @@ def tensor_key(name: str, keys: Iterable[str], paths: dict[str, str], prefix: st
     """The key ``--tensor NAME`` means: a key, an object path as the listing shows it, with or
     without ``(root).`` (``model.dense.kernel``), or the key's object part (``model/dense/kernel``).
 
-    Example:
+    Examples:
         >>> key = "model/w/.ATTRIBUTES/VARIABLE_VALUE"
         >>> tensor_key("model.w", [key], {key: "(root).model.w"}, "ckpt") == key
         True

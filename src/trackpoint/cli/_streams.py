@@ -84,7 +84,7 @@ def run_with_streams(command: Callable[[], int], failure_status: Callable[[], in
         failure_status: The status when the output could not be written, asked then (``diff``
             answers 2, for trouble, where 1 would mean "different").
 
-    Example:
+    Examples:
         >>> run_with_streams(lambda: print("hello") or 0, lambda: 1)
         hello
         0

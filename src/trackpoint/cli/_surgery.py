@@ -3,7 +3,7 @@
 ``trackpoint.cli`` declares each :data:`COMMANDS` entry with its ``command`` helper, then
 lets the entry add its arguments. This module uses the public API and the tools' entry modules.
 
-Example:
+Examples:
     >>> import argparse
     >>> parser = argparse.ArgumentParser(prog="trackpoint average")
     >>> AVERAGE.add_arguments(parser)
@@ -49,7 +49,7 @@ class Command:
 def parse_pair(text: str, option: str) -> tuple[str, str]:
     """``LEFT=RIGHT`` split at the last ``=`` (paths hold no ``=`` a key would not escape).
 
-    Example:
+    Examples:
         >>> parse_pair("model/encoder=model/backbone/encoder", "--rename")
         ('model/encoder', 'model/backbone/encoder')
     """
@@ -64,7 +64,7 @@ def parse_pair(text: str, option: str) -> tuple[str, str]:
 def parse_add(text: str) -> tuple[str, np.ndarray]:
     """``PATH=FILE.npy`` or ``PATH=DTYPE:JSON`` (``model/scale=float32:[1,2]``) as ``(path, array)``.
 
-    Example:
+    Examples:
         >>> parse_add("step=int64:7")
         ('step', array(7))
     """
@@ -99,7 +99,7 @@ def exact_array(value: Any, dtype: np.dtype, what: str) -> np.ndarray:
     ``OverflowError`` (300 as int8); a variable added by hand must hold what was typed. A float may
     round to the target's precision (that is what choosing float16 means), but stays finite.
 
-    Example:
+    Examples:
         >>> exact_array([1, 2], np.dtype("int8"), "--add x=int8:[1,2]")
         array([1, 2], dtype=int8)
 

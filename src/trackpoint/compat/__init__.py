@@ -17,7 +17,7 @@ fails at its first such line and says why.
 it, so a script or a library runs unchanged; ``python -m trackpoint.compat SCRIPT [ARGS...]``
 runs a script that way, as ``python -m cProfile`` does.
 
-Example:
+Examples:
     >>> import numpy as np, os, tempfile
     >>> import trackpoint as tp
     >>> from trackpoint.compat import as_tensorflow
@@ -54,7 +54,7 @@ def as_tensorflow() -> Iterator[StandIn]:
         ImportError: The real TensorFlow is imported already: code in this process may hold its
             objects, and the stand-in cannot replace them. Run the script in a new process.
 
-    Example:
+    Examples:
         >>> import sys
         >>> with as_tensorflow() as tf:
         ...     import tensorflow.compat.v1 as v1

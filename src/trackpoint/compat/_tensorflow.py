@@ -27,7 +27,7 @@ class StandIn(types.ModuleType):
     """A module of the stand-in: what it holds, and an ``AttributeError`` naming what is covered
     for anything else.
 
-    Example:
+    Examples:
         >>> from trackpoint.compat import tensorflow as tf
         >>> tf.train.load_variable is tp.load_variable
         True

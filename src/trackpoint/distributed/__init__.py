@@ -14,7 +14,7 @@ Names:
     TorchCoordinator: the torch.distributed engine (imports torch).
     JaxCoordinator: the jax.distributed engine (imports jax).
 
-Example:
+Examples:
     >>> import numpy as np
     >>> from trackpoint.distributed import ShardedVariable
     >>> ShardedVariable(np.ones((2, 4)), full_shape=(8, 4), offsets=(2, 0)).bounds

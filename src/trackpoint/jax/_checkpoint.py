@@ -34,7 +34,7 @@ class Checkpoint(tp.Checkpoint):
     with the restored leaves (same structure and container types), each on the sharding its
     leaf had.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> import jax.numpy as jnp
         >>> import trackpoint.jax as tpj

@@ -65,7 +65,7 @@ def restore(path: str, target: Any, strict: bool = True, *, storage_options: Map
         NotFoundError: Nothing at ``path``.
         DataLossError: A value is damaged, naming the file and key.
 
-    Example:
+    Examples:
         >>> import tempfile
         >>> import jax, jax.numpy as jnp
         >>> import trackpoint.jax as tpj

@@ -53,7 +53,7 @@ class Checkpoint(tp.Checkpoint):
     A checkpoint's attributes are the nodes standing for the objects (``ckpt.model.obj`` is the
     model).
 
-    Example:
+    Examples:
         >>> import os, tempfile
         >>> os.environ.setdefault("KERAS_BACKEND", "jax")
         'jax'

@@ -81,7 +81,7 @@ def restore(
         NotFoundError: Nothing at ``path``.
         DataLossError: A value is damaged, naming the file and key.
 
-    Example:
+    Examples:
         A Keras 2 ``Sequential([Dense(5, relu), Dense(2)])`` with its first layer frozen, trained
         with the legacy Adam (a fixture of ``tests/keras``), into the same model built with Keras 3:
 

@@ -7,7 +7,7 @@ change means) but refuses a finite value that would become infinite; an integer 
 refuses any value outside the target's range. Ints never become floats nor floats ints, and
 bool, complex and string tensors are never cast: each would change values silently.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> target = target_dtype("float16", "w")
     >>> cast_value(np.array([1.0, 2.5], np.float32), target, "w", "ckpt")

@@ -12,7 +12,7 @@ A checksum that fails is found after the tensor's last chunk was written; the to
 published only when every tensor was written (:func:`.tensor_copy.new_bundle`), so nothing is.
 Sliced, string and small tensors (see :func:`streams`) are read whole as before.
 
-Example:
+Examples:
     >>> import numpy as np, os, tempfile
     >>> import trackpoint as tp
     >>> from trackpoint._format.bundle_reader import BundleReader

@@ -10,7 +10,7 @@ checkpoint, graph and keys unchanged, rather than a graph made from dotted names
 
 Readers other than trackpoint ignore the two entries; they are still safetensors files.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> meta = encode(b"graph bytes", {"k": np.array([b"a", b"bc"], dtype=object)})
     >>> sorted(meta)

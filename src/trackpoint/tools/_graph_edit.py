@@ -11,7 +11,7 @@ edited objects: nodes numbered breadth first along children, slot variables afte
 ``checkpoint_key`` recomputed from its node's new path and ``has_checkpoint_values`` set on
 every node that is or leads to a value.
 
-Example:
+Examples:
     >>> from trackpoint._format._proto import trackable_object_graph_pb2 as pb
     >>> graph = pb.TrackableObjectGraph()
     >>> root, model, w = graph.nodes.add(), graph.nodes.add(), graph.nodes.add()

@@ -6,7 +6,7 @@ One file ``model.safetensors`` when everything fits in one shard; otherwise
 are given to shards in name order, a new shard started when the next tensor would overflow the
 current one (a tensor larger than the limit gets a shard of its own), as ``transformers`` does.
 
-Example:
+Examples:
     >>> parse_size("500MB"), parse_size("2GiB"), parse_size(1024)
     (500000000, 2147483648, 1024)
     >>> shard_names("model.safetensors", 3)
@@ -56,7 +56,7 @@ def parse_size(size: int | str) -> int:
 def plan_shards(sizes: Sequence[tuple[str, int]], max_bytes: int) -> list[list[str]]:
     """Names grouped into shards of at most ``max_bytes`` (one larger tensor alone), in the given order.
 
-    Example:
+    Examples:
         >>> plan_shards([("a", 6), ("b", 5), ("c", 20), ("d", 1)], 10)
         [['a'], ['b'], ['c'], ['d']]
         >>> plan_shards([("a", 4), ("b", 5), ("c", 1)], 10)

@@ -3,7 +3,7 @@
 A checkpoint without an object graph (TF1 ``Saver``) has only keys: there each rule's path is a
 key or a key prefix (``layer`` covers ``layer`` and ``layer/...``, not ``layers``).
 
-Example:
+Examples:
     >>> under("layer/kernel", "layer"), under("layers", "layer")
     (True, False)
 """

@@ -18,7 +18,7 @@ Patterns use Python's :mod:`re` syntax and match anywhere in the name (:func:`re
 ``only``, ``drop`` and ``transpose`` look at the name before renaming. Two tensors renamed to
 one name are an error naming both.
 
-Example:
+Examples:
     >>> rules = NameRules.make(rename=[r"^model\\.=", r"kernel$=weight"], drop=["optimizer"], transpose=["kernel$"])
     >>> rules.apply("model.dense.kernel", (3, 4))
     ('dense.weight', True)
@@ -49,7 +49,7 @@ def parse_rename(spec: RenameSpec) -> tuple[str, str]:
     The first ``=`` that is not preceded by a backslash splits the rule, so a regex may hold
     ``\\=`` for a literal ``=``.
 
-    Example:
+    Examples:
         >>> parse_rename(r"^model\\.(.*)=\\1"), parse_rename(("a", "b"))
         (('^model\\\\.(.*)', '\\\\1'), ('a', 'b'))
 
@@ -144,7 +144,7 @@ class NameRules:
         Raises:
             InvalidArgumentError: A malformed rule or pattern.
 
-        Example:
+        Examples:
             >>> NameRules.make(rename={"a": "b"}).apply("xa", ())
             ('xb', False)
         """
@@ -230,7 +230,7 @@ def check_conflicts(rows: Iterable[MappingRow], source: str | None = None) -> No
     Raises:
         InvalidArgumentError: Naming both sources and the name.
 
-    Example:
+    Examples:
         >>> a, b = (MappingRow(s, "x", np.dtype("f4"), ()) for s in ("a/1", "a/2"))
         >>> check_conflicts([a, b])
         Traceback (most recent call last):
@@ -252,7 +252,7 @@ def check_conflicts(rows: Iterable[MappingRow], source: str | None = None) -> No
 def mapping_table(rows: Sequence[MappingRow]) -> str:
     """The mapping table ``--dry-run`` prints: source, name, dtype, shape, transposed.
 
-    Example:
+    Examples:
         >>> print(mapping_table([MappingRow("w/.ATTRIBUTES/VARIABLE_VALUE", "w", np.dtype("f4"), (3, 2), True)]))
         source                        name  dtype    shape  transposed
         w/.ATTRIBUTES/VARIABLE_VALUE  w     float32  [3,2]  yes

@@ -4,7 +4,7 @@ An *object path* names a node the way its checkpoint keys do: the local names fr
 each escaped (``.`` → ``..``, ``/`` → ``.S``) and joined by ``/``, e.g. ``model/encoder/w``;
 the root is ``""``. A slot variable is named ``<variable>/.OPTIMIZER_SLOT/<optimizer>/<slot>``.
 
-Example:
+Examples:
     >>> split_path("model/x..y/k.S1", "example")
     ['model', 'x.y', 'k/1']
     >>> SlotSpec.parse(".OPTIMIZER_SLOT/m")
@@ -132,7 +132,7 @@ def tf_paths(graph: pb.TrackableObjectGraph, prefix: str = "checkpoint") -> Obje
     The mapping spells a path out only when it is looked up (see :class:`ObjectPaths`): memory
     is linear in the graph's size however deep it nests.
 
-    Example:
+    Examples:
         >>> graph = pb.TrackableObjectGraph()
         >>> root, model, w = graph.nodes.add(), graph.nodes.add(), graph.nodes.add()
         >>> _ = root.children.add(node_id=1, local_name="model"), model.children.add(node_id=2, local_name="a/b")

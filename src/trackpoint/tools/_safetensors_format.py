@@ -76,7 +76,7 @@ _MAX_BYTES = (1 << 63) - 1  # numpy's limit on an array's size in bytes (np.intp
 def safetensors_dtype(dtype: np.dtype) -> str | None:
     """The safetensors dtype name of a numpy dtype (``"F32"``, ``"BF16"``, ...), or None if it has none.
 
-    Example:
+    Examples:
         >>> import ml_dtypes, numpy as np
         >>> safetensors_dtype(np.dtype(ml_dtypes.bfloat16)), safetensors_dtype(np.dtype(object))
         ('BF16', None)
@@ -116,7 +116,7 @@ def plan_layout(tensors: Iterable[tuple[str, np.dtype, Sequence[int]]]) -> list[
     Raises:
         InvalidArgumentError: A dtype safetensors cannot hold, a name given twice, or the name ``__metadata__``.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> [(t.name, t.begin, t.end) for t in plan_layout([("b", np.dtype("i1"), (3,)), ("a", np.dtype("f4"), ())])]
         [('a', 0, 4), ('b', 4, 7)]
@@ -156,7 +156,7 @@ class SafetensorsFile:
             JSON, an unknown dtype, offsets out of order, overlapping, leaving gaps, out of
             range or not matching dtype × shape, a name given twice.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, os
         >>> from trackpoint.tools._safetensors_writer import SafetensorsWriter
         >>> path = os.path.join(tempfile.mkdtemp(), "x.safetensors")

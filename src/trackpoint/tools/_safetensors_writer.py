@@ -5,7 +5,7 @@ tensor is written at its offset, in pieces, to a temporary file beside the desti
 fsynced and renamed into place by :meth:`SafetensorsWriter.finish` (or left for the caller to
 publish with others, for a sharded layout).
 
-Example:
+Examples:
     >>> import numpy as np, tempfile, os
     >>> from trackpoint.tools._safetensors_format import SafetensorsFile
     >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
@@ -62,7 +62,7 @@ def header_length(
 
     Lets a caller planning several files refuse one too large before writing any.
 
-    Example:
+    Examples:
         >>> header_length([("w", np.dtype(np.float32), (2,))])
         56
     """

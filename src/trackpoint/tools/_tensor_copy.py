@@ -6,7 +6,7 @@ so (see :mod:`._chunk_copy`); a small or sliced one is read into one reused buff
 appended. The new bundle is published only once every tensor is written; on any error (a
 checksum found wrong at a tensor's end too) nothing is published and the temporary files go.
 
-Example:
+Examples:
     >>> import numpy as np, os, tempfile
     >>> import trackpoint as tp
     >>> from trackpoint._format.bundle_reader import BundleReader

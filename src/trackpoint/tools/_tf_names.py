@@ -20,7 +20,7 @@ an object-based checkpoint that no node of its graph names (a lookup table's ``t
 named from its key by :func:`name_from_key`, so that no value is lost silently; so are the keys
 of a graph-less part spelled the TF2 way, whose slots and ``save_counter`` are left out as above.
 
-Example:
+Examples:
     >>> import numpy as np, tempfile
     >>> import trackpoint as tp
     >>> model = tp.Module(); model.dense = tp.Module(); model.dense.kernel = tp.Variable(np.ones((2, 3)))
@@ -59,7 +59,7 @@ def name_from_key(key: str) -> str:
     the object path its key spells, unescaped, and the attribute's name unless it is
     ``VARIABLE_VALUE``; ``/.OPTIMIZER_SLOT/`` reads ``.OPTIMIZER_SLOT.``.
 
-    Example:
+    Examples:
         >>> name_from_key("bert/encoder/layer_0/kernel")
         'bert.encoder.layer_0.kernel'
         >>> name_from_key("net/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE")

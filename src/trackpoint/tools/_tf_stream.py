@@ -10,7 +10,7 @@ checksum fails raises after its bytes went out; the caller's destination is neve
 Sliced, string and big-endian tensors are not streamed (:func:`streamable` says so); the caller
 reads them whole.
 
-Example:
+Examples:
     >>> import numpy as np, tempfile, os
     >>> import trackpoint as tp
     >>> from trackpoint._format.bundle_reader import BundleReader

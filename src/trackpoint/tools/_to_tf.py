@@ -69,7 +69,7 @@ def build_graph(names: list[str], add_save_counter: bool) -> tuple[pb.TrackableO
 
     The ``save_counter`` added by ``add_save_counter`` appears in the list under that name.
 
-    Example:
+    Examples:
         >>> graph, keys = build_graph(["model.dense.kernel", "model.dense.bias"], add_save_counter=False)
         >>> keys
         [('model.dense.bias', 'model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE'), ('model.dense.kernel', 'model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE')]

@@ -21,7 +21,7 @@ def weights_for(count: int, weights: Any) -> list[float]:
     ``1 - decay``, the one before ``(1 - decay) * decay`` and so on, the first the rest
     (``decay ** (count - 1)``). A list: one non-negative weight per checkpoint, normalized.
 
-    Example:
+    Examples:
         >>> weights_for(3, ("exponential", 0.5))
         [0.25, 0.25, 0.5]
 

@@ -14,7 +14,7 @@ saved in slices is accumulated into a result as large as itself, slice by slice 
 slices it alike; only a tensor the inputs slice differently (or store unsliced in one, sliced in
 another), or a big-endian checkpoint, is read whole, each input at once: those cost one tensor per input.
 
-Example:
+Examples:
     >>> import numpy as np, os, tempfile
     >>> import trackpoint as tp
     >>> d = tempfile.mkdtemp()
@@ -92,7 +92,7 @@ def average(
         DataLossError: A tensor is damaged.
         WriteError: ``out`` cannot be written (a parent is a file, no permission, disk full).
 
-    Example:
+    Examples:
         >>> import numpy as np, os, tempfile
         >>> import trackpoint as tp
         >>> d = tempfile.mkdtemp()

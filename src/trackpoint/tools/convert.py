@@ -131,7 +131,7 @@ def convert(
         WriteError: The destination cannot be written (a parent is a file, no permission, no
             space); nothing is left of it, not even the directories made for it.
 
-    Example:
+    Examples:
         >>> import numpy as np, tempfile, os
         >>> import trackpoint as tp
         >>> model = tp.Module(); model.dense = tp.Module(); model.dense.kernel = tp.Variable(np.ones((2, 3), np.float32))

@@ -59,7 +59,7 @@ def merge(parts: Sequence[str], out: str, *, storage_options: Mapping[str, Any] 
         WriteError: ``out`` cannot be written (a parent is a file, no permission, disk full).
         DataLossError: A part's index is damaged, or an entry lies outside its data file.
 
-    Example:
+    Examples:
         >>> import numpy as np, os, tempfile
         >>> import trackpoint as tp
         >>> d = tempfile.mkdtemp()

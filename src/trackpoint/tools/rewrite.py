@@ -20,7 +20,7 @@ Rules apply in this order, each to the result of the ones before:
 A checkpoint without an object graph (TF1 ``Saver``) has no objects: there every path is a
 key, and a rule for ``a/b`` also applies to the keys below it (``a/b/...``).
 
-Example:
+Examples:
     >>> import numpy as np, os, tempfile
     >>> import trackpoint as tp
     >>> d = tempfile.mkdtemp()
@@ -99,7 +99,7 @@ def rewrite(
         DataLossError: A tensor of ``src`` is damaged.
         WriteError: ``dst`` cannot be written (a parent is a file, no permission, disk full).
 
-    Example:
+    Examples:
         >>> import numpy as np, os, tempfile
         >>> import trackpoint as tp
         >>> d = tempfile.mkdtemp()
@@ -148,7 +148,7 @@ def plan_rewrite(
 
     A source key no step names is dropped. The object graph is left out of the list.
 
-    Example:
+    Examples:
         >>> import numpy as np, os, tempfile
         >>> import trackpoint as tp
         >>> src = tp.save_tensors(os.path.join(tempfile.mkdtemp(), "c"), {"a/w": np.ones(2), "b": np.ones(1)})

@@ -12,7 +12,7 @@
   ``torch.distributed.checkpoint.save``/``load`` that writes and reads TF checkpoints
   (imported when first used: they import ``torch.distributed.checkpoint``).
 
-Example:
+Examples:
     >>> import tempfile, torch
     >>> import trackpoint as tp, trackpoint.torch as tpt
     >>> model = torch.nn.Sequential(torch.nn.Linear(4, 2))

@@ -132,7 +132,7 @@ class Checkpoint(tp.Checkpoint):
     checkpoints: ``model/fc/weight/.ATTRIBUTES/VARIABLE_VALUE``, optimizer state under
     ``.OPTIMIZER_SLOT``.
 
-    Example:
+    Examples:
         >>> import tempfile, torch
         >>> import trackpoint.torch as tpt
         >>> model = torch.nn.Linear(2, 1)

@@ -228,7 +228,7 @@ def load_state_dict(
             mapping with ``str`` keys, or for a local path).
         NotFoundError: Nothing is at ``path``.
 
-    Example:
+    Examples:
         >>> import tempfile, torch
         >>> import trackpoint.torch as tpt
         >>> path = tpt.Checkpoint(model=torch.nn.Linear(2, 1)).write(tempfile.mkdtemp() + "/ckpt")

@@ -31,7 +31,7 @@ class RNGState(Trackable):
     torch's CPU generator state and each CUDA device's are uint8 values, numpy's MT19937 key
     a uint32 value; the rest is JSON.
 
-    Example:
+    Examples:
         >>> import random, tempfile
         >>> import trackpoint as tp, trackpoint.torch as tpt
         >>> ckpt = tpt.Checkpoint(rng=tpt.RNGState())
