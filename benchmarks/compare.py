@@ -468,7 +468,7 @@ def main() -> int:
     scale_group.add_argument(
         "--plot",
         metavar="PATH",
-        help="where --scale draws time against size (PNG, when matplotlib is installed; default benchmarks/scale.png)",
+        help="where --scale draws time against size (PNG, when matplotlib is installed; default docs/images/scale.png)",
     )
     scale_group.add_argument("--no-plot", action="store_true", help="draw no plot")
     scale_group.add_argument("--counts", help="variable counts instead of the defaults, comma-separated (1 KiB each)")

@@ -393,7 +393,8 @@ def run(args: argparse.Namespace, names: list[str], repeats: int, rounds: int) -
         print("\n" + table)
     out["seconds"] = time.perf_counter() - start
     if not args.no_plot:
-        path = args.plot or os.path.join(os.path.dirname(os.path.abspath(__file__)), "scale.png")
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = args.plot or os.path.join(here, os.pardir, "docs", "images", "scale.png")  # shown in the docs
         print("\n" + plot(out, path))
     return out
 
