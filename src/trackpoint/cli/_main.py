@@ -1,7 +1,7 @@
 """The ``trackpoint`` command: its parser, built from each command group's module, and how a run ends.
 
 The command groups: :mod:`._inspect` (inspect, tree, diff), :mod:`._verify`, :mod:`._convert`,
-:mod:`._surgery` (rewrite, average, merge) and :mod:`._demo`; shared arguments (PATH,
+:mod:`._surgery` (rewrite, average, merge), :mod:`._report` and :mod:`._demo`; shared arguments (PATH,
 ``--storage-option``) in :mod:`._arguments`, output in :mod:`._output`.
 
 Exit status: 0 success, 1 a damaged or missing checkpoint (one line on stderr), 2 bad usage.
@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 
 import trackpoint as tp
-from trackpoint.cli import _convert, _demo, _inspect, _surgery, _verify
+from trackpoint.cli import _convert, _demo, _inspect, _report, _surgery, _verify
 from trackpoint.cli._arguments import STORAGE_OPTION_HELP, command, storage_option, use_storage_options
 from trackpoint.cli._output import out
 from trackpoint.cli._streams import run_with_streams
@@ -50,6 +50,7 @@ def parser() -> argparse.ArgumentParser:
     commands = made.add_subparsers(dest="command", required=True)
     _inspect.add_commands(commands)  # inspect, tree, diff
     _verify.add_commands(commands)
+    _report.add_commands(commands)
     _demo.add_commands(commands)
     convert = command(
         commands,

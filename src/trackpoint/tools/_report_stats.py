@@ -68,7 +68,8 @@ class _Histogram:
             self.width = (high - low) / (BINS - 1) if high > low else max(abs(low), 1.0) / BINS
         while low < self.lo or high >= self.lo + BINS * self.width:
             self._widen(low < self.lo)
-        index = ((values - self.lo) * (1.0 / self.width)).astype(np.intp)
+        # In float64: a float32 difference from a far-off lo would move values across edges.
+        index = ((values.astype(np.float64) - self.lo) / self.width).astype(np.intp)
         np.clip(index, 0, BINS - 1, out=index)  # the last edge's rounding
         self.counts += np.bincount(index, minlength=BINS)
 
