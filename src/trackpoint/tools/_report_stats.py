@@ -50,6 +50,15 @@ def _as_float(chunk: np.ndarray) -> np.ndarray:
     return chunk.astype(np.float32)
 
 
+def _dot(x: np.ndarray, y: np.ndarray) -> float:
+    """The dot product of two 1-D arrays of one dtype.
+
+    float32 goes to BLAS; float64 does not: OpenBLAS splits a float64 dot of a chunk over its
+    threads, which on a busy 2-core machine took 12-34 ms a chunk against 0.7 ms for einsum.
+    """
+    return float(np.dot(x, y) if x.dtype == np.float32 else np.einsum("i,i->", x, y))
+
+
 class _Histogram:
     """Equal bins over a range that grows by doubling, exact counts (see the module docstring)."""
 
@@ -117,6 +126,15 @@ class TensorStats:
         self.binned = 0
         self.histogram = _Histogram()
         self.hash = xxhash.xxh3_128() if hashed else None
+        self._spare: dict[np.dtype, np.ndarray] = {}  # a chunk's temporaries, kept for the next chunk
+
+    def _temporary(self, like: np.ndarray, dtype: np.dtype | None = None) -> np.ndarray:
+        """Memory for one temporary the size of ``like`` (reused: a fresh array per chunk faults in its pages)."""
+        dtype = np.dtype(dtype or like.dtype)
+        spare = self._spare.get(dtype)
+        if spare is None or spare.size < like.size:
+            spare = self._spare[dtype] = np.empty(like.size, dtype)
+        return spare[: like.size]
 
     def add(self, chunk: np.ndarray) -> None:
         """Take the next values (a 1-D array, any numeric dtype; valid only during the call)."""
@@ -127,7 +145,8 @@ class TensorStats:
         if not chunk.size:
             return
         values = _as_float(chunk)
-        self.zeros += chunk.size - int(np.count_nonzero(values))
+        # A count of bools: ten times faster than counting the floats that are not zero.
+        self.zeros += int(np.count_nonzero(np.equal(values, 0, out=self._temporary(values, np.dtype(bool)))))
         low, high = float(values.min()), float(values.max())
         if not (math.isfinite(low) and math.isfinite(high)):  # NaN or Inf somewhere: count, then drop them
             nan = np.isnan(values)
@@ -137,9 +156,9 @@ class TensorStats:
             if not values.size:
                 return
             low, high = float(values.min()), float(values.max())
-        mean = float(np.add.reduce(values, dtype=np.float64)) / values.size
-        centred = values - values.dtype.type(mean)
-        m2 = float(np.dot(centred, centred))
+        mean = float(values.sum()) / values.size  # pairwise in the values' dtype; the spread is exact below
+        centred = np.subtract(values, values.dtype.type(mean), out=self._temporary(values))
+        m2 = _dot(centred, centred)
         total = self.count + values.size
         delta = mean - self.mean
         self.m2 += m2 + delta * delta * self.count * values.size / total
@@ -181,13 +200,14 @@ class ChangeStats:
 
     def add(self, old: np.ndarray, new: np.ndarray) -> None:
         """Take the next values of both (1-D arrays of equal length)."""
-        a = _as_float(old).astype(np.float64, copy=False)
-        b = _as_float(new).astype(np.float64, copy=False)
+        a, b = _as_float(old), _as_float(new)
+        if a.dtype != b.dtype:
+            a, b = a.astype(np.float64), b.astype(np.float64)
         change = b - a
-        self.old_sq += float(np.dot(a, a))
-        self.new_sq += float(np.dot(b, b))
-        self.dot += float(np.dot(a, b))
-        self.diff_sq += float(np.dot(change, change))
+        self.old_sq += _dot(a, a)
+        self.new_sq += _dot(b, b)
+        self.dot += _dot(a, b)
+        self.diff_sq += _dot(change, change)
         if change.size:
             self.max_abs = max(self.max_abs, float(np.max(np.abs(change))))
         self.finite = self.finite and math.isfinite(self.diff_sq) and math.isfinite(self.dot)

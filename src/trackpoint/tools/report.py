@@ -33,6 +33,8 @@ Examples:
 from __future__ import annotations
 
 import math
+import queue
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -133,6 +135,57 @@ class _SafetensorsSource(_Source):
         self.source.close()
 
 
+_END = object()
+
+
+def _ahead(chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+    """``chunks``, each read (and its checksum checked) on a thread while the one before is worked on.
+
+    The reader reuses its chunk's memory, so each chunk is copied into one of two buffers that
+    take turns: the thread fills one while the caller holds the other. Both the read and the
+    statistics run without the GIL, so on two cores a large tensor takes about the longer of
+    the two rather than their sum.
+    """
+    handed: queue.Queue[Any] = queue.Queue(maxsize=1)
+    free = threading.Semaphore(2)  # buffers neither filled nor held by the caller
+    stop = threading.Event()
+    buffers: list[np.ndarray] = []
+
+    def read() -> None:
+        try:
+            for turn, chunk in enumerate(chunks):
+                free.acquire()
+                if stop.is_set():
+                    return
+                if len(buffers) < 2:
+                    buffers.append(np.empty_like(chunk))
+                target = buffers[turn % 2][: chunk.size]
+                np.copyto(target, chunk)
+                handed.put(target)
+            handed.put(_END)
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+            handed.put(exc)
+
+    thread = threading.Thread(target=read, name="trackpoint-report-read", daemon=True)
+    thread.start()
+    try:
+        while (item := handed.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            free.release()
+    finally:
+        stop.set()
+        free.release()
+        free.release()  # a reader waiting for a buffer wakes and sees the stop
+        while thread.is_alive():  # it may be blocked handing over a chunk nobody takes
+            try:
+                handed.get_nowait()
+            except queue.Empty:
+                pass
+            thread.join(0.01)
+
+
 def _open(path: str) -> _Source:
     return _SafetensorsSource(path) if is_safetensors_path(path) else _TFSource(resolve_prefix(path))
 
@@ -229,13 +282,13 @@ def _report(sources: list[_Source], progress: Progress) -> dict[str, Any]:
         was = before.get(key)
         if was is not None and was.shape == tensor.shape and was.numeric and tensor.numeric:
             change = ChangeStats()
-            for a, b in paired(old.chunks(key), shown.chunks(key)):  # type: ignore[union-attr]
+            for a, b in paired(_ahead(old.chunks(key)), _ahead(shown.chunks(key))):  # type: ignore[union-attr]
                 stats.add(b)
                 change.add(a, b)
             changes.append(_change(key, tensor) | change.result())
             norms[key] = (change.diff_sq, change.old_sq)
         elif tensor.numeric:
-            for chunk in shown.chunks(key):
+            for chunk in _ahead(shown.chunks(key)) if tensor.nbytes >= _chunk_copy.STREAM_BYTES else shown.chunks(key):
                 stats.add(chunk)
         if was is not None and not (was.shape == tensor.shape and was.numeric and tensor.numeric):
             changes.append(_change(key, tensor) | {"note": f"was {was.dtype}{list(was.shape)}"})
