@@ -52,7 +52,7 @@ def test_statistics_of_a_streamed_tensor_are_numpy_s(tmp_path: Path) -> None:
     assert stats["nan"] == 1 and stats["inf"] == 2
     assert stats["zeros"] == pytest.approx((50_000 - 3) / 3_000_000)  # three of them became NaN and Inf
     assert stats["min"] == finite.min() and stats["max"] == finite.max()
-    assert stats["mean"] == pytest.approx(finite.mean(), rel=1e-9)
+    assert stats["mean"] == pytest.approx(finite.mean(), rel=1e-6)  # float32 values summed in float32
     assert stats["std"] == pytest.approx(finite.std(), rel=1e-5)  # float32 values, float32 products
     hist = stats["hist"]
     assert hist["lo"] <= finite.min() and hist["hi"] >= finite.max()
