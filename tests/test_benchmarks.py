@@ -127,7 +127,7 @@ def test_async_interference_quick_runs_every_mode() -> None:
     stdout = _run("async_interference.py", "--quick")
     rows = {tuple(cell.strip() for cell in line.split("|")[1:3]) for line in stdout.splitlines()}
     for loop in ("torch", "numpy"):
-        for mode in ("async", "async-process", "torch.save", "sync"):
+        for mode in ("async", "async-process", "async-paced", "torch.save", "sync"):
             assert (loop, mode) in rows, stdout
     assert "| async-process |" in stdout  # the blocked-time row of the writer process
 
@@ -139,3 +139,9 @@ def test_vcpu_neighbours_quick_measures_a_share_per_cpu() -> None:
     stdout = _run("vcpu_neighbours.py", "--quick", "--kinds", "spin", timeout=300)
     (row,) = [line for line in stdout.splitlines() if line.startswith("| spin |")]
     assert all(float(cell) > 0 for cell in row.split("|")[2:4]), stdout
+
+
+def test_report_benchmark_quick_times_every_phase() -> None:
+    stdout = _run("report.py", "--quick", timeout=300)
+    rows = [line.split("|")[1].strip() for line in stdout.splitlines() if line.startswith("| ") and "x |" in line]
+    assert rows == ["read", "report", "read both", "diff"], stdout
