@@ -186,6 +186,12 @@ def _ahead(chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
             thread.join(0.01)
 
 
+def _values(source: _Source, tensor: _Tensor) -> Iterator[np.ndarray]:
+    """The tensor's values a chunk at a time; a large one's read ahead on a thread (a small one is one chunk)."""
+    chunks = source.chunks(tensor.key)
+    return _ahead(chunks) if tensor.nbytes >= _chunk_copy.STREAM_BYTES else chunks
+
+
 def _open(path: str) -> _Source:
     return _SafetensorsSource(path) if is_safetensors_path(path) else _TFSource(resolve_prefix(path))
 
@@ -282,13 +288,13 @@ def _report(sources: list[_Source], progress: Progress) -> dict[str, Any]:
         was = before.get(key)
         if was is not None and was.shape == tensor.shape and was.numeric and tensor.numeric:
             change = ChangeStats()
-            for a, b in paired(_ahead(old.chunks(key)), _ahead(shown.chunks(key))):  # type: ignore[union-attr]
+            for a, b in paired(_values(old, was), _values(shown, tensor)):  # type: ignore[arg-type]
                 stats.add(b)
                 change.add(a, b)
             changes.append(_change(key, tensor) | change.result())
             norms[key] = (change.diff_sq, change.old_sq)
         elif tensor.numeric:
-            for chunk in _ahead(shown.chunks(key)) if tensor.nbytes >= _chunk_copy.STREAM_BYTES else shown.chunks(key):
+            for chunk in _values(shown, tensor):
                 stats.add(chunk)
         if was is not None and not (was.shape == tensor.shape and was.numeric and tensor.numeric):
             changes.append(_change(key, tensor) | {"note": f"was {was.dtype}{list(was.shape)}"})
