@@ -32,7 +32,7 @@ PACKAGE = pathlib.Path(trackpoint.__file__).parent
 EDGES = ("cli", "compat", "distributed", "jax", "keras", "tools", "torch")
 FACADES = ("trackpoint._io", "trackpoint._pipeline")
 # The tools' public entry points; every other module of ``tools`` is an internal helper.
-TOOL_ENTRY_POINTS = {"__init__.py", "average.py", "convert.py", "merge.py", "rewrite.py"}
+TOOL_ENTRY_POINTS = {"__init__.py", "average.py", "convert.py", "merge.py", "report.py", "rewrite.py"}
 
 # Edge modules that still import a core private, by module (path under the package) -> the imports.
 # Empty: the torch adapter reaches the graph through ``trackpoint.protocol`` alone; this must stay empty.

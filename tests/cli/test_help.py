@@ -37,6 +37,7 @@ def test_every_command_is_covered() -> None:
         "diff",
         "inspect",
         "merge",
+        "report",
         "rewrite",
         "tree",
         "verify",

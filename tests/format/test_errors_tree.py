@@ -12,7 +12,12 @@ import pytest
 
 import trackpoint as tp
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _documentation() -> str:
+    """The user's documentation: the guides and pages of docs/ (the README is their front page)."""
+    return "\n".join(page.read_text() for page in sorted((ROOT / "docs").rglob("*.md")))
 
 
 def test_permission_denied_is_a_leaf_of_the_tree() -> None:
@@ -22,7 +27,7 @@ def test_permission_denied_is_a_leaf_of_the_tree() -> None:
     assert tp.errors.__all__ == sorted(tp.errors.__all__)
     assert "PermissionDeniedError(CheckpointError, PermissionError)" in (tp.errors.__doc__ or "")
     assert str(error("/x/ckpt.index: permission denied")) == "/x/ckpt.index: permission denied"
-    assert "PermissionDeniedError" in README.read_text()
+    assert "PermissionDeniedError" in _documentation()
 
 
 def test_unavailable_is_a_leaf_of_the_tree() -> None:
@@ -30,7 +35,7 @@ def test_unavailable_is_a_leaf_of_the_tree() -> None:
     assert issubclass(error, tp.errors.CheckpointError) and issubclass(error, ConnectionError)
     assert "UnavailableError" in tp.errors.__all__
     assert "UnavailableError(CheckpointError, ConnectionError)" in (tp.errors.__doc__ or "")
-    assert "UnavailableError" in README.read_text()
+    assert "UnavailableError" in _documentation()
 
 
 def test_every_name_in_the_tree_is_drawn_in_its_docstring() -> None:

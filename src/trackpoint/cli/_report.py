@@ -7,32 +7,24 @@ import argparse
 from trackpoint._io import write_file
 from trackpoint.cli._arguments import Commands, command
 from trackpoint.cli._output import Progress, out
-from trackpoint.cli._resolve import resolve
 
 __all__ = ["add_commands"]
-
-
-def _input(path: str) -> str:
-    from trackpoint.tools._hf_layout import is_safetensors_path
-
-    return path if is_safetensors_path(path) else resolve(path)
 
 
 def _report(args: argparse.Namespace) -> int:
     from trackpoint.cli._report_page import render
     from trackpoint.tools.report import report
 
-    old = _input(args.path)
-    new = _input(args.other) if args.other is not None else None
     progress = Progress("report")
     try:
-        data = report(old, new, progress)
+        data = report(args.path, args.other, progress)
     finally:
         progress.close()
     write_file(args.output, render(data).encode("utf-8"), durable=False)
     shown = data["inputs"][-1]
     what = f"{shown['tensors']} tensors, {shown['params']:,} parameters"
-    out(f"wrote {args.output}: {what}" + (f", compared with {old}" if new is not None else ""))
+    compared = f", compared with {data['inputs'][0]['path']}" if args.other is not None else ""
+    out(f"wrote {args.output}: {what}{compared}")
     return 0
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import queue
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -192,8 +193,21 @@ def _values(source: _Source, tensor: _Tensor) -> Iterator[np.ndarray]:
     return _ahead(chunks) if tensor.nbytes >= _chunk_copy.STREAM_BYTES else chunks
 
 
+_CHECKPOINT_FILE = re.compile(r"\.(index|data-\d+-of-\d+)$")
+
+
 def _open(path: str) -> _Source:
-    return _SafetensorsSource(path) if is_safetensors_path(path) else _TFSource(resolve_prefix(path))
+    """The input at ``path``: safetensors weights, or a TF checkpoint given by its prefix, one of
+    its files, or a directory with a ``checkpoint`` file."""
+    if is_safetensors_path(path):
+        return _SafetensorsSource(path)
+    try:
+        return _TFSource(resolve_prefix(path))
+    except tp.errors.NotFoundError:
+        stripped = _CHECKPOINT_FILE.sub("", path)
+        if stripped == path:
+            raise
+        return _TFSource(resolve_prefix(stripped))
 
 
 def _components(key: str, source: _Source) -> tuple[list[str], str]:
