@@ -42,7 +42,7 @@ from trackpoint.tools._tensor_copy import check_parents, new_bundle
 # What a conversion to TF made: the mapping's rows, and the files written (the index last; none for a dry run).
 Made = tuple[tuple[MappingRow, ...], tuple[str, ...]]
 
-__all__ = ["build_graph", "convert_to_tf"]
+__all__ = ["build_graph", "convert_to_tf", "safetensors_chunks"]
 
 _COUNTER = "save_counter"
 _BLOCK_BYTES = 16 << 20  # the bounded buffer a transpose reads rows into
@@ -172,7 +172,7 @@ def _write(
             info = opened.tensors[row.source]
             dtype = from_numpy(info.dtype)
             if dtype is not None and _streamed(source, row):
-                writer.add_chunks(key, dtype, info.shape, _chunks(opened, row.source, chunk))
+                writer.add_chunks(key, dtype, info.shape, safetensors_chunks(opened, row.source, chunk))
                 continue
             shape = row.shape if row.transposed else info.shape
             count = math.prod(shape)
@@ -193,7 +193,7 @@ def _streamed(source: SafetensorsSource, row: MappingRow) -> bool:
     return not row.transposed and info.nbytes >= _chunk_copy.STREAM_BYTES and from_numpy(info.dtype) is not None
 
 
-def _chunks(opened: SafetensorsFile, name: str, memory: bytearray) -> Iterator[memoryview]:
+def safetensors_chunks(opened: SafetensorsFile, name: str, memory: bytearray) -> Iterator[memoryview]:
     """The bytes of tensor ``name`` of ``opened``, read into ``memory`` a chunk at a time (each valid
     until the next): safetensors' little-endian row-major bytes are what a bundle stores."""
     info = opened.tensors[name]

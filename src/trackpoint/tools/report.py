@@ -33,9 +33,7 @@ Examples:
 from __future__ import annotations
 
 import math
-import queue
 import re
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -43,10 +41,19 @@ from typing import Any
 import numpy as np
 
 import trackpoint as tp
-from trackpoint._io import OBJECT_ATTRIBUTES, OBJECT_GRAPH_KEY, OPTIMIZER_SLOTS, BundleReader, resolve_prefix, unescape
+from trackpoint._io import (
+    OBJECT_ATTRIBUTES,
+    OBJECT_GRAPH_KEY,
+    OPTIMIZER_SLOTS,
+    BundleReader,
+    Entry,
+    resolve_prefix,
+    unescape,
+)
 from trackpoint.tools import _chunk_copy
 from trackpoint.tools._hf_layout import SafetensorsSource, is_safetensors_path
 from trackpoint.tools._report_stats import ChangeStats, TensorStats, digest, paired
+from trackpoint.tools._to_tf import safetensors_chunks
 
 __all__ = ["report"]
 
@@ -90,6 +97,7 @@ class _TFSource(_Source):
         self.reader = BundleReader(path)
         self.graph = False
         self._scratch = _chunk_copy.Scratch()
+        self._entries: dict[str, Entry] = {}
         for entry in self.reader.entries():
             if entry.key == OBJECT_GRAPH_KEY:
                 self.graph = True
@@ -99,9 +107,10 @@ class _TFSource(_Source):
             name = dtype.name if dtype is not None else f"dtype{entry.dtype_enum}"
             size = math.prod(entry.shape) * dtype.numpy.itemsize if numeric and dtype is not None else entry.size
             self.tensors[entry.key] = _Tensor(entry.key, name, tuple(entry.shape), size, numeric)
+            self._entries[entry.key] = entry
 
     def chunks(self, key: str) -> Iterator[np.ndarray]:
-        entry = self.reader.entry(key)
+        entry = self._entries[key]  # decoded with the others in __init__
         dtype = self.reader.checked(entry)
         if _chunk_copy.streams(entry, dtype):
             for piece in self._scratch.stored(self.reader, entry, dtype, None, key):
@@ -126,71 +135,12 @@ class _SafetensorsSource(_Source):
 
     def chunks(self, key: str) -> Iterator[np.ndarray]:
         opened = self.source.where[key]
-        info = opened.tensors[key]
-        count, step = math.prod(info.shape), max(1, len(self._memory) // info.dtype.itemsize)
-        for start in range(0, count, step):
-            piece = np.frombuffer(self._memory, info.dtype, min(step, count - start))
-            yield opened.read_flat(key, start, piece)
+        dtype = opened.tensors[key].dtype
+        for piece in safetensors_chunks(opened, key, self._memory):  # as the converter reads them
+            yield np.frombuffer(piece, dtype)
 
     def close(self) -> None:
         self.source.close()
-
-
-_END = object()
-
-
-def _ahead(chunks: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
-    """``chunks``, each read (and its checksum checked) on a thread while the one before is worked on.
-
-    The reader reuses its chunk's memory, so each chunk is copied into one of two buffers that
-    take turns: the thread fills one while the caller holds the other. Both the read and the
-    statistics run without the GIL, so on two cores a large tensor takes about the longer of
-    the two rather than their sum.
-    """
-    handed: queue.Queue[Any] = queue.Queue(maxsize=1)
-    free = threading.Semaphore(2)  # buffers neither filled nor held by the caller
-    stop = threading.Event()
-    buffers: list[np.ndarray] = []
-
-    def read() -> None:
-        try:
-            for turn, chunk in enumerate(chunks):
-                free.acquire()
-                if stop.is_set():
-                    return
-                if len(buffers) < 2:
-                    buffers.append(np.empty_like(chunk))
-                target = buffers[turn % 2][: chunk.size]
-                np.copyto(target, chunk)
-                handed.put(target)
-            handed.put(_END)
-        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
-            handed.put(exc)
-
-    thread = threading.Thread(target=read, name="trackpoint-report-read", daemon=True)
-    thread.start()
-    try:
-        while (item := handed.get()) is not _END:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-            free.release()
-    finally:
-        stop.set()
-        free.release()
-        free.release()  # a reader waiting for a buffer wakes and sees the stop
-        while thread.is_alive():  # it may be blocked handing over a chunk nobody takes
-            try:
-                handed.get_nowait()
-            except queue.Empty:
-                pass
-            thread.join(0.01)
-
-
-def _values(source: _Source, tensor: _Tensor) -> Iterator[np.ndarray]:
-    """The tensor's values a chunk at a time; a large one's read ahead on a thread (a small one is one chunk)."""
-    chunks = source.chunks(tensor.key)
-    return _ahead(chunks) if tensor.nbytes >= _chunk_copy.STREAM_BYTES else chunks
 
 
 _CHECKPOINT_FILE = re.compile(r"\.(index|data-\d+-of-\d+)$")
@@ -302,13 +252,13 @@ def _report(sources: list[_Source], progress: Progress) -> dict[str, Any]:
         was = before.get(key)
         if was is not None and was.shape == tensor.shape and was.numeric and tensor.numeric:
             change = ChangeStats()
-            for a, b in paired(_values(old, was), _values(shown, tensor)):  # type: ignore[arg-type]
+            for a, b in paired(old.chunks(key), shown.chunks(key)):  # type: ignore[union-attr]
                 stats.add(b)
                 change.add(a, b)
             changes.append(_change(key, tensor) | change.result())
             norms[key] = (change.diff_sq, change.old_sq)
         elif tensor.numeric:
-            for chunk in _values(shown, tensor):
+            for chunk in shown.chunks(key):
                 stats.add(chunk)
         if was is not None and not (was.shape == tensor.shape and was.numeric and tensor.numeric):
             changes.append(_change(key, tensor) | {"note": f"was {was.dtype}{list(was.shape)}"})
