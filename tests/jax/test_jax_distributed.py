@@ -125,3 +125,18 @@ def test_a_process_that_dies_makes_the_other_raise_in_bounded_time(saved) -> Non
     # The timeout is 4 s; a rank that stops saying it lives is noticed within twice that.
     assert survivor["seconds"] < 12, survivor["seconds"]
     assert not any(name.startswith("ckpt-1") for name in survivor["files"]), survivor["files"]
+
+
+def test_the_default_timeout_raises_before_jax_ends_the_job() -> None:
+    """A process that dies just after its last "alive" beat is waited for up to twice the timeout
+    (``StoreCoordinator._take`` waits once more while the beat looks new): that must still come
+    before JAX's heartbeat timeout ends every process, or the save never raises."""
+    import inspect
+
+    import jax.distributed
+
+    from trackpoint.distributed import JaxCoordinator
+
+    heartbeat = inspect.signature(jax.distributed.initialize).parameters["heartbeat_timeout_seconds"].default
+    timeout = inspect.signature(JaxCoordinator).parameters["timeout"].default  # building one needs a job
+    assert 2 * timeout < heartbeat

@@ -7,8 +7,9 @@ only when this module is.
 
 JAX itself ends every process of the job once one stops sending heartbeats for
 ``heartbeat_timeout_seconds`` (an argument of ``jax.distributed.initialize``, 100 s by default):
-a coordinator timeout below that raises :class:`tp.errors.CoordinationError` in the processes
-that live, while they still can act on it.
+a coordinator timeout below half of that raises :class:`tp.errors.CoordinationError` in the
+processes that live, while they still can act on it (half: a process that dies just after its
+last "alive" beat is given the timeout once more, see ``StoreCoordinator``).
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from trackpoint.errors import CoordinationError, InvalidArgumentError
 
 __all__ = ["DEFAULT_TIMEOUT", "JaxCoordinator", "JaxStore", "default_coordinator"]
 
-#: Seconds a process waits for another before it gives up: below JAX's own 100 s heartbeat
-#: timeout, so that a save raises before JAX ends the process (see the module docstring).
-DEFAULT_TIMEOUT = 60.0
+#: Seconds a process waits for another before it gives up: twice this (the longest wait for a
+#: process that died while writing) is below JAX's own 100 s heartbeat timeout, so that a save
+#: raises before JAX ends the process (see the module docstring).
+DEFAULT_TIMEOUT = 45.0
 
 
 def _client() -> Any:
@@ -72,7 +74,7 @@ class JaxCoordinator(StoreCoordinator):
     Args:
         timeout: Seconds to wait for another process before every process's save raises
             :class:`tp.errors.CoordinationError`; it must be longer than the slowest process's
-            part of a save, and below JAX's ``heartbeat_timeout_seconds`` to raise before JAX
+            part of a save, and below half JAX's ``heartbeat_timeout_seconds`` to raise before JAX
             ends the job.
 
     Raises:
