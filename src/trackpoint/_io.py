@@ -24,7 +24,7 @@ from trackpoint._format import bounded_json, slices
 from trackpoint._format._proto import tensor_bundle_pb2, trackable_object_graph_pb2
 from trackpoint._format.bundle_reader import BundleReader, Entry
 from trackpoint._format.bundle_writer import BundleWriter, ShardWriter, dtype_of
-from trackpoint._format.chunked_read import StoredStream, stored_chunks
+from trackpoint._format.chunked_read import StoredStream, stored_chunks, verify_parts
 from trackpoint._format.dtypes import DTYPES, FLOAT_NAMES, INT_NAMES, DType, enum_name, family, from_numpy
 from trackpoint._format.entries import slice_keys
 from trackpoint._format.entry_rules import MAX_RANK
@@ -121,6 +121,7 @@ __all__ = [
     "urls_among",
     "use_storage_options",
     "use_storage_options_for_urls",
+    "verify_parts",
     "write_file",
     "write_index",
 ]

@@ -7,7 +7,6 @@ against numpy on the same values, and what the command writes and how it fails.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from hypothesis import strategies as st
 
 import trackpoint as tp
 from trackpoint.cli import main
-from trackpoint.tools._report_stats import BINS, ChangeStats, TensorStats
+from trackpoint.tools._report_stats import BINS, HISTOGRAM_SAMPLE, ChangeStats, TensorStats
 from trackpoint.tools.report import report
 
 KEY = "model/{}/.ATTRIBUTES/VARIABLE_VALUE"
@@ -57,7 +56,8 @@ def test_statistics_of_a_streamed_tensor_are_numpy_s(tmp_path: Path) -> None:
     hist = stats["hist"]
     assert hist["lo"] <= finite.min() and hist["hi"] >= finite.max()
     assert sum(hist["counts"]) == stats["binned"]
-    assert abs(stats["binned"] - 1_000_000) <= 3  # every 3rd of 3,000,000 elements, of those finite
+    step = -(-3_000_000 // HISTOGRAM_SAMPLE)
+    assert abs(stats["binned"] - 3_000_000 // step) <= 3  # every step-th element, of those finite
 
 
 @settings(max_examples=60, deadline=None)
@@ -198,8 +198,12 @@ def test_memory_stays_bounded_by_a_chunk(tmp_path: Path) -> None:
 
 
 def test_progress_reaches_the_total(tmp_path: Path) -> None:
-    path = tp.save_tensors(str(tmp_path / "ckpt"), {f"t{i}": np.ones(10, np.float32) for i in range(5)})
+    """Small tensors count a batch at a time, large ones each; the count only grows, to the total."""
+    values = {f"t{i}": np.ones(10, np.float32) for i in range(5)}
+    values |= {f"big{i}": np.ones(HISTOGRAM_SAMPLE + 1, np.float32) for i in range(2)}
+    path = tp.save_tensors(str(tmp_path / "ckpt"), values)
     calls: list[tuple[int, int]] = []
     report(path, None, lambda done, total: calls.append((done, total)))
-    assert len(calls) == 5 and calls[-1][0] == calls[-1][1] == 200
-    assert os.path.exists(path + ".index")
+    total = sum(value.nbytes for value in values.values())
+    assert len(calls) == 3 and all(t == total for _, t in calls)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls) and calls[-1][0] == total

@@ -25,7 +25,7 @@ Examples:
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from trackpoint._format.crc import crc32c, crc32c_combine, unmask
@@ -37,7 +37,7 @@ from trackpoint.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from trackpoint._format.bundle_reader import BundleReader
 
-__all__ = ["StoredStream", "read_stored", "stored_chunks"]
+__all__ = ["StoredStream", "read_stored", "stored_chunks", "verify_parts"]
 
 
 def read_stored(reader: BundleReader, entry: Entry, dest: memoryview | None = None, verify: bool = True) -> memoryview:
@@ -103,9 +103,10 @@ class StoredStream:
         [b'\\x00\\x01', b'\\x02']
     """
 
-    def __init__(self, reader: BundleReader, entry: Entry) -> None:
+    def __init__(self, reader: BundleReader, entry: Entry, start: int = 0) -> None:
         self.reader, self.entry = reader, entry
         self.fd = reader.entry_fd(entry)
+        self.start = start  # where in the stored bytes this stream begins (a part's start)
         self.done = 0  # bytes read so far
         self.crc = 0  # of those bytes
         self._ended = functools.partial(reader.ended_early, entry.shard_id, entry.key)
@@ -116,10 +117,24 @@ class StoredStream:
         Raises:
             DataLossError: The data file ends early.
         """
-        read_into(self.fd, buf, self.entry.offset + self.done, self._ended)
+        read_into(self.fd, buf, self.entry.offset + self.start + self.done, self._ended)
         self.crc = crc32c(buf, self.crc)
         self.done += len(buf)
         return buf
+
+    def chunks(self, scratch: memoryview, length: int, align: int = 1) -> Iterator[memoryview]:
+        """The next ``length`` bytes in consecutive chunks read into ``scratch``, as :func:`stored_chunks`.
+
+        Raises:
+            DataLossError: The data file ends early.
+            InvalidArgumentError: ``scratch`` cannot hold one ``align``-byte element.
+        """
+        step = len(scratch) - len(scratch) % align
+        if step <= 0:
+            raise InvalidArgumentError(f"a scratch buffer of {len(scratch)} bytes holds no element of {align} bytes")
+        end = self.done + length
+        while self.done < end:
+            yield self.read_into(scratch[: min(step, end - self.done)])
 
     def verify(self) -> None:
         """Check the bytes read (all of the entry's, by now) against the entry's checksum.
@@ -127,8 +142,22 @@ class StoredStream:
         Raises:
             DataLossError: They fail it.
         """
-        if self.crc != unmask(self.entry.crc32c):
-            raise self.reader.checksum_mismatch(self.entry.shard_id, self.entry.key)
+        verify_parts([self])
+
+
+def verify_parts(parts: Sequence[StoredStream]) -> None:
+    """Check the bytes that consecutive streams of one entry read (all of its bytes, by now, in
+    parts read at once on several threads) against the entry's checksum: their crcs combined.
+
+    Raises:
+        DataLossError: They fail it.
+    """
+    reader, entry = parts[0].reader, parts[0].entry
+    crc = parts[0].crc
+    for part in parts[1:]:
+        crc = crc32c_combine(crc, part.crc, part.done)
+    if crc != unmask(entry.crc32c):
+        raise reader.checksum_mismatch(entry.shard_id, entry.key)
 
 
 def stored_chunks(bundle: BundleReader, entry: Entry, scratch: memoryview, align: int = 1) -> Iterator[memoryview]:
@@ -141,10 +170,6 @@ def stored_chunks(bundle: BundleReader, entry: Entry, scratch: memoryview, align
         DataLossError: The file ends early, or the bytes fail their checksum (after the last chunk).
         InvalidArgumentError: ``scratch`` cannot hold one ``align``-byte element.
     """
-    step = len(scratch) - len(scratch) % align
-    if step <= 0:
-        raise InvalidArgumentError(f"a scratch buffer of {len(scratch)} bytes holds no element of {align} bytes")
     stream = StoredStream(bundle, entry)
-    while stream.done < entry.size:
-        yield stream.read_into(scratch[: min(step, entry.size - stream.done)])
+    yield from stream.chunks(scratch, entry.size, align)
     stream.verify()

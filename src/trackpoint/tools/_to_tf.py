@@ -193,12 +193,15 @@ def _streamed(source: SafetensorsSource, row: MappingRow) -> bool:
     return not row.transposed and info.nbytes >= _chunk_copy.STREAM_BYTES and from_numpy(info.dtype) is not None
 
 
-def safetensors_chunks(opened: SafetensorsFile, name: str, memory: bytearray) -> Iterator[memoryview]:
-    """The bytes of tensor ``name`` of ``opened``, read into ``memory`` a chunk at a time (each valid
-    until the next): safetensors' little-endian row-major bytes are what a bundle stores."""
+def safetensors_chunks(
+    opened: SafetensorsFile, name: str, memory: bytearray, first: int = 0, stop: int | None = None
+) -> Iterator[memoryview]:
+    """The bytes of tensor ``name`` of ``opened`` (of its elements ``first`` to ``stop``, by default
+    all), read into ``memory`` a chunk at a time (each valid until the next): safetensors'
+    little-endian row-major bytes are what a bundle stores."""
     info = opened.tensors[name]
-    count, step = math.prod(info.shape), len(memory) // info.dtype.itemsize
-    for start in range(0, count, step):
+    count, step = math.prod(info.shape) if stop is None else stop, len(memory) // info.dtype.itemsize
+    for start in range(first, count, step):
         piece = np.frombuffer(memory, info.dtype, min(step, count - start))
         opened.read_flat(name, start, piece)
         yield memoryview(piece.view(np.uint8))  # type: ignore[arg-type]  # numpy types its buffer from 3.12

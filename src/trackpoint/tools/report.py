@@ -1,10 +1,12 @@
 """What ``trackpoint report`` shows of a checkpoint, or of the change between two.
 
-One pass over each input's bytes: every tensor is read a chunk at a time (as the converter reads
-it, checksums verified) and its statistics gathered from the chunks (:mod:`._report_stats`), so
-memory stays bounded by a chunk, not by the largest tensor. With two inputs, each tensor of the
-second is read beside its namesake of the first; a key only one of them has is hashed
-(xxh3-128, with its dtype and shape) so that a tensor that was only renamed is found as such.
+One pass over each input's bytes, checksums verified. A large tensor is read a chunk at a time
+(as the converter reads it), in two parts at once on two threads, and its statistics gathered
+from the chunks (:mod:`._report_stats`), so memory stays bounded by a few chunks, not by the
+largest tensor. Small tensors are read many at once and summarised a batch at a time
+(:mod:`._report_batch`). With two inputs, each tensor of the second is read beside its namesake
+of the first; a key only one of them has is hashed (xxh3-128, with its dtype and shape) so that
+a tensor that was only renamed is found as such.
 
 Inputs are TF checkpoints (a prefix, one of its files, or a directory with a ``checkpoint``
 file) and safetensors weights (a file, an index or their directory). The tree is built from the
@@ -32,6 +34,7 @@ Examples:
 
 from __future__ import annotations
 
+import gc
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -47,17 +50,31 @@ from trackpoint._io import (
     OPTIMIZER_SLOTS,
     BundleReader,
     Entry,
+    StoredStream,
+    parallel_map,
     resolve_prefix,
     unescape,
+    verify_parts,
 )
 from trackpoint.tools import _chunk_copy
 from trackpoint.tools._hf_layout import SafetensorsSource, is_safetensors_path
-from trackpoint.tools._report_stats import ChangeStats, TensorStats, digest, paired
+from trackpoint.tools._report_batch import batch_changes, batch_stats
+from trackpoint.tools._report_stats import HISTOGRAM_SAMPLE, ChangeStats, TensorStats, digest, paired
 from trackpoint.tools._to_tf import safetensors_chunks
 
 __all__ = ["report"]
 
 Progress = Callable[[int, int], None]
+
+# A tensor of at least _SPLIT_BYTES is read and summarised in _PARTS parts at once, one per
+# thread: file reads, checksums and numpy's passes over a chunk release the GIL, and a report's
+# work per byte is several passes (``_report_stats``), so one core cannot keep up with the disk.
+_PARTS = 2
+_SPLIT_BYTES = 4 * _chunk_copy.CHUNK_BYTES
+# Tensors of at most _BATCH_ELEMENTS elements are read many at once and summarised together, a
+# batch of about as many elements at a time (``_report_batch``): one by one, each would cost some
+# fifty numpy calls where reading it costs one.
+_BATCH_ELEMENTS = HISTOGRAM_SAMPLE
 
 
 @dataclass(frozen=True)
@@ -74,16 +91,36 @@ class _Tensor:
 
 
 class _Source:
-    """One input: its tensors (key order), and each one's values a chunk at a time."""
+    """One input: its tensors (key order), and each one's values a chunk at a time, whole or in parts."""
 
     kind = ""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.tensors: dict[str, _Tensor] = {}
+        # One chunk buffer per part read at once: a part's chunks are only ever in its own.
+        self._memory = [bytearray(_chunk_copy.CHUNK_BYTES) for _ in range(_PARTS)]
 
-    def chunks(self, key: str) -> Iterator[np.ndarray]:
+    def splits(self, key: str) -> bool:
+        """Whether ``key`` may be read in parts (:meth:`chunks` with a range), a part per thread."""
         raise NotImplementedError
+
+    def chunks(self, key: str, part: int = 0, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
+        """The values of ``key`` (elements ``start`` to ``stop``, by default all) a chunk at a time,
+        each valid until the next; ``part`` (below ``_PARTS``) names the buffer they are read into,
+        one per thread. Call :meth:`verify` once every part was read."""
+        raise NotImplementedError
+
+    def values(self, keys: list[str]) -> Iterator[np.ndarray]:
+        """The values of ``keys`` (small numeric tensors), each whole, in order."""
+        raise NotImplementedError
+
+    def verify(self, key: str) -> None:
+        """Check the bytes of ``key`` that :meth:`chunks` read (all of them, by now) against their checksum.
+
+        Raises:
+            DataLossError: They fail it.
+        """
 
     def close(self) -> None:
         raise NotImplementedError
@@ -96,8 +133,8 @@ class _TFSource(_Source):
         super().__init__(path)
         self.reader = BundleReader(path)
         self.graph = False
-        self._scratch = _chunk_copy.Scratch()
         self._entries: dict[str, Entry] = {}
+        self._streams: dict[str, dict[int, StoredStream]] = {}  # key -> part start -> its stream
         for entry in self.reader.entries():
             if entry.key == OBJECT_GRAPH_KEY:
                 self.graph = True
@@ -109,14 +146,35 @@ class _TFSource(_Source):
             self.tensors[entry.key] = _Tensor(entry.key, name, tuple(entry.shape), size, numeric)
             self._entries[entry.key] = entry
 
-    def chunks(self, key: str) -> Iterator[np.ndarray]:
+    def splits(self, key: str) -> bool:
         entry = self._entries[key]  # decoded with the others in __init__
+        return _chunk_copy.streams(entry, self.reader.checked(entry))
+
+    def chunks(self, key: str, part: int = 0, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
+        entry = self._entries[key]
         dtype = self.reader.checked(entry)
-        if _chunk_copy.streams(entry, dtype):
-            for piece in self._scratch.stored(self.reader, entry, dtype, None, key):
-                yield np.frombuffer(piece, dtype.numpy)
-        else:
+        if not _chunk_copy.streams(entry, dtype):  # small, or sliced: read whole (its checksum verified)
             yield np.asarray(self.reader.read(key)).reshape(-1)
+            return
+        size = dtype.itemsize
+        stop = entry.size // size if stop is None else stop
+        stream = StoredStream(self.reader, entry, start * size)
+        self._streams.setdefault(key, {})[start] = stream
+        for piece in stream.chunks(memoryview(self._memory[part]), (stop - start) * size, size):
+            values = np.frombuffer(piece, dtype.numpy)
+            if self.reader.big_endian:
+                values.byteswap(inplace=True)  # the chunk is this source's own memory
+            yield values
+
+    def values(self, keys: list[str]) -> Iterator[np.ndarray]:
+        for batch in self.reader.read_batches(keys, _chunk_copy.CHUNK_BYTES):  # checksums verified
+            for value in batch:
+                yield np.asarray(value)
+
+    def verify(self, key: str) -> None:
+        streams = self._streams.pop(key, None)
+        if streams:
+            verify_parts([streams[start] for start in sorted(streams)])
 
     def close(self) -> None:
         self.reader.close()
@@ -128,16 +186,22 @@ class _SafetensorsSource(_Source):
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.source = SafetensorsSource(path)
-        self._memory = bytearray(_chunk_copy.CHUNK_BYTES)
         for name in sorted(self.source.where):
             info = self.source.where[name].tensors[name]
             self.tensors[name] = _Tensor(name, str(info.dtype), info.shape, info.nbytes, info.dtype.kind in "iufb")
 
-    def chunks(self, key: str) -> Iterator[np.ndarray]:
+    def splits(self, key: str) -> bool:
+        return True
+
+    def chunks(self, key: str, part: int = 0, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         opened = self.source.where[key]
         dtype = opened.tensors[key].dtype
-        for piece in safetensors_chunks(opened, key, self._memory):  # as the converter reads them
+        for piece in safetensors_chunks(opened, key, self._memory[part], start, stop):  # as the converter reads them
             yield np.frombuffer(piece, dtype)
+
+    def values(self, keys: list[str]) -> Iterator[np.ndarray]:
+        for key in keys:
+            yield self.source.where[key].read(key)
 
     def close(self) -> None:
         self.source.close()
@@ -178,10 +242,11 @@ def _components(key: str, source: _Source) -> tuple[list[str], str]:
     return names or [key], kind
 
 
-def _tree(source: _Source) -> dict[str, Any]:
+def _tree(source: _Source, places: dict[str, tuple[list[str], str]]) -> dict[str, Any]:
+    """The tree of ``source``'s tensors, each at its place (:func:`_components`)."""
     root: dict[str, Any] = {"name": "(root)", "path": "", "kind": "object", "key": None, "children": {}}
     for tensor in source.tensors.values():
-        names, kind = _components(tensor.key, source)
+        names, kind = places[tensor.key]
         node = root
         for depth, name in enumerate(names):
             child: dict[str, Any] | None = node["children"].get(name)
@@ -206,11 +271,6 @@ def _finish(node: dict[str, Any], source: _Source) -> dict[str, Any]:
     return node
 
 
-def _layer(key: str, source: _Source) -> str:
-    names, _ = _components(key, source)
-    return "/".join(names[:-1]) or names[0]
-
-
 def report(path: str, other: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """The report's data for the checkpoint at ``path``, or for how ``other`` differs from it.
 
@@ -228,9 +288,15 @@ def report(path: str, other: str | None = None, progress: Progress | None = None
         DataLossError: A tensor fails its checksum or a file is damaged (naming file and key).
     """
     sources = [_open(path)] + ([_open(other)] if other is not None else [])
+    collecting = gc.isenabled()
+    # The report is a tree of dicts and lists, a few per tensor, with no cycles: the collector's
+    # passes over it as it grows cost a quarter of the time for 20,000 small tensors.
+    gc.disable()
     try:
         return _report(sources, progress or (lambda done, total: None))
     finally:
+        if collecting:
+            gc.enable()
         for source in sources:
             source.close()
 
@@ -238,43 +304,58 @@ def report(path: str, other: str | None = None, progress: Progress | None = None
 def _report(sources: list[_Source], progress: Progress) -> dict[str, Any]:
     shown, old = sources[-1], (sources[0] if len(sources) == 2 else None)
     before = old.tensors if old is not None else {}
-    added = [k for k in shown.tensors if old is not None and k not in before]
+    added = {k for k in shown.tensors if old is not None and k not in before}
     removed = [k for k in before if k not in shown.tensors]
     total = sum(t.nbytes for t in shown.tensors.values() if t.numeric)
     total += sum(t.nbytes for k, t in before.items() if t.numeric and (k in shown.tensors or k in removed))
     done = 0
-    tensors: dict[str, Any] = {}
+    tensors: dict[str, Any] = {key: _empty(tensor) for key, tensor in shown.tensors.items()}
     changes: list[dict[str, Any]] = []
     norms: dict[str, tuple[float, float]] = {}  # key -> (squared norm of the change, of the old values)
     hashes: dict[str, str] = {}  # of the added tensors
+    compared: set[str] = set()
     for key, tensor in shown.tensors.items():
-        stats = TensorStats(tensor.params, hashed=key in added)
         was = before.get(key)
         if was is not None and was.shape == tensor.shape and was.numeric and tensor.numeric:
-            change = ChangeStats()
-            for a, b in paired(old.chunks(key), shown.chunks(key)):  # type: ignore[union-attr]
-                stats.add(b)
-                change.add(a, b)
+            compared.add(key)
+        elif was is not None:
+            changes.append(_change(key, tensor) | {"note": f"was {was.dtype}{list(was.shape)}"})
+    small = [
+        key
+        for key, tensor in shown.tensors.items()
+        if tensor.numeric and tensor.params <= _BATCH_ELEMENTS  # the old one has as many: compared, or left out
+    ]
+    for keys, new, old_values in _batches(small, shown, old, compared):
+        for key, result in zip(keys, batch_stats(new)):
+            tensors[key] |= result
+        pairs = [(old_values[key], value, key) for key, value in zip(keys, new) if key in old_values]
+        for (_, _, key), result in zip(pairs, batch_changes([p[0] for p in pairs], [p[1] for p in pairs])):
+            changes.append(_change(key, shown.tensors[key]) | result)
+            norms[key] = (changes[-1].pop("diff_sq"), changes[-1].pop("old_sq"))
+        for key, value in zip(keys, new):
+            if key in added:
+                hashes[key] = f"{value.dtype}{value.shape}{digest(iter([value]))}"
+            done += shown.tensors[key].nbytes + (before[key].nbytes if key in old_values else 0)
+        progress(done, total)
+    for key, tensor in shown.tensors.items():
+        if not tensor.numeric or tensor.params <= _BATCH_ELEMENTS:
+            continue
+        stats = TensorStats(tensor.params, hashed=key in added)
+        change = _summarise(key, tensor, shown, old if key in compared else None, stats)
+        if change is not None:
             changes.append(_change(key, tensor) | change.result())
             norms[key] = (change.diff_sq, change.old_sq)
-        elif tensor.numeric:
-            for chunk in shown.chunks(key):
-                stats.add(chunk)
-        if was is not None and not (was.shape == tensor.shape and was.numeric and tensor.numeric):
-            changes.append(_change(key, tensor) | {"note": f"was {was.dtype}{list(was.shape)}"})
-        if stats.hash is not None and tensor.numeric:
+        if stats.hash is not None:
             hashes[key] = f"{tensor.dtype}{tensor.shape}{stats.hash.hexdigest()}"
-        empty = dict.fromkeys(("mean", "std", "min", "max", "zeros", "hist"))
-        tensors[key] = {"dtype": tensor.dtype, "shape": list(tensor.shape), "bytes": tensor.nbytes}
-        tensors[key] |= {"params": tensor.params, "nan": 0, "inf": 0, "binned": 0}
-        tensors[key] |= stats.result() if tensor.numeric else empty
-        done += (tensor.nbytes if tensor.numeric else 0) + (was.nbytes if was is not None and was.numeric else 0)
+        tensors[key] |= stats.result()
+        done += tensor.nbytes + (before[key].nbytes if key in compared else 0)
         progress(done, total)
+    places = {key: _components(key, shown) for key in shown.tensors}
     data: dict[str, Any] = {
         "title": "trackpoint report: " + (f"{sources[0].path} -> {shown.path}" if old is not None else shown.path),
         "generated": f"trackpoint {tp.__version__}",
         "inputs": [_summary(source) for source in sources],
-        "tree": _tree(shown),
+        "tree": _tree(shown, places),
         "tensors": tensors,
         "diff": None,
     }
@@ -285,7 +366,9 @@ def _report(sources: list[_Source], progress: Progress) -> dict[str, Any]:
             tensor = before[key]
             if not tensor.numeric:
                 continue
-            found = by_hash.pop(f"{tensor.dtype}{tensor.shape}{digest(old.chunks(key))}", None)
+            hashed = digest(old.chunks(key))
+            old.verify(key)
+            found = by_hash.pop(f"{tensor.dtype}{tensor.shape}{hashed}", None)
             if found is not None:
                 renamed.append([key, found])
             done += tensor.nbytes
@@ -297,9 +380,87 @@ def _report(sources: list[_Source], progress: Progress) -> dict[str, Any]:
             "removed": [k for k in removed if k not in moved],
             "renamed": renamed,
             "changed": changes,
-            "layers": _layers(norms, shown),
+            "layers": _layers(norms, places),
         }
     return data
+
+
+def _empty(tensor: _Tensor) -> dict[str, Any]:
+    """A tensor's entry in the report's ``tensors``, before (or without) its statistics."""
+    return {"dtype": tensor.dtype, "shape": list(tensor.shape), "bytes": tensor.nbytes, "params": tensor.params} | {
+        "mean": None,
+        "std": None,
+        "min": None,
+        "max": None,
+        "zeros": None,
+        "nan": 0,
+        "inf": 0,
+        "hist": None,
+        "binned": 0,
+    }
+
+
+def _batches(
+    keys: list[str], shown: _Source, old: _Source | None, compared: set[str]
+) -> Iterator[tuple[list[str], list[np.ndarray], dict[str, np.ndarray]]]:
+    """The values of ``keys`` (small tensors) in batches of about :data:`_BATCH_ELEMENTS`, with the
+    old values of those among them that are ``compared``."""
+    new_values = shown.values(keys)
+    old_values = old.values([key for key in keys if key in compared]) if old is not None else iter(())
+    batch: list[str] = []
+    values: list[np.ndarray] = []
+    olds: dict[str, np.ndarray] = {}
+    elements = 0
+    for key in keys:
+        batch.append(key)
+        values.append(next(new_values))
+        if key in compared:
+            olds[key] = next(old_values)
+        elements += values[-1].size
+        if elements >= _BATCH_ELEMENTS:
+            yield batch, values, olds
+            batch, values, olds, elements = [], [], {}, 0
+    if batch:
+        yield batch, values, olds
+
+
+def _summarise(
+    key: str, tensor: _Tensor, shown: _Source, old: _Source | None, stats: TensorStats
+) -> ChangeStats | None:
+    """Gather ``key``'s statistics into ``stats`` and, given the ``old`` input, its change from
+    there; a large tensor is cut into ``_PARTS`` ranges, each read and summarised on a thread."""
+    split = (
+        tensor.nbytes >= _SPLIT_BYTES
+        and stats.hash is None  # a hash is of the bytes in order
+        and shown.splits(key)
+        and (old is None or old.splits(key))
+    )
+    parts = _PARTS if split else 1
+    bounds = [tensor.params * part // parts for part in range(parts + 1)]
+
+    def part_of(part: int) -> tuple[TensorStats, ChangeStats | None]:
+        start, stop = bounds[part], bounds[part + 1]
+        mine = TensorStats(tensor.params, start=start) if part else stats
+        new = shown.chunks(key, part, start, stop) if split else shown.chunks(key)
+        if old is None:
+            for chunk in new:
+                mine.add(chunk)
+            return mine, None
+        change = ChangeStats()
+        for a, b in paired(old.chunks(key, part, start, stop) if split else old.chunks(key), new):
+            change.add(a, b, mine.add(b))
+        return mine, change
+
+    results = parallel_map(part_of, range(parts), parts)
+    shown.verify(key)
+    if old is not None:
+        old.verify(key)
+    change = results[0][1]
+    for more, more_change in results[1:]:
+        stats.merge(more)
+        if change is not None and more_change is not None:
+            change.merge(more_change)
+    return change
 
 
 def _change(key: str, tensor: _Tensor) -> dict[str, Any]:
@@ -316,12 +477,13 @@ def _summary(source: _Source) -> dict[str, Any]:
     }
 
 
-def _layers(norms: dict[str, tuple[float, float]], source: _Source) -> list[dict[str, Any]]:
+def _layers(norms: dict[str, tuple[float, float]], places: dict[str, tuple[list[str], str]]) -> list[dict[str, Any]]:
     """The change per layer (a tensor's parent path), in key order, for the page's strip: the norm of
     all its tensors' change over the norm of their old values."""
     sums: dict[str, list[float]] = {}
     for key in sorted(norms):
-        layer = sums.setdefault(_layer(key, source), [0.0, 0.0, 0])
+        names = places[key][0]
+        layer = sums.setdefault("/".join(names[:-1]) or names[0], [0.0, 0.0, 0])
         layer[0] += norms[key][0]
         layer[1] += norms[key][1]
         layer[2] += 1

@@ -1,0 +1,171 @@
+"""``trackpoint report`` reads a large tensor in parts on two threads and many small ones in
+batches: whichever way the values come, the statistics are those of one pass over them.
+
+Checked against :class:`TensorStats` given the whole tensor at once (and it against numpy in
+``test_report.py``), and, through ``report``, that a damaged byte in any part is found.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import trackpoint as tp
+from trackpoint.tools import report as report_module
+from trackpoint.tools._report_batch import batch_changes, batch_stats
+from trackpoint.tools._report_stats import HISTOGRAM_SAMPLE, ChangeStats, TensorStats
+from trackpoint.tools.report import report
+
+EXACT = ("elements", "zeros", "nan", "inf", "min", "max", "binned", "hist")
+
+
+def _whole(value: np.ndarray, size: int | None = None) -> dict:
+    stats = TensorStats(value.size if size is None else size)
+    stats.add(value.reshape(-1))
+    return stats.result()
+
+
+def _same(got: dict, expected: dict) -> None:
+    for name in ("zeros", "nan", "inf", "min", "max", "binned", "hist"):
+        assert got[name] == expected[name], name
+    for name in ("mean", "std"):
+        if expected[name] is None:
+            assert got[name] is None
+        else:
+            scale = max(abs(expected["min"]), abs(expected["max"]), 1e-30)
+            assert got[name] == pytest.approx(expected[name], rel=1e-5, abs=1e-6 * scale), name
+
+
+values_32 = hnp.arrays(
+    np.float32,
+    st.integers(1, 3000),
+    elements=st.one_of(
+        st.floats(-1e6, 1e6, width=32),
+        st.sampled_from([0.0, -0.0, np.nan, np.inf, -np.inf, 3e38, -3e38, 1e-40]),
+    ),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(values_32, st.lists(st.floats(0, 1), max_size=3), st.integers(1, 700))
+def test_parts_and_chunks_merge_to_one_pass(values: np.ndarray, cuts: list[float], chunk: int) -> None:
+    """The histogram's grid depends on all the values, not on where the parts and chunks begin:
+    it comes out identical; counts, extremes and NaN/Inf are exact; moments agree to rounding."""
+    bounds = sorted({0, values.size, *(int(c * values.size) for c in cuts)})
+    parts = []
+    for start, stop in itertools.pairwise(bounds):
+        part = TensorStats(values.size, start=start)
+        for first in range(start, stop, chunk):
+            part.add(values[first : min(first + chunk, stop)])
+        parts.append(part)
+    merged = parts[0]
+    for part in parts[1:]:
+        merged.merge(part)
+    assert merged.elements == values.size
+    _same(merged.result(), _whole(values))
+
+
+def test_a_sampled_histogram_is_the_same_in_parts() -> None:
+    """Past HISTOGRAM_SAMPLE elements every k-th is binned, counted from the tensor's start in every part."""
+    values = np.random.default_rng(1).standard_normal(3 * HISTOGRAM_SAMPLE + 5).astype(np.float32)
+    parts = [TensorStats(values.size, start=s) for s in (0, 100_003)]
+    parts[0].add(values[:100_003])
+    for first in range(100_003, values.size, 65_536):
+        parts[1].add(values[first : first + 65_536])
+    parts[0].merge(parts[1])
+    expected = _whole(values)
+    assert expected["binned"] == values.size // 4 + 1  # every 4th
+    _same(parts[0].result(), expected)
+
+
+dtypes = st.sampled_from(
+    [np.float32, np.float64, np.float16, ml_dtypes.bfloat16, np.int32, np.int8, np.uint8, np.bool_]
+)
+
+
+@st.composite
+def tensors(draw: st.DrawFn) -> np.ndarray:
+    dtype = np.dtype(draw(dtypes))
+    shape = draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=12))
+    if dtype.kind == "f" or dtype == ml_dtypes.bfloat16:
+        elements = st.one_of(st.floats(-1e3, 1e3, width=16), st.sampled_from([0.0, np.nan, np.inf, -np.inf]))
+        return np.array(draw(hnp.arrays(np.float32, shape, elements=elements))).astype(dtype)
+    return draw(hnp.arrays(dtype, shape))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(tensors(), min_size=1, max_size=12))
+def test_a_batch_has_each_tensor_s_statistics(values: list[np.ndarray]) -> None:
+    """Any dtype, empty and 0-d tensors, NaN and Inf included."""
+    for got, value in zip(batch_stats(values), values):
+        _same(got, _whole(value))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=8), st.integers(0, 2**32 - 1))
+def test_a_batch_has_each_pair_s_change(sizes: list[int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    old = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    new = [a + (rng.standard_normal(a.size).astype(np.float32) if rng.random() < 0.7 else 0) for a in old]
+    for got, a, b in zip(batch_changes(old, new), old, new):
+        change = ChangeStats()
+        change.add(a, b)
+        for name, value in change.result().items():
+            assert got[name] == (pytest.approx(value, rel=1e-5, abs=1e-7) if value is not None else None), name
+        assert got["diff_sq"] == pytest.approx(change.diff_sq, rel=1e-5, abs=1e-9)
+
+
+def test_report_reads_large_tensors_in_parts_and_small_in_batches(tmp_path: Path, monkeypatch) -> None:
+    """End to end: report's numbers are one pass's, and both paths are taken (counted)."""
+    rng = np.random.default_rng(2)
+    big = rng.standard_normal(3_000_001).astype(np.float32) * 3 + 7
+    big[:1000] = 0
+    small = {f"s{i}": rng.standard_normal((i + 1, 3)).astype(np.float16) for i in range(50)}
+    path = tp.save_tensors(str(tmp_path / "a"), {"big": big} | small)
+    changed = {"big": big * np.float32(1.001)} | {k: v + np.float16(1) for k, v in small.items()}
+    other = tp.save_tensors(str(tmp_path / "b"), changed)
+    calls = {"summarise": 0, "batch": 0}
+    summarise, batches = report_module._summarise, report_module._batches
+
+    def counted_summarise(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls["summarise"] += 1
+        return summarise(*args, **kwargs)
+
+    def counted_batches(*args, **kwargs):  # type: ignore[no-untyped-def]
+        for batch in batches(*args, **kwargs):
+            calls["batch"] += 1
+            yield batch
+
+    monkeypatch.setattr(report_module, "_summarise", counted_summarise)
+    monkeypatch.setattr(report_module, "_batches", counted_batches)
+    data = report(path, other)
+    assert calls == {"summarise": 1, "batch": 1}
+    _same(data["tensors"]["big"], _whole(changed["big"]))
+    for key, value in changed.items():
+        _same(data["tensors"][key], _whole(value))
+    by_key = {c["key"]: c for c in data["diff"]["changed"]}
+    for key, value in changed.items():
+        change = ChangeStats()
+        change.add(
+            np.asarray(({"big": big} | small)[key], np.float64).reshape(-1), value.astype(np.float64).reshape(-1)
+        )
+        assert by_key[key]["rel_l2"] == pytest.approx(change.result()["rel_l2"], rel=1e-4)
+
+
+@pytest.mark.parametrize("where", [0.1, 0.9])
+def test_a_damaged_byte_in_either_part_fails_the_report(tmp_path: Path, where: float) -> None:
+    values = np.random.default_rng(3).standard_normal(3_000_000).astype(np.float32)
+    path = tp.save_tensors(str(tmp_path / "ckpt"), {"w": values})
+    data = Path(path + ".data-00000-of-00001")
+    raw = bytearray(data.read_bytes())
+    raw[int(len(raw) * where)] ^= 0x01
+    data.write_bytes(bytes(raw))
+    with pytest.raises(tp.errors.DataLossError, match="'w'"):
+        report(path)
