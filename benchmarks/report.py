@@ -3,9 +3,10 @@
     python benchmarks/report.py               # 5 rounds, page cache warm
     python benchmarks/report.py --cold        # the page cache dropped before each phase (root only)
     python benchmarks/report.py --quick       # a smoke run on 64 MiB
+    python benchmarks/report.py --many        # 20,000 tensors of 1 KiB instead (20 MiB)
 
-The checkpoints: 16 float32 variables of 64 MiB (random normal values), and the same with one
-element of one variable changed. Contenders, in one process, interleaved round by round (the
+The checkpoints: 16 float32 variables of 64 MiB (random normal values), or with ``--many``
+20,000 of 1 KiB, and the same with one element of one variable changed. Contenders, in one process, interleaved round by round (the
 order rotated), each phase after ``os.sync()`` and with the page cache in the same state (both
 data files read once before each phase, or dropped with ``--cold``):
 
@@ -61,14 +62,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cold", action="store_true", help="drop the page cache before each phase (root only)")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--many", action="store_true", help="20,000 tensors of 1 KiB: the cost per tensor")
     args = parser.parse_args()
-    count, size = (4, 4 << 20) if args.quick else (16, 16 << 20)
+    count, size = (4, 4 << 20) if args.quick else (20_000, 256) if args.many else (16, 16 << 20)
     rounds = 1 if args.quick else args.rounds
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as work:
         rng = np.random.default_rng(0)
-        values = {f"layer_{i:02d}/kernel": rng.standard_normal(size, dtype=np.float32) for i in range(count)}
+        values = {f"layer_{i:05d}/kernel": rng.standard_normal(size, dtype=np.float32) for i in range(count)}
         a = tp.save_tensors(os.path.join(work, "a"), values)
-        values["layer_03/kernel"][12_345] += 1.0
+        values["layer_00003/kernel"][123] += 1.0
         b = tp.save_tensors(os.path.join(work, "b"), values)
         del values
         out = os.path.join(work, "page.html")
@@ -90,7 +92,9 @@ def main() -> None:
         gib = count * size * 4 / (1 << 30)
         median = {name: statistics.median(values) for name, values in times.items()}
         cache = "cold (dropped before each phase)" if args.cold else "warm"
-        print(f"\n{gib:.2f} GiB per checkpoint, page cache {cache}, medians of {rounds} rounds (seconds):\n")
+        print(
+            f"\n{gib:.3f} GiB ({count} tensors) per checkpoint, page cache {cache}, medians of {rounds} rounds (seconds):\n"
+        )
         print("| work | seconds | against the read of the same bytes |")
         print("| --- | --- | --- |")
         for name, floor in (("read", "read"), ("report", "read"), ("read both", "read both"), ("diff", "read both")):

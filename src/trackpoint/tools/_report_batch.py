@@ -8,7 +8,7 @@ is laid end to end in one float64 array and every statistic is a segmented reduc
 numpy calls per batch plus a pass per statistic over its elements.
 
 The results are those of :class:`~._report_stats.TensorStats` for the same values: the same
-histogram grid (:func:`~._report_stats.fitting_scale`, elementwise), the same sample, the same
+histogram grid (:func:`~._report_stats.fitting_scale`), the same sample, the same
 counts; means and spreads summed in float64.
 
 Examples:
@@ -109,7 +109,9 @@ def _histograms(
 ) -> tuple[list[dict[str, Any] | None], np.ndarray]:
     """Each tensor's histogram on the grid :class:`TensorStats` would choose, all in one ``bincount``."""
     steps = np.maximum(1, -(-counts // HISTOGRAM_SAMPLE))
-    k = fitting_scale(np.where(some, low, 0.0), np.where(some, high, 0.0))
+    k = np.array(
+        [fitting_scale(lo, hi) for lo, hi in zip(np.where(some, low, 0.0).tolist(), np.where(some, high, 0.0).tolist())]
+    )
     first = np.floor(np.ldexp(np.where(some, low, 0.0), -k)).astype(np.int64)
     position = np.arange(flat.size, dtype=np.int64) - np.repeat(starts, counts)
     chosen = finite & (position % np.repeat(steps, counts) == 0)
