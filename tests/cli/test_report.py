@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import trackpoint as tp
 from trackpoint.cli import main
-from trackpoint.tools._report_stats import BINS, HISTOGRAM_SAMPLE, ChangeStats, TensorStats
+from trackpoint.tools._report_stats import BINS, ChangeStats, TensorStats, sample_step
 from trackpoint.tools.report import report
 
 KEY = "model/{}/.ATTRIBUTES/VARIABLE_VALUE"
@@ -56,7 +56,7 @@ def test_statistics_of_a_streamed_tensor_are_numpy_s(tmp_path: Path) -> None:
     hist = stats["hist"]
     assert hist["lo"] <= finite.min() and hist["hi"] >= finite.max()
     assert sum(hist["counts"]) == stats["binned"]
-    step = -(-3_000_000 // HISTOGRAM_SAMPLE)
+    step = sample_step(3_000_000)
     assert abs(stats["binned"] - 3_000_000 // step) <= 3  # every step-th element, of those finite
 
 
@@ -200,7 +200,7 @@ def test_memory_stays_bounded_by_a_chunk(tmp_path: Path) -> None:
 def test_progress_reaches_the_total(tmp_path: Path) -> None:
     """Small tensors count a batch at a time, large ones each; the count only grows, to the total."""
     values = {f"t{i}": np.ones(10, np.float32) for i in range(5)}
-    values |= {f"big{i}": np.ones(HISTOGRAM_SAMPLE + 1, np.float32) for i in range(2)}
+    values |= {f"big{i}": np.ones(2 << 20, np.float32) for i in range(2)}  # 8 MiB: each read in parts
     path = tp.save_tensors(str(tmp_path / "ckpt"), values)
     calls: list[tuple[int, int]] = []
     report(path, None, lambda done, total: calls.append((done, total)))

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from trackpoint.tools._report_stats import BINS, HISTOGRAM_SAMPLE, TensorStats, change_result, fitting_scale
+from trackpoint.tools._report_stats import BINS, TensorStats, change_result, fitting_scale, sample_step
 
 __all__ = ["batch_changes", "batch_stats"]
 
@@ -108,7 +108,7 @@ def _histograms(
     some: np.ndarray,
 ) -> tuple[list[dict[str, Any] | None], np.ndarray]:
     """Each tensor's histogram on the grid :class:`TensorStats` would choose, all in one ``bincount``."""
-    steps = np.maximum(1, -(-counts // HISTOGRAM_SAMPLE))
+    steps = np.array([sample_step(n) for n in counts.tolist()], np.int64)
     k = np.array(
         [fitting_scale(lo, hi) for lo, hi in zip(np.where(some, low, 0.0).tolist(), np.where(some, high, 0.0).tolist())]
     )

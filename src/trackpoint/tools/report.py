@@ -59,7 +59,7 @@ from trackpoint._io import (
 from trackpoint.tools import _chunk_copy
 from trackpoint.tools._hf_layout import SafetensorsSource, is_safetensors_path
 from trackpoint.tools._report_batch import batch_changes, batch_stats
-from trackpoint.tools._report_stats import HISTOGRAM_SAMPLE, ChangeStats, TensorStats, digest, paired
+from trackpoint.tools._report_stats import ChangeStats, Scratch, TensorStats, digest, paired
 from trackpoint.tools._to_tf import safetensors_chunks
 
 __all__ = ["report"]
@@ -71,10 +71,15 @@ Progress = Callable[[int, int], None]
 # work per byte is several passes (``_report_stats``), so one core cannot keep up with the disk.
 _PARTS = 2
 _SPLIT_BYTES = 4 * _chunk_copy.CHUNK_BYTES
-# Tensors of at most _BATCH_ELEMENTS elements are read many at once and summarised together, a
-# batch of about as many elements at a time (``_report_batch``): one by one, each would cost some
-# fifty numpy calls where reading it costs one.
-_BATCH_ELEMENTS = HISTOGRAM_SAMPLE
+# Tensors of at most _SMALL_ELEMENTS elements are read many at once and summarised together, a
+# batch of about _BATCH_ELEMENTS at a time (``_report_batch``): one by one, each would cost some
+# fifty numpy calls where reading it costs one. A batch's temporaries stay below the size the
+# allocator serves from fresh pages (128 KiB), which fault in slowly (see ``Scratch``).
+_SMALL_ELEMENTS = 1 << 12
+_BATCH_ELEMENTS = 1 << 13
+# Tensors between those and _SPLIT_BYTES are read whole, in groups of about _GROUP_BYTES shared
+# among the threads, a tensor at a time on each.
+_GROUP_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -148,12 +153,13 @@ class _TFSource(_Source):
 
     def splits(self, key: str) -> bool:
         entry = self._entries[key]  # decoded with the others in __init__
-        return _chunk_copy.streams(entry, self.reader.checked(entry))
+        self.reader.checked(entry)
+        return not entry.is_sliced
 
     def chunks(self, key: str, part: int = 0, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         entry = self._entries[key]
         dtype = self.reader.checked(entry)
-        if not _chunk_copy.streams(entry, dtype):  # small, or sliced: read whole (its checksum verified)
+        if entry.is_sliced:  # its slices read and put together, checksums verified
             yield np.asarray(self.reader.read(key)).reshape(-1)
             return
         size = dtype.itemsize
@@ -323,7 +329,7 @@ def _report(sources: list[_Source], progress: Progress) -> dict[str, Any]:
     small = [
         key
         for key, tensor in shown.tensors.items()
-        if tensor.numeric and tensor.params <= _BATCH_ELEMENTS  # the old one has as many: compared, or left out
+        if tensor.numeric and tensor.params <= _SMALL_ELEMENTS  # the old one has as many: compared, or left out
     ]
     for keys, new, old_values in _batches(small, shown, old, compared):
         for key, result in zip(keys, batch_stats(new)):
@@ -337,18 +343,29 @@ def _report(sources: list[_Source], progress: Progress) -> dict[str, Any]:
                 hashes[key] = f"{value.dtype}{value.shape}{digest(iter([value]))}"
             done += shown.tensors[key].nbytes + (before[key].nbytes if key in old_values else 0)
         progress(done, total)
-    for key, tensor in shown.tensors.items():
-        if not tensor.numeric or tensor.params <= _BATCH_ELEMENTS:
-            continue
-        stats = TensorStats(tensor.params, hashed=key in added)
-        change = _summarise(key, tensor, shown, old if key in compared else None, stats)
-        if change is not None:
-            changes.append(_change(key, tensor) | change.result())
-            norms[key] = (change.diff_sq, change.old_sq)
-        if stats.hash is not None:
-            hashes[key] = f"{tensor.dtype}{tensor.shape}{stats.hash.hexdigest()}"
-        tensors[key] |= stats.result()
-        done += tensor.nbytes + (before[key].nbytes if key in compared else 0)
+    scratches = [Scratch() for _ in range(_PARTS)]  # one per thread, reused tensor after tensor
+    rest = [key for key, tensor in shown.tensors.items() if tensor.numeric and tensor.params > _SMALL_ELEMENTS]
+    for group in _groups(rest, shown.tensors):
+        if len(group) == 1:  # a large tensor, read in parts on every thread
+            passes = [(group[0], _pass_over(group[0], shown, old if group[0] in compared else None, added, scratches))]
+        else:  # several, a share of them whole on each thread
+
+            def share(slot: int, group: list[str] = group) -> list[tuple[str, _Summary]]:
+                mine = group[slot::_PARTS]
+                return [
+                    (key, _pass_over(key, shown, old if key in compared else None, added, scratches, slot))
+                    for key in mine
+                ]
+
+            passes = [pair for shared in parallel_map(share, range(_PARTS), _PARTS) for pair in shared]
+        for key, summary in passes:
+            tensors[key] |= summary.stats
+            if summary.change is not None and summary.norms is not None:
+                changes.append(_change(key, shown.tensors[key]) | summary.change)
+                norms[key] = summary.norms
+            if summary.hash is not None:
+                hashes[key] = summary.hash
+            done += shown.tensors[key].nbytes + (before[key].nbytes if key in compared else 0)
         progress(done, total)
     places = {key: _components(key, shown) for key in shown.tensors}
     data: dict[str, Any] = {
@@ -424,14 +441,54 @@ def _batches(
         yield batch, values, olds
 
 
-def _summarise(
-    key: str, tensor: _Tensor, shown: _Source, old: _Source | None, stats: TensorStats
-) -> ChangeStats | None:
-    """Gather ``key``'s statistics into ``stats`` and, given the ``old`` input, its change from
-    there; a large tensor is cut into ``_PARTS`` ranges, each read and summarised on a thread."""
+@dataclass(frozen=True)
+class _Summary:
+    """What one pass over a tensor found."""
+
+    stats: dict[str, Any]  # TensorStats.result()
+    change: dict[str, Any] | None  # ChangeStats.result(), given the old input
+    norms: tuple[float, float] | None  # the squared norms of the change and of the old values
+    hash: str | None  # of an added tensor: dtype, shape and xxh3-128, to find it renamed
+
+
+def _groups(keys: list[str], tensors: dict[str, _Tensor]) -> Iterator[list[str]]:
+    """``keys`` in order, cut into groups: a tensor of :data:`_SPLIT_BYTES` or more alone (read in
+    parts), smaller ones together up to about :data:`_GROUP_BYTES` (shared among the threads)."""
+    group: list[str] = []
+    size = 0
+    for key in keys:
+        nbytes = tensors[key].nbytes
+        if nbytes >= _SPLIT_BYTES:
+            if group:
+                yield group
+            yield [key]
+            group, size = [], 0
+            continue
+        group.append(key)
+        size += nbytes
+        if size >= _GROUP_BYTES:
+            yield group
+            group, size = [], 0
+    if group:
+        yield group
+
+
+def _pass_over(
+    key: str,
+    shown: _Source,
+    old: _Source | None,
+    added: set[str],
+    scratches: list[Scratch],
+    slot: int | None = None,
+) -> _Summary:
+    """One pass over ``key`` (and its namesake in ``old``, to compare them): whole on thread
+    ``slot`` (its buffers and scratch), or, with no slot, a large tensor cut into ``_PARTS`` ranges
+    each read and summarised on a thread of its own."""
+    tensor = shown.tensors[key]
     split = (
-        tensor.nbytes >= _SPLIT_BYTES
-        and stats.hash is None  # a hash is of the bytes in order
+        slot is None
+        and tensor.nbytes >= _SPLIT_BYTES
+        and key not in added  # hashed: a hash is of the bytes in order
         and shown.splits(key)
         and (old is None or old.splits(key))
     )
@@ -440,14 +497,15 @@ def _summarise(
 
     def part_of(part: int) -> tuple[TensorStats, ChangeStats | None]:
         start, stop = bounds[part], bounds[part + 1]
-        mine = TensorStats(tensor.params, start=start) if part else stats
-        new = shown.chunks(key, part, start, stop) if split else shown.chunks(key)
+        buffer = part if split else (slot or 0)
+        mine = TensorStats(tensor.params, hashed=key in added, start=start, scratch=scratches[buffer])
+        new = shown.chunks(key, buffer, start, stop)
         if old is None:
             for chunk in new:
                 mine.add(chunk)
             return mine, None
-        change = ChangeStats()
-        for a, b in paired(old.chunks(key, part, start, stop) if split else old.chunks(key), new):
+        change = ChangeStats(scratches[buffer])
+        for a, b in paired(old.chunks(key, buffer, start, stop), new):
             change.add(a, b, mine.add(b))
         return mine, change
 
@@ -455,12 +513,17 @@ def _summarise(
     shown.verify(key)
     if old is not None:
         old.verify(key)
-    change = results[0][1]
+    stats, change = results[0]
     for more, more_change in results[1:]:
         stats.merge(more)
         if change is not None and more_change is not None:
             change.merge(more_change)
-    return change
+    return _Summary(
+        stats.result(),  # now, while the sample is still in the scratch
+        change.result() if change is not None else None,
+        (change.diff_sq, change.old_sq) if change is not None else None,
+        f"{tensor.dtype}{tensor.shape}{stats.hash.hexdigest()}" if stats.hash is not None else None,
+    )
 
 
 def _change(key: str, tensor: _Tensor) -> dict[str, Any]:
