@@ -3,10 +3,11 @@
     python benchmarks/report.py               # 5 rounds, page cache warm
     python benchmarks/report.py --cold        # the page cache dropped before each phase (root only)
     python benchmarks/report.py --quick       # a smoke run on 64 MiB
-    python benchmarks/report.py --many        # 20,000 tensors of 1 KiB instead (20 MiB)
+    python benchmarks/report.py --shape mid   # 2,048 tensors of 512 KiB instead (1 GiB)
+    python benchmarks/report.py --shape many  # 20,000 tensors of 1 KiB instead (20 MiB)
 
-The checkpoints: 16 float32 variables of 64 MiB (random normal values), or with ``--many``
-20,000 of 1 KiB, and the same with one element of one variable changed. Contenders, in one process, interleaved round by round (the
+The checkpoints: 16 float32 variables of 64 MiB (random normal values), or the ``--shape``
+chosen, and the same with one element of one variable changed. Contenders, in one process, interleaved round by round (the
 order rotated), each phase after ``os.sync()`` and with the page cache in the same state (both
 data files read once before each phase, or dropped with ``--cold``):
 
@@ -33,6 +34,10 @@ import numpy as np
 import trackpoint as tp
 from trackpoint.cli._report_page import render
 from trackpoint.tools.report import report
+
+
+# Tensors, and float32 elements in each.
+SHAPES = {"large": (16, 16 << 20), "mid": (2_048, 128 << 10), "many": (20_000, 256)}
 
 
 def _read(*prefixes: str) -> None:
@@ -62,9 +67,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cold", action="store_true", help="drop the page cache before each phase (root only)")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--many", action="store_true", help="20,000 tensors of 1 KiB: the cost per tensor")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="large", help="tensors in the checkpoint")
     args = parser.parse_args()
-    count, size = (4, 4 << 20) if args.quick else (20_000, 256) if args.many else (16, 16 << 20)
+    count, size = (4, 4 << 20) if args.quick else SHAPES[args.shape]
     rounds = 1 if args.quick else args.rounds
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as work:
         rng = np.random.default_rng(0)
