@@ -35,7 +35,6 @@ import trackpoint as tp
 from trackpoint.cli._report_page import render
 from trackpoint.tools.report import report
 
-
 # Tensors, and float32 elements in each.
 SHAPES = {"large": (16, 16 << 20), "mid": (2_048, 128 << 10), "many": (20_000, 256)}
 
