@@ -39,6 +39,7 @@ from trackpoint._format.state_file import is_directory, resolve_prefix
 from trackpoint._format.tensors import numeric_bytes_view
 from trackpoint._format.text import printable
 from trackpoint._format.threads import parallel_map
+from trackpoint._graph.gc_pause import gc_paused
 from trackpoint._graph.keys import (
     OBJECT_ATTRIBUTES,
     OBJECT_GRAPH_KEY,
@@ -90,6 +91,7 @@ __all__ = [
     "first_parents",
     "from_numpy",
     "fsync_directory",
+    "gc_paused",
     "is_directory",
     "list_names",
     "listing",

@@ -34,7 +34,6 @@ Examples:
 
 from __future__ import annotations
 
-import gc
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -51,6 +50,7 @@ from trackpoint._io import (
     BundleReader,
     Entry,
     StoredStream,
+    gc_paused,
     parallel_map,
     resolve_prefix,
     unescape,
@@ -294,15 +294,12 @@ def report(path: str, other: str | None = None, progress: Progress | None = None
         DataLossError: A tensor fails its checksum or a file is damaged (naming file and key).
     """
     sources = [_open(path)] + ([_open(other)] if other is not None else [])
-    collecting = gc.isenabled()
-    # The report is a tree of dicts and lists, a few per tensor, with no cycles: the collector's
-    # passes over it as it grows cost a quarter of the time for 20,000 small tensors.
-    gc.disable()
     try:
-        return _report(sources, progress or (lambda done, total: None))
+        # The report is a tree of dicts and lists, a few per tensor, with no cycles: the collector's
+        # passes over it as it grows cost a quarter of the time for 20,000 small tensors.
+        with gc_paused():
+            return _report(sources, progress or (lambda done, total: None))
     finally:
-        if collecting:
-            gc.enable()
         for source in sources:
             source.close()
 
