@@ -35,7 +35,6 @@ Examples:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -43,24 +42,11 @@ from typing import Any
 import numpy as np
 
 import trackpoint as tp
-from trackpoint._io import (
-    OBJECT_ATTRIBUTES,
-    OBJECT_GRAPH_KEY,
-    OPTIMIZER_SLOTS,
-    BundleReader,
-    Entry,
-    StoredStream,
-    gc_paused,
-    parallel_map,
-    resolve_prefix,
-    unescape,
-    verify_parts,
-)
+from trackpoint._io import OBJECT_ATTRIBUTES, OPTIMIZER_SLOTS, gc_paused, parallel_map, unescape
 from trackpoint.tools import _chunk_copy
-from trackpoint.tools._hf_layout import SafetensorsSource, is_safetensors_path
 from trackpoint.tools._report_batch import batch_changes, batch_stats
+from trackpoint.tools._report_sources import PARTS, Input, SafetensorsInput, Tensor, TFInput, open_input
 from trackpoint.tools._report_stats import ChangeStats, Scratch, TensorStats, digest, paired
-from trackpoint.tools._to_tf import safetensors_chunks
 
 __all__ = ["report"]
 
@@ -69,7 +55,7 @@ Progress = Callable[[int, int], None]
 # A tensor of at least _SPLIT_BYTES is read and summarised in _PARTS parts at once, one per
 # thread: file reads, checksums and numpy's passes over a chunk release the GIL, and a report's
 # work per byte is several passes (``_report_stats``), so one core cannot keep up with the disk.
-_PARTS = 2
+_PARTS = PARTS
 _SPLIT_BYTES = 4 * _chunk_copy.CHUNK_BYTES
 # Tensors of at most _SMALL_ELEMENTS elements are read many at once and summarised together, a
 # batch of about _BATCH_ELEMENTS at a time (``_report_batch``): one by one, each would cost some
@@ -82,159 +68,11 @@ _BATCH_ELEMENTS = 1 << 13
 # short numpy calls each waiting for the other's hold on the GIL.
 
 
-@dataclass(frozen=True)
-class _Tensor:
-    key: str
-    dtype: str
-    shape: tuple[int, ...]
-    nbytes: int
-    numeric: bool  # statistics apply (not strings, not complex)
-
-    @property
-    def params(self) -> int:
-        return math.prod(self.shape)
-
-
-class _Source:
-    """One input: its tensors (key order), and each one's values a chunk at a time, whole or in parts."""
-
-    kind = ""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.tensors: dict[str, _Tensor] = {}
-        # One chunk buffer per part read at once: a part's chunks are only ever in its own.
-        self._memory = [bytearray(_chunk_copy.CHUNK_BYTES) for _ in range(_PARTS)]
-
-    def splits(self, key: str) -> bool:
-        """Whether ``key`` may be read in parts (:meth:`chunks` with a range), a part per thread."""
-        raise NotImplementedError
-
-    def chunks(self, key: str, part: int = 0, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
-        """The values of ``key`` (elements ``start`` to ``stop``, by default all) a chunk at a time,
-        each valid until the next; ``part`` (below ``_PARTS``) names the buffer they are read into,
-        one per thread. Call :meth:`verify` once every part was read."""
-        raise NotImplementedError
-
-    def values(self, keys: list[str]) -> Iterator[np.ndarray]:
-        """The values of ``keys`` (small numeric tensors), each whole, in order."""
-        raise NotImplementedError
-
-    def verify(self, key: str) -> None:
-        """Check the bytes of ``key`` that :meth:`chunks` read (all of them, by now) against their checksum.
-
-        Raises:
-            DataLossError: They fail it.
-        """
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-
-class _TFSource(_Source):
-    kind = "tf"
-
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
-        self.reader = BundleReader(path)
-        self.graph = False
-        self._entries: dict[str, Entry] = {}
-        self._streams: dict[str, dict[int, StoredStream]] = {}  # key -> part start -> its stream
-        for entry in self.reader.entries():
-            if entry.key == OBJECT_GRAPH_KEY:
-                self.graph = True
-                continue
-            dtype = entry.dtype
-            numeric = dtype is not None and not dtype.is_string and dtype.numpy.kind in "iufb"
-            name = dtype.name if dtype is not None else f"dtype{entry.dtype_enum}"
-            size = math.prod(entry.shape) * dtype.numpy.itemsize if numeric and dtype is not None else entry.size
-            self.tensors[entry.key] = _Tensor(entry.key, name, tuple(entry.shape), size, numeric)
-            self._entries[entry.key] = entry
-
-    def splits(self, key: str) -> bool:
-        entry = self._entries[key]  # decoded with the others in __init__
-        self.reader.checked(entry)
-        return not entry.is_sliced
-
-    def chunks(self, key: str, part: int = 0, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
-        entry = self._entries[key]
-        dtype = self.reader.checked(entry)
-        if entry.is_sliced:  # its slices read and put together, checksums verified
-            yield np.asarray(self.reader.read(key)).reshape(-1)
-            return
-        size = dtype.itemsize
-        stop = entry.size // size if stop is None else stop
-        stream = StoredStream(self.reader, entry, start * size)
-        self._streams.setdefault(key, {})[start] = stream
-        for piece in stream.chunks(memoryview(self._memory[part]), (stop - start) * size, size):
-            values = np.frombuffer(piece, dtype.numpy)
-            if self.reader.big_endian:
-                values.byteswap(inplace=True)  # the chunk is this source's own memory
-            yield values
-
-    def values(self, keys: list[str]) -> Iterator[np.ndarray]:
-        for batch in self.reader.read_batches(keys, _chunk_copy.CHUNK_BYTES):  # checksums verified
-            for value in batch:
-                yield np.asarray(value)
-
-    def verify(self, key: str) -> None:
-        streams = self._streams.pop(key, None)
-        if streams:
-            verify_parts([streams[start] for start in sorted(streams)])
-
-    def close(self) -> None:
-        self.reader.close()
-
-
-class _SafetensorsSource(_Source):
-    kind = "safetensors"
-
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
-        self.source = SafetensorsSource(path)
-        for name in sorted(self.source.where):
-            info = self.source.where[name].tensors[name]
-            self.tensors[name] = _Tensor(name, str(info.dtype), info.shape, info.nbytes, info.dtype.kind in "iufb")
-
-    def splits(self, key: str) -> bool:
-        return True
-
-    def chunks(self, key: str, part: int = 0, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
-        opened = self.source.where[key]
-        dtype = opened.tensors[key].dtype
-        for piece in safetensors_chunks(opened, key, self._memory[part], start, stop):  # as the converter reads them
-            yield np.frombuffer(piece, dtype)
-
-    def values(self, keys: list[str]) -> Iterator[np.ndarray]:
-        for key in keys:
-            yield self.source.where[key].read(key)
-
-    def close(self) -> None:
-        self.source.close()
-
-
-_CHECKPOINT_FILE = re.compile(r"\.(index|data-\d+-of-\d+)$")
-
-
-def _open(path: str) -> _Source:
-    """The input at ``path``: safetensors weights, or a TF checkpoint given by its prefix, one of
-    its files, or a directory with a ``checkpoint`` file."""
-    if is_safetensors_path(path):
-        return _SafetensorsSource(path)
-    try:
-        return _TFSource(resolve_prefix(path))
-    except tp.errors.NotFoundError:
-        stripped = _CHECKPOINT_FILE.sub("", path)
-        if stripped == path:
-            raise
-        return _TFSource(resolve_prefix(stripped))
-
-
-def _components(key: str, source: _Source) -> tuple[list[str], str]:
+def _components(key: str, source: Input) -> tuple[list[str], str]:
     """The path of names from the root to ``key``'s node, and the node's kind."""
-    if isinstance(source, _SafetensorsSource):
+    if isinstance(source, SafetensorsInput):
         return key.split("."), "variable"
-    if not isinstance(source, _TFSource) or not source.graph:
+    if not isinstance(source, TFInput) or not source.graph:
         return key.split("/"), "variable"
     where, _, attribute = key.partition(f"/{OBJECT_ATTRIBUTES}/")
     variable, slot, owner = where.partition(f"/{OPTIMIZER_SLOTS}/")
@@ -248,7 +86,7 @@ def _components(key: str, source: _Source) -> tuple[list[str], str]:
     return names or [key], kind
 
 
-def _tree(source: _Source, places: dict[str, tuple[list[str], str]]) -> dict[str, Any]:
+def _tree(source: Input, places: dict[str, tuple[list[str], str]]) -> dict[str, Any]:
     """The tree of ``source``'s tensors, each at its place (:func:`_components`)."""
     root: dict[str, Any] = {"name": "(root)", "path": "", "kind": "object", "key": None, "children": {}}
     for tensor in source.tensors.values():
@@ -265,7 +103,7 @@ def _tree(source: _Source, places: dict[str, tuple[list[str], str]]) -> dict[str
     return _finish(root, source)
 
 
-def _finish(node: dict[str, Any], source: _Source) -> dict[str, Any]:
+def _finish(node: dict[str, Any], source: Input) -> dict[str, Any]:
     """Children as a list; bytes and parameters summed over each subtree."""
     children = [_finish(child, source) for child in node["children"].values()]
     tensor = source.tensors.get(node["key"]) if node["key"] is not None else None
@@ -293,7 +131,7 @@ def report(path: str, other: str | None = None, progress: Progress | None = None
         NotFoundError: Nothing at a path.
         DataLossError: A tensor fails its checksum or a file is damaged (naming file and key).
     """
-    sources = [_open(path)] + ([_open(other)] if other is not None else [])
+    sources = [open_input(path)] + ([open_input(other)] if other is not None else [])
     try:
         # The report is a tree of dicts and lists, a few per tensor, with no cycles: the collector's
         # passes over it as it grows cost a quarter of the time for 20,000 small tensors.
@@ -304,7 +142,7 @@ def report(path: str, other: str | None = None, progress: Progress | None = None
             source.close()
 
 
-def _report(sources: list[_Source], progress: Progress) -> dict[str, Any]:
+def _report(sources: list[Input], progress: Progress) -> dict[str, Any]:
     shown, old = sources[-1], (sources[0] if len(sources) == 2 else None)
     before = old.tensors if old is not None else {}
     added = {k for k in shown.tensors if old is not None and k not in before}
@@ -337,7 +175,8 @@ def _report(sources: list[_Source], progress: Progress) -> dict[str, Any]:
             norms[key] = (changes[-1].pop("diff_sq"), changes[-1].pop("old_sq"))
         for key, value in zip(keys, new):
             if key in added:
-                hashes[key] = f"{value.dtype}{value.shape}{digest(iter([value]))}"
+                tensor = shown.tensors[key]
+                hashes[key] = f"{tensor.dtype}{tensor.shape}{digest(iter([value]))}"  # as _pass_over's
             done += shown.tensors[key].nbytes + (before[key].nbytes if key in old_values else 0)
         progress(done, total)
     scratches = [Scratch() for _ in range(_PARTS)]  # one per thread, reused tensor after tensor
@@ -388,7 +227,7 @@ def _report(sources: list[_Source], progress: Progress) -> dict[str, Any]:
     return data
 
 
-def _empty(tensor: _Tensor) -> dict[str, Any]:
+def _empty(tensor: Tensor) -> dict[str, Any]:
     """A tensor's entry in the report's ``tensors``, before (or without) its statistics."""
     return {"dtype": tensor.dtype, "shape": list(tensor.shape), "bytes": tensor.nbytes, "params": tensor.params} | {
         "mean": None,
@@ -404,7 +243,7 @@ def _empty(tensor: _Tensor) -> dict[str, Any]:
 
 
 def _batches(
-    keys: list[str], shown: _Source, old: _Source | None, compared: set[str]
+    keys: list[str], shown: Input, old: Input | None, compared: set[str]
 ) -> Iterator[tuple[list[str], list[np.ndarray], dict[str, np.ndarray]]]:
     """The values of ``keys`` (small tensors) in batches of about :data:`_BATCH_ELEMENTS`, with the
     old values of those among them that are ``compared``."""
@@ -437,7 +276,7 @@ class _Summary:
     hash: str | None  # of an added tensor: dtype, shape and xxh3-128, to find it renamed
 
 
-def _pass_over(key: str, shown: _Source, old: _Source | None, added: set[str], scratches: list[Scratch]) -> _Summary:
+def _pass_over(key: str, shown: Input, old: Input | None, added: set[str], scratches: list[Scratch]) -> _Summary:
     """One pass over ``key`` (and its namesake in ``old``, to compare them): a large tensor cut
     into ``_PARTS`` ranges, each read and summarised on a thread of its own (part ``i`` in
     buffer ``i`` and ``scratches[i]``), a smaller one whole on this thread."""
@@ -481,11 +320,11 @@ def _pass_over(key: str, shown: _Source, old: _Source | None, added: set[str], s
     )
 
 
-def _change(key: str, tensor: _Tensor) -> dict[str, Any]:
+def _change(key: str, tensor: Tensor) -> dict[str, Any]:
     return {"key": key, "dtype": tensor.dtype, "shape": list(tensor.shape), "rel_l2": None, "cosine": None}
 
 
-def _summary(source: _Source) -> dict[str, Any]:
+def _summary(source: Input) -> dict[str, Any]:
     return {
         "path": source.path,
         "kind": source.kind,
