@@ -170,3 +170,28 @@ def test_a_damaged_byte_in_either_part_fails_the_report(tmp_path: Path, where: f
     data.write_bytes(bytes(raw))
     with pytest.raises(tp.errors.DataLossError, match="'w'"):
         report(path)
+
+
+@pytest.mark.parametrize("size", [100, 10_000, 3_000_000])  # batched, whole, in parts
+def test_a_big_endian_checkpoint_is_reported_in_native_values(tmp_path: Path, size: int) -> None:
+    """A bundle whose header says BIG (as a big-endian machine's TensorFlow writes): every read path
+    byte-swaps before the statistics."""
+    from tests.format.bundle_helpers import read_table
+    from trackpoint._format import sstable
+    from trackpoint._format._proto import tensor_bundle_pb2 as pb
+    from trackpoint._format.crc import crc32c, mask
+    from trackpoint._storage import naming
+
+    values = np.random.default_rng(4).standard_normal(size).astype(np.float32) + 2
+    prefix = tp.save_tensors(str(tmp_path / "be"), {"x": values})
+    data = values.astype(">f4").tobytes()
+    Path(naming.data_filename(prefix, 0, 1)).write_bytes(data)
+    items = read_table(Path(naming.index_filename(prefix)).read_bytes(), "i")
+    header, entry = pb.BundleHeaderProto(), pb.BundleEntryProto()
+    header.ParseFromString(items[0][1])
+    entry.ParseFromString(items[1][1])
+    header.endianness = pb.BundleHeaderProto.BIG
+    entry.crc32c = mask(crc32c(data))
+    table = sstable.build_table([(b"", header.SerializeToString()), (b"x", entry.SerializeToString())])
+    Path(naming.index_filename(prefix)).write_bytes(table)
+    _same(report(prefix)["tensors"]["x"], _whole(values))
