@@ -195,3 +195,16 @@ def test_a_big_endian_checkpoint_is_reported_in_native_values(tmp_path: Path, si
     table = sstable.build_table([(b"", header.SerializeToString()), (b"x", entry.SerializeToString())])
     Path(naming.index_filename(prefix)).write_bytes(table)
     _same(report(prefix)["tensors"]["x"], _whole(values))
+
+
+def test_a_sampled_histogram_spans_the_extremes_it_did_not_sample() -> None:
+    values = np.zeros(1 << 20, np.float32)
+    values[1] = 1000.0  # the step is 16: element 1 is not binned
+    stats = TensorStats(values.size)
+    stats.add(values)
+    result = stats.result()
+    assert result["binned"] == values.size // sample_step(values.size) and result["max"] == 1000.0
+    hist = result["hist"]
+    assert (
+        hist["lo"] <= 0.0 and hist["hi"] > 1000.0 and hist["counts"][-1] == 0 and hist["counts"][0] == result["binned"]
+    )

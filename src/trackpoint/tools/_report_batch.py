@@ -118,18 +118,11 @@ def _histograms(
     owner = np.repeat(np.arange(counts.size, dtype=np.int64), counts)[chosen]
     grid = np.floor(np.ldexp(flat[chosen], -k[owner])).astype(np.int64) - first[owner]
     table = np.bincount(owner * BINS + grid, minlength=counts.size * BINS).reshape(-1, BINS)
-    used = table > 0
-    lows = np.argmax(used, axis=1)  # each row's first and last bin that holds a value
-    highs = BINS - np.argmax(used[:, ::-1], axis=1)
-    edges = (
-        np.ldexp((first + lows).astype(np.float64), k).tolist(),
-        np.ldexp((first + highs).astype(np.float64), k).tolist(),
-    )
+    lasts = (np.floor(np.ldexp(np.where(some, high, 0.0), -k)).astype(np.int64) - first + 1).tolist()
+    edges = np.ldexp(first.astype(np.float64), k).tolist(), np.ldexp((first + lasts).astype(np.float64), k).tolist()
     hists: list[dict[str, Any] | None] = [
-        {"lo": edges[0][i], "hi": edges[1][i], "counts": row[lo:hi]} if any_ else None
-        for i, (row, lo, hi, any_) in enumerate(
-            zip(table.tolist(), lows.tolist(), highs.tolist(), np.any(used, axis=1).tolist())
-        )
+        {"lo": edges[0][i], "hi": edges[1][i], "counts": row[:last]} if ok else None
+        for i, (row, last, ok) in enumerate(zip(table.tolist(), lasts, some.tolist()))
     ]
     binned = table.sum(axis=1)
     return hists, binned

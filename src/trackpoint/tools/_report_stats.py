@@ -130,7 +130,8 @@ def sample_step(size: int) -> int:
 
 def histogram(sample: np.ndarray, low: float, high: float, scratch: Scratch | None = None) -> dict[str, Any] | None:
     """The bins of ``sample`` (finite float64 values between ``low`` and ``high``, the extremes
-    of all the tensor's finite values), from the first to the last that holds one.
+    of all the tensor's finite values), from the one that holds ``low`` to the one that holds
+    ``high``: a sample that missed the extremes still shows the whole range.
 
     Bin ``j`` holds ``[j, j + 1) * 2**k`` for the ``k`` of :func:`fitting_scale`: scaling by a
     power of two and flooring round nothing, so each value's bin is exact, and the grid depends
@@ -150,10 +151,9 @@ def histogram(sample: np.ndarray, low: float, high: float, scratch: Scratch | No
     scaled -= first
     index = scratch.array("bins", sample.size, np.intp) if scratch else np.empty(sample.size, np.intp)
     np.copyto(index, scaled, casting="unsafe")  # whole numbers from 0 to BINS - 1
-    counts = np.bincount(index)
-    used = np.flatnonzero(counts)
-    lo, hi = int(used[0]), int(used[-1]) + 1
-    return {"lo": math.ldexp(first + lo, k), "hi": math.ldexp(first + hi, k), "counts": counts[lo:hi].tolist()}
+    last = math.floor(math.ldexp(high, -k)) - first  # the bins span min to max, sampled or not
+    counts = np.bincount(index, minlength=last + 1)
+    return {"lo": math.ldexp(first, k), "hi": math.ldexp(first + last + 1, k), "counts": counts.tolist()}
 
 
 class Scratch:
