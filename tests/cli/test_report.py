@@ -7,6 +7,7 @@ against numpy on the same values, and what the command writes and how it fails.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -210,3 +211,26 @@ def test_progress_reaches_the_total(tmp_path: Path) -> None:
     total = sum(value.nbytes for value in values.values())
     assert len(calls) == 3 and all(t == total for _, t in calls)
     assert [d for d, _ in calls] == sorted(d for d, _ in calls) and calls[-1][0] == total
+
+
+def test_a_diff_lists_added_keys_in_order_and_its_progress_reaches_the_total(tmp_path: Path) -> None:
+    """Same output whatever the process's hash seed; progress counts only what is read (an old
+    tensor whose shape changed is not)."""
+    old = {"w": np.ones(10, np.float32), "v": np.ones(20_000, np.float32), "gone": np.ones(3, np.float32)}
+    new = {"w": np.ones(12, np.float32), "v": np.ones(30_000, np.float32)}
+    new |= {f"add{i}": np.full(4, i, np.float32) for i in (3, 0, 5, 1, 4, 2)}
+    a, b = tp.save_tensors(str(tmp_path / "a"), old), tp.save_tensors(str(tmp_path / "b"), new)
+    script = (
+        "import json, sys\nfrom trackpoint.tools.report import report\ncalls = []\n"
+        "data = report(sys.argv[1], sys.argv[2], lambda d, t: calls.append((d, t)))\n"
+        "print(json.dumps([data['diff']['added'], calls[-1]]))\n"
+    )
+    runs = []
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        done = subprocess.run([sys.executable, "-c", script, a, b], capture_output=True, text=True, check=True, env=env)
+        runs.append(json.loads(done.stdout))
+    assert runs[0] == runs[1]
+    added, (done_bytes, total) = runs[0]
+    assert added == sorted(added) == [f"add{i}" for i in range(6)]
+    assert done_bytes == total == sum(v.nbytes for v in new.values()) + old["gone"].nbytes

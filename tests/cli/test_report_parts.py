@@ -73,7 +73,7 @@ def test_parts_and_chunks_merge_to_one_pass(values: np.ndarray, cuts: list[float
 
 
 def test_a_sampled_histogram_is_the_same_in_parts() -> None:
-    """Past HISTOGRAM_SAMPLE elements every k-th is binned, counted from the tensor's start in every part."""
+    """Past ALL_BINNED elements every k-th is binned (sample_step), counted from the tensor's start in every part."""
     values = np.random.default_rng(1).standard_normal(3 * HISTOGRAM_SAMPLE + 5).astype(np.float32)
     parts = [TensorStats(values.size, start=s) for s in (0, 100_003)]
     parts[0].add(values[:100_003])
@@ -208,3 +208,50 @@ def test_a_sampled_histogram_spans_the_extremes_it_did_not_sample() -> None:
     assert (
         hist["lo"] <= 0.0 and hist["hi"] > 1000.0 and hist["counts"][-1] == 0 and hist["counts"][0] == result["binned"]
     )
+
+
+@pytest.mark.parametrize(("offset", "spread"), [(1000.1, 1e-3), (1e4, 0.5), (0.1, 0.0)])
+def test_a_mean_far_from_zero_keeps_its_spread(offset: float, spread: float) -> None:
+    """Where the sum of squares would cancel, the chunk is summed again about its mean: the mean is
+    right to a millionth of the spread and the spread to 1e-5, streamed or batched."""
+    values = (offset + np.random.default_rng(5).standard_normal(100_000) * spread).astype(np.float32)
+    exact = values.astype(np.float64)
+    stats = TensorStats(values.size)
+    for first in range(0, values.size, 7_000):
+        stats.add(values[first : first + 7_000])
+    for got, expected in ((stats.result(), exact), (batch_stats([values[:4_000]])[0], exact[:4_000])):
+        assert abs(got["mean"] - expected.mean()) <= 1e-6 * max(expected.std(), 1e-30) + 1e-12 * offset
+        assert got["std"] == pytest.approx(expected.std(), rel=1e-5, abs=1e-30)
+
+
+def test_the_sample_skips_nan_where_it_falls_whatever_the_chunks() -> None:
+    """Every step-th element of the tensor, those that are finite: not every step-th finite one."""
+    values = np.random.default_rng(6).standard_normal(100_000).astype(np.float32)
+    values[::7] = np.nan
+    step = sample_step(values.size)
+    chunked = TensorStats(values.size)
+    for first in range(0, values.size, 1_000):
+        chunked.add(values[first : first + 1_000])
+    expected = _whole(values)
+    assert expected["binned"] == int(np.isfinite(values[::step]).sum())
+    _same(chunked.result(), expected)
+
+
+def test_bfloat16_and_float16_tensors_have_statistics(tmp_path: Path) -> None:
+    values = {"b": np.linspace(-1, 1, 10).astype(ml_dtypes.bfloat16), "h": np.arange(10, dtype=np.float16)}
+    for path in (tp.save_tensors(str(tmp_path / "tf"), values), str(tmp_path / "st.safetensors")):
+        if path.endswith(".safetensors"):
+            tp.convert(str(tmp_path / "tf"), path)
+        data = report(path)
+        for key, value in values.items():
+            name = next(k for k in data["tensors"] if k == key or k.startswith(f"{key}/") or k.endswith(key))
+            _same(data["tensors"][name], _whole(value))
+
+
+def test_a_sliced_tensor_is_summarised_like_a_whole_one(tmp_path: Path) -> None:
+    """Saved in slices over three shards: read whole (slices put together), handed out in chunks."""
+    values = np.random.default_rng(7).standard_normal((1_000, 700)).astype(np.float32)
+    policy = tp.CheckpointOptions(experimental_sharding_callback=tp.sharding.MaxShardSizePolicy(1 << 20))
+    path = tp.save_tensors(str(tmp_path / "ckpt"), {"w": values}, policy)
+    assert len(list(tmp_path.glob("ckpt.data-*"))) > 1
+    _same(report(path)["tensors"]["w"], _whole(values))

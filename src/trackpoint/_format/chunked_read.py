@@ -7,7 +7,9 @@ and no memory is used beyond the destination).
 
 For a tool that copies, casts or averages a tensor and writes it out as it goes (see
 :mod:`.chunked_write`), :func:`stored_chunks` and :class:`StoredStream` read it in consecutive
-chunks: memory holds one chunk, never the tensor. The checksum is extended over each chunk as it
+chunks: memory holds one chunk, never the tensor. Streams that start where the last ends read a
+tensor in parts at once (``trackpoint report`` does, a part per thread), and
+:func:`verify_parts` checks their combined crc. The checksum is extended over each chunk as it
 is read (``crc32c(chunk, value=crc)``) and compared after the last one, so damage is reported
 only once every chunk has been handed out; the caller must publish nothing until then (a tool's
 bundle is all or nothing). The error is the one a whole read raises.
@@ -25,6 +27,7 @@ Examples:
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -137,7 +140,7 @@ class StoredStream:
             yield self.read_into(scratch[: min(step, end - self.done)])
 
     def verify(self) -> None:
-        """Check the bytes read (all of the entry's, by now) against the entry's checksum.
+        """Check the bytes read (all of the entry's, by now, from its start) against the entry's checksum.
 
         Raises:
             DataLossError: They fail it.
@@ -156,8 +159,9 @@ def verify_parts(parts: Sequence[StoredStream]) -> None:
     crc = parts[0].crc
     for part in parts[1:]:
         crc = crc32c_combine(crc, part.crc, part.done)
-    if crc != unmask(entry.crc32c):
-        raise reader.checksum_mismatch(entry.shard_id, entry.key)
+    whole = parts[0].start == 0 and all(a.start + a.done == b.start for a, b in itertools.pairwise(parts))
+    if not (whole and parts[-1].start + parts[-1].done == entry.size) or crc != unmask(entry.crc32c):
+        raise reader.checksum_mismatch(entry.shard_id, entry.key)  # bytes missing are bytes unverified
 
 
 def stored_chunks(bundle: BundleReader, entry: Entry, scratch: memoryview, align: int = 1) -> Iterator[memoryview]:

@@ -31,7 +31,15 @@ from dataclasses import dataclass
 import numpy as np
 
 import trackpoint as tp
-from trackpoint._io import OBJECT_GRAPH_KEY, BundleReader, Entry, StoredStream, resolve_prefix, verify_parts
+from trackpoint._io import (
+    FLOAT_NAMES,
+    OBJECT_GRAPH_KEY,
+    BundleReader,
+    Entry,
+    StoredStream,
+    resolve_prefix,
+    verify_parts,
+)
 from trackpoint.tools import _chunk_copy
 from trackpoint.tools._hf_layout import SafetensorsSource, is_safetensors_path
 from trackpoint.tools._to_tf import safetensors_chunks
@@ -40,6 +48,12 @@ __all__ = ["PARTS", "Input", "SafetensorsInput", "TFInput", "Tensor", "open_inpu
 
 #: Ranges of one tensor read at once, each into a chunk buffer of its own.
 PARTS = 2
+
+
+def _numeric(dtype: np.dtype) -> bool:
+    """Whether the report has statistics for ``dtype``: ints, bools and floats (ml_dtypes' bfloat16
+    and float8 types included, whose numpy kind is 'V'); not strings, not complex."""
+    return dtype.kind in "iufb" or dtype.name in FLOAT_NAMES
 
 
 @dataclass(frozen=True)
@@ -105,7 +119,7 @@ class TFInput(Input):
                 self.graph = True
                 continue
             dtype = entry.dtype
-            numeric = dtype is not None and not dtype.is_string and dtype.numpy.kind in "iufb"
+            numeric = dtype is not None and not dtype.is_string and _numeric(dtype.numpy)
             name = dtype.name if dtype is not None else f"dtype{entry.dtype_enum}"
             size = math.prod(entry.shape) * dtype.numpy.itemsize if numeric and dtype is not None else entry.size
             self.tensors[entry.key] = Tensor(entry.key, name, tuple(entry.shape), size, numeric)
@@ -119,8 +133,12 @@ class TFInput(Input):
     def chunks(self, key: str, part: int = 0, start: int = 0, stop: int | None = None) -> Iterator[np.ndarray]:
         entry = self._entries[key]
         dtype = self.reader.checked(entry)
-        if entry.is_sliced:  # its slices read and put together, checksums verified
-            yield np.asarray(self.reader.read(key)).reshape(-1)
+        if entry.is_sliced:  # its slices read and put together (checksums verified), handed out in chunks
+            assert start == 0 and stop in (None, math.prod(entry.shape)), "a sliced tensor is not split (see splits)"
+            whole = np.asarray(self.reader.read(key)).reshape(-1)
+            step = max(1, len(self._memory[part]) // whole.itemsize)  # so the statistics' memory stays a chunk's
+            for first in range(0, whole.size, step):
+                yield whole[first : first + step]
             return
         size = dtype.itemsize
         stop = entry.size // size if stop is None else stop
@@ -154,7 +172,7 @@ class SafetensorsInput(Input):
         self.source = SafetensorsSource(path)
         for name in sorted(self.source.where):
             info = self.source.where[name].tensors[name]
-            self.tensors[name] = Tensor(name, str(info.dtype), info.shape, info.nbytes, info.dtype.kind in "iufb")
+            self.tensors[name] = Tensor(name, str(info.dtype), info.shape, info.nbytes, _numeric(info.dtype))
 
     def splits(self, key: str) -> bool:
         return True

@@ -43,8 +43,8 @@ __all__ = [
     "FINEST",
     "HISTOGRAM_SAMPLE",
     "ChangeStats",
-    "Scratch",
     "TensorStats",
+    "Workspace",
     "change_result",
     "digest",
     "fitting_scale",
@@ -85,15 +85,16 @@ def _sum(values: np.ndarray) -> float:
     """The sum of a 1-D float32 or float64 array.
 
     float32 goes to BLAS, as a dot product with ones: half the time of numpy's pairwise sum, and
-    as accurate on values about zero (OpenBLAS keeps several partial sums); a mean far from zero
-    is corrected by :meth:`TensorStats.add`. float64 is summed pairwise (see :func:`_dot`).
+    as accurate on values about zero (OpenBLAS keeps several partial sums); where the mean is far
+    from zero :meth:`TensorStats.add` sums pairwise again. float64 is summed pairwise (see :func:`_dot`).
     """
     global _ONES
     if values.dtype != np.float32:
         return float(values.sum())
-    if _ONES.size < values.size:
-        _ONES = np.ones(values.size, np.float32)  # replaced whole, never written: safe across threads
-    return float(np.dot(values, _ONES[: values.size]))
+    ones = _ONES  # read once: another thread may replace it meanwhile (never write into it)
+    if ones.size < values.size:
+        ones = _ONES = np.ones(values.size, np.float32)
+    return float(np.dot(values, ones[: values.size]))
 
 
 def fitting_scale(low: float, high: float) -> int:
@@ -128,7 +129,7 @@ def sample_step(size: int) -> int:
     return max(1, -(-size // target))
 
 
-def histogram(sample: np.ndarray, low: float, high: float, scratch: Scratch | None = None) -> dict[str, Any] | None:
+def histogram(sample: np.ndarray, low: float, high: float, workspace: Workspace | None = None) -> dict[str, Any] | None:
     """The bins of ``sample`` (finite float64 values between ``low`` and ``high``, the extremes
     of all the tensor's finite values), from the one that holds ``low`` to the one that holds
     ``high``: a sample that missed the extremes still shows the whole range.
@@ -136,34 +137,34 @@ def histogram(sample: np.ndarray, low: float, high: float, scratch: Scratch | No
     Bin ``j`` holds ``[j, j + 1) * 2**k`` for the ``k`` of :func:`fitting_scale`: scaling by a
     power of two and flooring round nothing, so each value's bin is exact, and the grid depends
     on the extremes alone, not on the chunks or parts the sample came in. The work is done in
-    ``scratch``'s arrays when given.
+    ``workspace``'s arrays when given.
     """
     if not sample.size:
         return None
     k = fitting_scale(low, high)
     first = math.floor(math.ldexp(low, -k))
-    scaled = scratch.array("scaled", sample.size, np.float64) if scratch else np.empty_like(sample)
+    scaled = workspace.array("scaled", sample.size, np.float64) if workspace else np.empty_like(sample)
     if -1022 <= k <= 1022:  # 2**-k is a float64: multiplying by it is ldexp's result, three times faster
         np.multiply(sample, math.ldexp(1.0, -k), out=scaled)
     else:
         np.ldexp(sample, -k, out=scaled)
     np.floor(scaled, out=scaled)
     scaled -= first
-    index = scratch.array("bins", sample.size, np.intp) if scratch else np.empty(sample.size, np.intp)
+    index = workspace.array("bins", sample.size, np.intp) if workspace else np.empty(sample.size, np.intp)
     np.copyto(index, scaled, casting="unsafe")  # whole numbers from 0 to BINS - 1
     last = math.floor(math.ldexp(high, -k)) - first  # the bins span min to max, sampled or not
     counts = np.bincount(index, minlength=last + 1)
     return {"lo": math.ldexp(first, k), "hi": math.ldexp(first + last + 1, k), "counts": counts.tolist()}
 
 
-class Scratch:
+class Workspace:
     """Memory that one thread's statistics work in, reused from tensor to tensor.
 
     A fresh array faults its pages in as it is first written, and on a machine whose memory is
     backed lazily (this VM: about 3 us per 4 KiB page) a temporary per tensor cost more than
     the statistics: 1 GiB of 512 KiB tensors took 12 s to report, against 0.14 s to read.
-    Each named array only grows. A :class:`TensorStats` keeps its sample in its scratch until
-    :meth:`TensorStats.result`, so a scratch serves one tensor (or part) at a time.
+    Each named array only grows. A :class:`TensorStats` keeps its sample in its workspace until
+    :meth:`TensorStats.result`, so a workspace serves one tensor (or part) at a time.
     """
 
     def __init__(self) -> None:
@@ -188,11 +189,11 @@ class TensorStats:
         size: The tensor's element count, to choose which elements the histogram bins (None: all).
         hashed: Also compute the xxh3-128 of the raw bytes (to find a renamed tensor).
         start: The index of the first element this one is given (a part's start).
-        scratch: Where temporaries and the sample are kept (see :class:`Scratch`); by default its own.
+        workspace: Where temporaries and the sample are kept (see :class:`Workspace`); by default its own.
     """
 
     def __init__(
-        self, size: int | None = None, hashed: bool = False, start: int = 0, scratch: Scratch | None = None
+        self, size: int | None = None, hashed: bool = False, start: int = 0, workspace: Workspace | None = None
     ) -> None:
         self.count = 0  # finite values
         self.mean = 0.0
@@ -207,15 +208,15 @@ class TensorStats:
         self.step = sample_step(size) if size else 1
         self.binned = 0
         self.hash = xxhash.xxh3_128() if hashed else None
-        self._scratch = scratch or Scratch()
+        self._workspace = workspace or Workspace()
         # The elements binned, as float64: binned once at the end, when the extremes are known.
         # Room for the whole tensor's sample, so that the parts after this one can be merged in.
-        self._sample = self._scratch.array("sample", -(-size // self.step) + 8 if size else 0, np.float64)
+        self._sample = self._workspace.array("sample", -(-size // self.step) + 8 if size else 0, np.float64)
 
     def _temporary(self, like: np.ndarray, dtype: np.dtype | None = None) -> np.ndarray:
-        """Memory for one temporary the size of ``like``, from the scratch."""
+        """Memory for one temporary the size of ``like``, from the workspace."""
         dtype = np.dtype(dtype or like.dtype)
-        return self._scratch.array(f"temporary {dtype}", like.size, dtype)
+        return self._workspace.array(f"temporary {dtype}", like.size, dtype)
 
     def add(self, chunk: np.ndarray) -> float:
         """Take the next values (a 1-D array, any numeric dtype; valid only during the call).
@@ -231,37 +232,37 @@ class TensorStats:
         if not chunk.size:
             return 0.0
         values = _as_float(chunk)
+        first = (-offset) % self.step  # every step-th element of the tensor, whatever the parts and chunks
+        sample = values[first :: self.step] if self.step > 1 else values
         # A count of bools: ten times faster than counting the floats that are not zero.
         self.zeros += int(np.count_nonzero(np.equal(values, 0, out=self._temporary(values, np.dtype(bool)))))
         low, high = float(values.min()), float(values.max())
         if not (math.isfinite(low) and math.isfinite(high)):  # NaN or Inf somewhere: count, then drop them
-            nan = np.isnan(values)
-            self.nan += int(np.count_nonzero(nan))
+            self.nan += int(np.count_nonzero(np.isnan(values)))
             self.inf += int(np.count_nonzero(np.isinf(values)))
-            values = values[np.isfinite(values)]
+            values, sample = values[np.isfinite(values)], sample[np.isfinite(sample)]
             if not values.size:
                 return math.nan
             low, high = float(values.min()), float(values.max())
-        if max(-low, high) < 2.0**-60:  # squares would fall below float32's normal range
+        if 0 < max(-low, high) < 2.0**-60:  # squares would fall below float32's normal range
             values = values.astype(np.float64)
         with np.errstate(over="ignore", invalid="ignore"):
             total, squares = _sum(values), _dot(values, values)
-        if not (math.isfinite(total) and math.isfinite(squares)):  # float32 overflowed: values near its max
-            values = values.astype(np.float64)
-            total, squares = _sum(values), _dot(values, values)
+            if values.dtype == np.float32 and not (math.isfinite(total) and math.isfinite(squares)):
+                values = values.astype(np.float64)  # float32 overflowed: values near its max
+                total, squares = _sum(values), _dot(values, values)
         mean = total / values.size
         m2 = squares - total * mean
         if not m2 >= squares / 2:
             # The mean is large against the spread: the sum of squares would cancel, and the sum
-            # may have lost digits the spread needs. Sum both again about this mean (three passes
-            # more), then correct the mean by what the first sum missed.
-            centred = np.subtract(values, values.dtype.type(mean), out=self._temporary(values))
+            # (BLAS's) may have lost digits the spread needs. Sum again pairwise, then the squares
+            # about that mean (four passes more), and correct the mean by what the centred values sum to.
+            centre = values.dtype.type(float(values.sum()) / values.size)
+            centred = np.subtract(values, centre, out=self._temporary(values))
             missed = float(centred.sum()) / values.size
-            mean += missed
+            mean = float(centre) + missed
             m2 = max(0.0, _dot(centred, centred) - missed * missed * values.size)
         self._combine(values.size, mean, m2, low, high)
-        first = (-offset) % self.step  # every step-th element of the tensor, whatever the parts and chunks
-        sample = values[first :: self.step] if self.step > 1 else values
         if sample.size:
             self._keep(sample)
         return squares if values.size == chunk.size else math.nan
@@ -306,7 +307,7 @@ class TensorStats:
             "zeros": self.zeros / self.elements if self.elements else None,
             "nan": self.nan,
             "inf": self.inf,
-            "hist": histogram(self._sample[: self.binned], self.low, self.high, self._scratch) if finite else None,
+            "hist": histogram(self._sample[: self.binned], self.low, self.high, self._workspace) if finite else None,
             "binned": self.binned,
         }
 
@@ -315,17 +316,17 @@ class ChangeStats:
     """How a tensor changed: given the old and new values a chunk pair at a time (:meth:`add`).
 
     Args:
-        scratch: Where the change of a chunk is computed (see :class:`Scratch`); by default its own.
+        workspace: Where the change of a chunk is computed (see :class:`Workspace`); by default its own.
     """
 
-    def __init__(self, scratch: Scratch | None = None) -> None:
+    def __init__(self, workspace: Workspace | None = None) -> None:
         self.old_sq = 0.0
         self.new_sq = 0.0
         self.dot = 0.0
         self.diff_sq = 0.0
         self.max_abs = 0.0
         self.finite = True
-        self._scratch = scratch or Scratch()
+        self._workspace = workspace or Workspace()
 
     def add(self, old: np.ndarray, new: np.ndarray, new_sq: float | None = None) -> None:
         """Take the next values of both (1-D arrays of equal length), and the new values' sum of
@@ -333,7 +334,7 @@ class ChangeStats:
         a, b = _as_float(old), _as_float(new)
         if a.dtype != b.dtype:
             a, b = a.astype(np.float64), b.astype(np.float64)
-        change = np.subtract(b, a, out=self._scratch.array(f"change {a.dtype}", a.size, a.dtype))
+        change = np.subtract(b, a, out=self._workspace.array(f"change {a.dtype}", a.size, a.dtype))
         self.old_sq += _dot(a, a)
         self.new_sq += _dot(b, b) if new_sq is None else new_sq
         self.dot += _dot(a, b)

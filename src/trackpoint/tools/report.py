@@ -46,21 +46,20 @@ from trackpoint._io import OBJECT_ATTRIBUTES, OPTIMIZER_SLOTS, gc_paused, parall
 from trackpoint.tools import _chunk_copy
 from trackpoint.tools._report_batch import batch_changes, batch_stats
 from trackpoint.tools._report_sources import PARTS, Input, SafetensorsInput, Tensor, TFInput, open_input
-from trackpoint.tools._report_stats import ChangeStats, Scratch, TensorStats, digest, paired
+from trackpoint.tools._report_stats import ChangeStats, TensorStats, Workspace, digest, paired
 
 __all__ = ["report"]
 
 Progress = Callable[[int, int], None]
 
-# A tensor of at least _SPLIT_BYTES is read and summarised in _PARTS parts at once, one per
+# A tensor of at least _SPLIT_BYTES is read and summarised in PARTS parts at once, one per
 # thread: file reads, checksums and numpy's passes over a chunk release the GIL, and a report's
 # work per byte is several passes (``_report_stats``), so one core cannot keep up with the disk.
-_PARTS = PARTS
 _SPLIT_BYTES = 4 * _chunk_copy.CHUNK_BYTES
 # Tensors of at most _SMALL_ELEMENTS elements are read many at once and summarised together, a
 # batch of about _BATCH_ELEMENTS at a time (``_report_batch``): one by one, each would cost some
 # fifty numpy calls where reading it costs one. A batch's temporaries stay below the size the
-# allocator serves from fresh pages (128 KiB), which fault in slowly (see ``Scratch``).
+# allocator serves from fresh pages (128 KiB), which fault in slowly (see ``Workspace``).
 _SMALL_ELEMENTS = 1 << 12
 _BATCH_ELEMENTS = 1 << 13
 # Tensors between those and _SPLIT_BYTES are read whole on one thread: two threads each taking
@@ -121,7 +120,7 @@ def report(path: str, other: str | None = None, progress: Progress | None = None
     Args:
         path: A TF checkpoint or safetensors weights (see the module docstring).
         other: A second input: the report then shows it, and how it changed from ``path``.
-        progress: Called with (bytes read, bytes to read) as tensors are done.
+        progress: Called with (bytes read, bytes to read) as tensors, or batches of small ones, are done.
 
     Returns:
         A dict as ``trackpoint.cli._report_page.render`` takes it: ``inputs``, ``tree``,
@@ -131,8 +130,11 @@ def report(path: str, other: str | None = None, progress: Progress | None = None
         NotFoundError: Nothing at a path.
         DataLossError: A tensor fails its checksum or a file is damaged (naming file and key).
     """
-    sources = [open_input(path)] + ([open_input(other)] if other is not None else [])
+    sources: list[Input] = []
     try:
+        sources.append(open_input(path))
+        if other is not None:
+            sources.append(open_input(other))
         # The report is a tree of dicts and lists, a few per tensor, with no cycles: the collector's
         # passes over it as it grows cost a quarter of the time for 20,000 small tensors.
         with gc_paused():
@@ -145,10 +147,9 @@ def report(path: str, other: str | None = None, progress: Progress | None = None
 def _report(sources: list[Input], progress: Progress) -> dict[str, Any]:
     shown, old = sources[-1], (sources[0] if len(sources) == 2 else None)
     before = old.tensors if old is not None else {}
-    added = {k for k in shown.tensors if old is not None and k not in before}
+    added_keys = [k for k in shown.tensors if old is not None and k not in before]
+    added = set(added_keys)
     removed = [k for k in before if k not in shown.tensors]
-    total = sum(t.nbytes for t in shown.tensors.values() if t.numeric)
-    total += sum(t.nbytes for k, t in before.items() if t.numeric and (k in shown.tensors or k in removed))
     done = 0
     tensors: dict[str, Any] = {key: _empty(tensor) for key, tensor in shown.tensors.items()}
     changes: list[dict[str, Any]] = []
@@ -161,6 +162,9 @@ def _report(sources: list[Input], progress: Progress) -> dict[str, Any]:
             compared.add(key)
         elif was is not None:
             changes.append(_change(key, tensor) | {"note": f"was {was.dtype}{list(was.shape)}"})
+    # What is read: every numeric tensor shown, the old ones compared with them, the removed ones (hashed).
+    total = sum(t.nbytes for t in shown.tensors.values() if t.numeric) + sum(before[k].nbytes for k in compared)
+    total += sum(before[k].nbytes for k in removed if before[k].numeric)
     small = [
         key
         for key, tensor in shown.tensors.items()
@@ -179,11 +183,11 @@ def _report(sources: list[Input], progress: Progress) -> dict[str, Any]:
                 hashes[key] = f"{tensor.dtype}{tensor.shape}{digest(iter([value]))}"  # as _pass_over's
             done += shown.tensors[key].nbytes + (before[key].nbytes if key in old_values else 0)
         progress(done, total)
-    scratches = [Scratch() for _ in range(_PARTS)]  # one per thread, reused tensor after tensor
+    workspaces = [Workspace() for _ in range(PARTS)]  # one per thread, reused tensor after tensor
     for key, tensor in shown.tensors.items():
         if not tensor.numeric or tensor.params <= _SMALL_ELEMENTS:
             continue
-        summary = _pass_over(key, shown, old if key in compared else None, added, scratches)
+        summary = _pass_over(key, shown, old if key in compared else None, added, workspaces)
         tensors[key] |= summary.stats
         if summary.change is not None and summary.norms is not None:
             changes.append(_change(key, tensor) | summary.change)
@@ -216,9 +220,10 @@ def _report(sources: list[Input], progress: Progress) -> dict[str, Any]:
             done += tensor.nbytes
             progress(done, total)
         moved = {name for pair in renamed for name in pair}
-        changes.sort(key=lambda c: -1.0 if c["rel_l2"] is None else c["rel_l2"], reverse=True)
+        # Largest change first, none (not comparable) last, ties by key.
+        changes.sort(key=lambda c: (c["rel_l2"] is None, -(c["rel_l2"] or 0.0), c["key"]))
         data["diff"] = {
-            "added": [k for k in added if k not in moved],
+            "added": [k for k in added_keys if k not in moved],
             "removed": [k for k in removed if k not in moved],
             "renamed": renamed,
             "changed": changes,
@@ -276,10 +281,10 @@ class _Summary:
     hash: str | None  # of an added tensor: dtype, shape and xxh3-128, to find it renamed
 
 
-def _pass_over(key: str, shown: Input, old: Input | None, added: set[str], scratches: list[Scratch]) -> _Summary:
+def _pass_over(key: str, shown: Input, old: Input | None, added: set[str], workspaces: list[Workspace]) -> _Summary:
     """One pass over ``key`` (and its namesake in ``old``, to compare them): a large tensor cut
-    into ``_PARTS`` ranges, each read and summarised on a thread of its own (part ``i`` in
-    buffer ``i`` and ``scratches[i]``), a smaller one whole on this thread."""
+    into ``PARTS`` ranges, each read and summarised on a thread of its own (part ``i`` in
+    buffer ``i`` and ``workspaces[i]``), a smaller one whole on this thread."""
     tensor = shown.tensors[key]
     split = (
         tensor.nbytes >= _SPLIT_BYTES
@@ -287,18 +292,18 @@ def _pass_over(key: str, shown: Input, old: Input | None, added: set[str], scrat
         and shown.splits(key)
         and (old is None or old.splits(key))
     )
-    parts = _PARTS if split else 1
+    parts = PARTS if split else 1
     bounds = [tensor.params * part // parts for part in range(parts + 1)]
 
     def part_of(part: int) -> tuple[TensorStats, ChangeStats | None]:
         start, stop = bounds[part], bounds[part + 1]
-        mine = TensorStats(tensor.params, hashed=key in added, start=start, scratch=scratches[part])
+        mine = TensorStats(tensor.params, hashed=key in added, start=start, workspace=workspaces[part])
         new = shown.chunks(key, part, start, stop)
         if old is None:
             for chunk in new:
                 mine.add(chunk)
             return mine, None
-        change = ChangeStats(scratches[part])
+        change = ChangeStats(workspaces[part])
         for a, b in paired(old.chunks(key, part, start, stop), new):
             change.add(a, b, mine.add(b))
         return mine, change
@@ -313,7 +318,7 @@ def _pass_over(key: str, shown: Input, old: Input | None, added: set[str], scrat
         if change is not None and more_change is not None:
             change.merge(more_change)
     return _Summary(
-        stats.result(),  # now, while the sample is still in the scratch
+        stats.result(),  # now, while the sample is still in the workspace
         change.result() if change is not None else None,
         (change.diff_sq, change.old_sq) if change is not None else None,
         f"{tensor.dtype}{tensor.shape}{stats.hash.hexdigest()}" if stats.hash is not None else None,
