@@ -3,6 +3,7 @@
     python benchmarks/report.py               # 5 rounds, page cache warm
     python benchmarks/report.py --cold        # the page cache dropped before each phase (root only)
     python benchmarks/report.py --quick       # a smoke run on 64 MiB
+    python benchmarks/report.py --shape matrices  # 455 tensors of 768x768 (2.25 MiB, as BERT's), 1 GiB
     python benchmarks/report.py --shape mid   # 2,048 tensors of 512 KiB instead (1 GiB)
     python benchmarks/report.py --shape many  # 20,000 tensors of 1 KiB instead (20 MiB)
 
@@ -36,7 +37,7 @@ from trackpoint.cli._report_page import render
 from trackpoint.tools.report import report
 
 # Tensors, and float32 elements in each.
-SHAPES = {"large": (16, 16 << 20), "mid": (2_048, 128 << 10), "many": (20_000, 256)}
+SHAPES = {"large": (16, 16 << 20), "matrices": (455, 768 * 768), "mid": (2_048, 128 << 10), "many": (20_000, 256)}
 
 
 def _read(*prefixes: str) -> None:
