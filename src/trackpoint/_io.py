@@ -53,7 +53,7 @@ from trackpoint._graph.object_graph import first_parents, parse_graph, read_obje
 from trackpoint._storage.atomic import fsync_directory, remove_quietly, write_file
 from trackpoint._storage.files import exists, list_names, listing, open_regular, read_regular
 from trackpoint._storage.fsspec_io import filesystem
-from trackpoint._storage.naming import data_filename
+from trackpoint._storage.naming import data_filename, file_prefix
 from trackpoint._storage.object_storage import publish_objects
 from trackpoint._storage.readahead import start_readahead
 from trackpoint._storage.storage import storage_for
@@ -87,6 +87,7 @@ __all__ = [
     "escape_local_name",
     "exists",
     "family",
+    "file_prefix",
     "filesystem",
     "first_parents",
     "from_numpy",

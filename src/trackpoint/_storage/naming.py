@@ -11,6 +11,7 @@ __all__ = [
     "STATE_FILENAME",
     "checkpoint_prefixes",
     "data_filename",
+    "file_prefix",
     "index_filename",
 ]
 
@@ -25,6 +26,20 @@ def index_filename(prefix: str) -> str:
 
 def data_filename(prefix: str, shard_id: int, num_shards: int) -> str:
     return f"{prefix}.data-{shard_id:05d}-of-{num_shards:05d}"
+
+
+_BUNDLE_FILE = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
+
+
+def file_prefix(path: str) -> str | None:
+    """The prefix of a bundle's file (its index or a data file) at ``path``; None for another name.
+
+    Examples:
+        >>> file_prefix("run/ckpt-1.data-00000-of-00002"), file_prefix("run/ckpt-1.index"), file_prefix("run/ckpt-1")
+        ('run/ckpt-1', 'run/ckpt-1', None)
+    """
+    stripped = _BUNDLE_FILE.sub("", path)
+    return stripped if stripped != path else None
 
 
 def _natural(name: str) -> list[object]:

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import sys
 from collections.abc import Iterable
 
 import trackpoint as tp
-from trackpoint._io import exists, is_directory, listing, storage_for
+from trackpoint._io import exists, file_prefix, is_directory, listing, storage_for
 from trackpoint.cli._output import out
 
 __all__ = ["resolve", "tensor_key"]
-
-_CHECKPOINT_FILE = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
 
 
 def _note_if_outside(directory: str, prefix: str) -> None:
@@ -45,8 +42,8 @@ def resolve(path: str) -> str:
         return prefix
     if exists(path + ".index"):
         return path
-    stripped = _CHECKPOINT_FILE.sub("", path)
-    if stripped != path and exists(stripped + ".index"):
+    stripped = file_prefix(path)
+    if stripped is not None and exists(stripped + ".index"):
         return stripped
     raise tp.errors.NotFoundError(f"no checkpoint at {path}{listing(os.path.dirname(path))}")
 

@@ -24,7 +24,6 @@ Examples:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -37,6 +36,7 @@ from trackpoint._io import (
     BundleReader,
     Entry,
     StoredStream,
+    file_prefix,
     resolve_prefix,
     verify_parts,
 )
@@ -191,9 +191,6 @@ class SafetensorsInput(Input):
         self.source.close()
 
 
-_CHECKPOINT_FILE = re.compile(r"\.(index|data-\d+-of-\d+)$")
-
-
 def open_input(path: str) -> Input:
     """The input at ``path``: safetensors weights, or a TF checkpoint given by its prefix, one of
     its files, or a directory with a ``checkpoint`` file."""
@@ -202,7 +199,7 @@ def open_input(path: str) -> Input:
     try:
         return TFInput(resolve_prefix(path))
     except tp.errors.NotFoundError:
-        stripped = _CHECKPOINT_FILE.sub("", path)
-        if stripped == path:
+        stripped = file_prefix(path)
+        if stripped is None:
             raise
         return TFInput(resolve_prefix(stripped))

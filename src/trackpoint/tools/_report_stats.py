@@ -137,20 +137,21 @@ def histogram(sample: np.ndarray, low: float, high: float, workspace: Workspace 
     Bin ``j`` holds ``[j, j + 1) * 2**k`` for the ``k`` of :func:`fitting_scale`: scaling by a
     power of two and flooring round nothing, so each value's bin is exact, and the grid depends
     on the extremes alone, not on the chunks or parts the sample came in. The work is done in
-    ``workspace``'s arrays when given.
+    ``workspace``'s arrays (by default, new ones).
     """
     if not sample.size:
         return None
+    workspace = workspace or Workspace()
     k = fitting_scale(low, high)
     first = math.floor(math.ldexp(low, -k))
-    scaled = workspace.array("scaled", sample.size, np.float64) if workspace else np.empty_like(sample)
+    scaled = workspace.array("scaled", sample.size, np.float64)
     if -1022 <= k <= 1022:  # 2**-k is a float64: multiplying by it is ldexp's result, three times faster
         np.multiply(sample, math.ldexp(1.0, -k), out=scaled)
     else:
         np.ldexp(sample, -k, out=scaled)
     np.floor(scaled, out=scaled)
     scaled -= first
-    index = workspace.array("bins", sample.size, np.intp) if workspace else np.empty(sample.size, np.intp)
+    index = workspace.array("bins", sample.size, np.intp)
     np.copyto(index, scaled, casting="unsafe")  # whole numbers from 0 to BINS - 1
     last = math.floor(math.ldexp(high, -k)) - first  # the bins span min to max, sampled or not
     counts = np.bincount(index, minlength=last + 1)
